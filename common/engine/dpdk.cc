@@ -1,0 +1,77 @@
+#include "common/engine/dpdk.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_log.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace rocemu::dpdk {
+namespace {
+
+std::mutex g_eal_mutex;
+bool g_eal_started = false;
+Status g_eal_status;
+
+}  // namespace
+
+Status init_eal(const EalOptions& opts) {
+  std::lock_guard lock(g_eal_mutex);
+  if (g_eal_started) return g_eal_status;
+  g_eal_started = true;
+  std::vector<std::string> args = {"rocemu", "--no-pci", "-l", "0", "--log-level=lib.*:error",
+                                   "--log-level=pmd.*:error", "--no-telemetry"};
+  if (opts.hugepages) {
+    args.push_back("--in-memory");
+  } else {
+    args.push_back("--no-huge");
+    args.push_back("--no-shconf");
+    args.push_back("-m");
+    args.push_back(std::to_string(opts.memory_mb));
+  }
+  args.push_back("--file-prefix=rocemu-" + std::to_string(getpid()));
+  for (const auto& a : opts.extra_args) args.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  // EAL's getopt use touches the global optind; keep the caller's.
+  const int saved_optind = optind;
+  const int rc = rte_eal_init(int(argv.size()), argv.data());
+  optind = saved_optind;
+  if (rc < 0) {
+    g_eal_status = Status::error(std::string("DPDK EAL failed to start: ") + rte_strerror(rte_errno));
+  }
+  return g_eal_status;
+}
+
+bool eal_running() {
+  std::lock_guard lock(g_eal_mutex);
+  return g_eal_started && g_eal_status.ok();
+}
+
+Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs) {
+  if (!eal_running()) return Status::error("packet pool '" + name + "': the DPDK EAL is not running");
+  const uint16_t priv = uint16_t(RTE_ALIGN(sizeof(PktMeta), RTE_MBUF_PRIV_ALIGN));
+  rte_mempool* mp = rte_pktmbuf_pool_create(name.c_str(), n_mbufs, 256, priv,
+                                            RTE_PKTMBUF_HEADROOM + kMaxFrame, SOCKET_ID_ANY);
+  if (mp == nullptr)
+    return Status::error("packet pool '" + name + "' of " + std::to_string(n_mbufs) +
+                         " mbufs: " + rte_strerror(rte_errno));
+  return new PacketPool(mp, n_mbufs);
+}
+
+PacketPool::~PacketPool() { rte_mempool_free(mp_); }
+
+rte_mbuf* PacketPool::alloc_copy(std::span<const uint8_t> frame) {
+  if (frame.size() > kMaxFrame) return nullptr;
+  rte_mbuf* m = alloc();
+  if (m == nullptr) return nullptr;
+  char* p = rte_pktmbuf_append(m, uint16_t(frame.size()));
+  std::memcpy(p, frame.data(), frame.size());
+  return m;
+}
+
+uint32_t PacketPool::in_use() const { return rte_mempool_in_use_count(mp_); }
+
+}  // namespace rocemu::dpdk

@@ -1,0 +1,288 @@
+#include "common/engine/engine.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace rocemu {
+namespace {
+
+std::atomic<uint32_t> g_pool_counter{0};
+
+uint64_t wall_clock_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
+  if (Status s = dpdk::init_eal(); !s.ok()) return s;
+  auto pool = dpdk::PacketPool::create("rocemu" + std::to_string(g_pool_counter++), opts.mbufs);
+  if (!pool.ok()) return pool.status();
+  return std::unique_ptr<Engine>(new Engine(opts, std::unique_ptr<dpdk::PacketPool>(pool.value())));
+}
+
+Engine::Engine(const EngineOptions& opts, std::unique_ptr<dpdk::PacketPool> pool)
+    : opts_(opts), pool_(std::move(pool)) {
+  if (opts_.mode == TimeMode::kVirtual) {
+    auto c = std::make_unique<ManualClock>();
+    virtual_clock_ = c.get();
+    clock_ = std::move(c);
+  } else {
+    clock_ = std::make_unique<TscClock>();
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = wake_fd_;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  }
+}
+
+Engine::~Engine() {
+  // Links hold packets and timers; nodes hold packets; the pool goes last.
+  links_.clear();
+  ethdevs_.clear();
+  nodes_.clear();
+  captures_.clear();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+Node& Engine::add_node(std::unique_ptr<Node> node) {
+  const uint32_t id = uint32_t(nodes_.size());
+  node->bind(this, id, Rng::derive(opts_.seed, 1000 + id));
+  nodes_.push_back(std::move(node));
+  Node& n = *nodes_.back();
+  if (epoll_fd_ >= 0 && n.wake_fd() >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = n.wake_fd();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, n.wake_fd(), &ev);
+  }
+  return n;
+}
+
+Node* Engine::find_node(std::string_view name) const {
+  for (const auto& n : nodes_)
+    if (n->name() == name) return n.get();
+  return nullptr;
+}
+
+InternalLink* Engine::find_link(std::string_view name) const {
+  for (const auto& l : links_)
+    if (l->name() == name) return l.get();
+  return nullptr;
+}
+
+Result<InternalLink*> Engine::connect(Node& a, uint16_t port_a, Node& b, uint16_t port_b, LinkParams params) {
+  auto check = [](Node& n, uint16_t p) -> Status {
+    if (p >= n.num_ports())
+      return Status::error(n.name() + " has no port " + std::to_string(p) + " (it has " +
+                           std::to_string(n.num_ports()) + ")");
+    if (n.port(p) != nullptr) return Status::error(n.name() + ":" + std::to_string(p) + " is already connected");
+    return {};
+  };
+  if (Status s = check(a, port_a); !s.ok()) return s;
+  if (Status s = check(b, port_b); !s.ok()) return s;
+  if (params.rate_bps == 0) return Status::error("link rate must be above 0");
+  if (opts_.mode == TimeMode::kReal && params.tx_slack.count() == 0) params.tx_slack = opts_.real_tx_slack;
+  const std::string name = a.name() + ":" + std::to_string(port_a) + "-" + b.name() + ":" + std::to_string(port_b);
+  links_.push_back(std::make_unique<InternalLink>(name, &a, port_a, &b, port_b, params, wheel_, *pool_,
+                                                  Rng::derive(opts_.seed, 2000 + links_.size())));
+  return links_.back().get();
+}
+
+Result<EthdevPort*> Engine::attach_ethdev(Node& node, uint16_t port, const EthdevParams& params) {
+  if (opts_.mode == TimeMode::kVirtual)
+    return Status::error("external port " + params.device + ": DPDK ports run in real time only");
+  if (port >= node.num_ports() || node.port(port) != nullptr)
+    return Status::error(node.name() + ":" + std::to_string(port) + " is not a free port");
+  auto p = EthdevPort::open(&node, port, params, *pool_);
+  if (!p.ok()) return p.status();
+  node.set_port(port, p.value().get());
+  ethdevs_.push_back(std::move(p.value()));
+  return ethdevs_.back().get();
+}
+
+Status Engine::capture_link(InternalLink& link, const std::string& path) {
+  auto cap = Capture::open(path, opts_.mode == TimeMode::kReal ? wall_clock_ns() : 0);
+  if (!cap.ok()) return cap.status();
+  Capture* c = cap.value().get();
+  for (int side = 0; side < 2; side++) {
+    const std::string name = link.end(side).name() + "->" + link.end(1 - side).name();
+    link.set_tap(side, Tap{c, c->add_interface(name)});
+  }
+  captures_.push_back(std::move(cap.value()));
+  return {};
+}
+
+Status Engine::capture_port(Node& node, uint16_t port, const std::string& path) {
+  Port* p = node.port(port);
+  if (p == nullptr) return Status::error(node.name() + ":" + std::to_string(port) + " is not connected");
+  auto cap = Capture::open(path, opts_.mode == TimeMode::kReal ? wall_clock_ns() : 0);
+  if (!cap.ok()) return cap.status();
+  Capture* c = cap.value().get();
+  if (auto* end = dynamic_cast<LinkEnd*>(p)) {
+    InternalLink& link = end->link();
+    const int side = &link.end(0) == end ? 0 : 1;
+    link.set_tap(side, Tap{c, c->add_interface(p->name() + " tx")});
+    link.set_tap(1 - side, Tap{c, c->add_interface(p->name() + " rx")});
+  } else if (auto* eth = dynamic_cast<EthdevPort*>(p)) {
+    eth->set_tx_tap(Tap{c, c->add_interface(p->name() + " tx")});
+    eth->set_rx_tap(Tap{c, c->add_interface(p->name() + " rx")});
+  }
+  captures_.push_back(std::move(cap.value()));
+  return {};
+}
+
+void Engine::flush_captures() {
+  for (auto& c : captures_) c->flush();
+}
+
+void Engine::start() {
+  if (started_) return;
+  started_ = true;
+  const Time t = now();
+  wheel_.advance(t);
+  for (auto& n : nodes_) n->on_start(t);
+}
+
+void Engine::post(std::function<void(Engine&)> cmd) {
+  {
+    std::lock_guard lock(post_mutex_);
+    posted_.push_back(std::move(cmd));
+  }
+  has_posted_.store(true, std::memory_order_release);
+  wake();
+}
+
+void Engine::wake() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void Engine::apply_posted() {
+  if (!has_posted_.load(std::memory_order_acquire)) return;
+  std::vector<std::function<void(Engine&)>> cmds;
+  {
+    std::lock_guard lock(post_mutex_);
+    cmds.swap(posted_);
+    has_posted_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& c : cmds) c(*this);
+}
+
+void Engine::run_until(Time t) {
+  start();
+  apply_posted();
+  for (;;) {
+    const Time next = wheel_.next_expiry();
+    if (next == kTimeNever || next > t) break;
+    if (next > now()) virtual_clock_->set(next);
+    wheel_.advance(now());
+    iterations_++;
+    apply_posted();
+  }
+  if (t > now()) virtual_clock_->set(t);
+  wheel_.advance(now());
+}
+
+bool Engine::run_until(const std::function<bool()>& done, Time deadline) {
+  start();
+  apply_posted();
+  while (!done()) {
+    const Time next = wheel_.next_expiry();
+    if (next == kTimeNever || next > deadline) {
+      if (deadline != kTimeNever && deadline > now()) {
+        virtual_clock_->set(deadline);
+        wheel_.advance(deadline);
+      }
+      return done();
+    }
+    if (next > now()) virtual_clock_->set(next);
+    wheel_.advance(now());
+    iterations_++;
+    apply_posted();
+  }
+  return true;
+}
+
+void Engine::run_to_idle(Time deadline) {
+  run_until([] { return false; }, deadline);
+}
+
+bool Engine::poll_once(Time t) {
+  bool busy = wheel_.advance(t) > 0;
+  for (auto& e : ethdevs_) {
+    if (e->poll_rx(t) > 0) busy = true;
+    if (e->tx_blocked()) e->retry_tx(t);
+  }
+  for (auto& n : nodes_)
+    if (n->poll(t)) busy = true;
+  if (has_posted_.load(std::memory_order_relaxed)) {
+    apply_posted();
+    busy = true;
+  }
+  return busy;
+}
+
+void Engine::idle(Time t) {
+  if (t - last_busy_ < opts_.spin_before_sleep) return;
+  for (auto& n : nodes_)
+    if (!n->prepare_sleep(t)) return;
+  Duration sleep = opts_.max_port_sleep * 1000;  // no ports: only wakes and timers bound it
+  if (!ethdevs_.empty()) {
+    // No RX interrupts on these PMDs: back off from 10 us towards the cap.
+    port_sleep_ = port_sleep_.count() == 0 ? us(10) : std::min(port_sleep_ * 2, opts_.max_port_sleep);
+    sleep = port_sleep_;
+  }
+  const Time next = wheel_.next_expiry();
+  if (next != kTimeNever) sleep = std::min(sleep, next - t);
+  if (sleep <= Duration(0)) return;
+  const int timeout_ms = int((sleep.count() + 999'999'999) / 1'000'000'000);
+  epoll_event evs[8];
+  // epoll has millisecond resolution; short sleeps use a timed nanosleep
+  // through epoll_pwait2 where the kernel has it.
+  timespec ts{sleep.count() / 1'000'000'000'000, (sleep.count() % 1'000'000'000'000) / 1000};
+  int n = epoll_pwait2(epoll_fd_, evs, 8, &ts, nullptr);
+  if (n < 0 && errno == ENOSYS) n = epoll_wait(epoll_fd_, evs, 8, timeout_ms);
+  for (int i = 0; i < n; i++) {
+    uint64_t v;
+    [[maybe_unused]] ssize_t r = read(evs[i].data.fd, &v, sizeof v);
+  }
+}
+
+void Engine::run(const std::atomic<bool>& stop) {
+  start();
+  last_busy_ = now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    const Time t = now();
+    iterations_++;
+    if (poll_once(t)) {
+      last_busy_ = t;
+      port_sleep_ = Duration(0);
+    } else {
+      idle(t);
+    }
+  }
+  flush_captures();
+}
+
+void Engine::report_counters(CounterSink& sink) const {
+  for (const auto& n : nodes_) {
+    n->report_counters(sink);
+    for (uint16_t i = 0; i < n->num_ports(); i++)
+      if (const Port* p = n->port(i)) p->counters().report(sink, p->name());
+  }
+}
+
+}  // namespace rocemu

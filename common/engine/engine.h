@@ -1,0 +1,122 @@
+// The engine runs a fabric: nodes joined by internal links and external
+// DPDK ports, on one thread, run to completion. In real time it reads the
+// TSC once per iteration, polls ports and host queues, fires due timers and
+// sleeps when idle; in virtual time it jumps from event to event, so a run
+// is deterministic for a given topology, traffic and seed.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/engine/capture.h"
+#include "common/engine/clock.h"
+#include "common/engine/dpdk.h"
+#include "common/engine/ethdev_port.h"
+#include "common/engine/link.h"
+#include "common/engine/node.h"
+#include "common/engine/timer_wheel.h"
+#include "common/status.h"
+
+namespace rocemu {
+
+enum class TimeMode { kVirtual, kReal };
+
+struct EngineOptions {
+  TimeMode mode = TimeMode::kVirtual;
+  uint64_t seed = 1;
+  uint32_t mbufs = 16384;
+  // Real time: internal links may run this far ahead of `now` (see LinkParams).
+  Duration real_tx_slack = us(50);
+  // Real time: busy-poll this long after the last work before sleeping.
+  Duration spin_before_sleep = us(100);
+  // Real time with external ports (no RX interrupts): longest sleep.
+  Duration max_port_sleep = us(500);
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineOptions& opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- building a fabric (before start()) ----
+  template <typename T, typename... Args>
+  T& add(Args&&... args) {
+    auto node = std::make_unique<T>(std::forward<Args>(args)...);
+    T& ref = *node;
+    add_node(std::move(node));
+    return ref;
+  }
+  Node& add_node(std::unique_ptr<Node> node);
+  Node* find_node(std::string_view name) const;
+  Result<InternalLink*> connect(Node& a, uint16_t port_a, Node& b, uint16_t port_b, LinkParams params);
+  Result<EthdevPort*> attach_ethdev(Node& node, uint16_t port, const EthdevParams& params);
+  // Captures both directions of a link (what each end receives) into one file.
+  Status capture_link(InternalLink& link, const std::string& path);
+  // Captures what a port sends and receives.
+  Status capture_port(Node& node, uint16_t port, const std::string& path);
+  void flush_captures();
+
+  // ---- running ----
+  void start();
+  bool started() const { return started_; }
+  // Virtual time: process events up to and including `t`; now() = t after.
+  void run_until(Time t);
+  void run_for(Duration d) { run_until(now() + d); }
+  // Virtual time: run until `done()` holds (checked after every event) or
+  // `deadline`; returns done().
+  bool run_until(const std::function<bool()>& done, Time deadline);
+  // Virtual time: run until no event is left or `deadline`.
+  void run_to_idle(Time deadline = kTimeNever);
+  // Real time: the loop, until `stop` is set.
+  void run(const std::atomic<bool>& stop);
+  // Thread-safe: runs `cmd` on the engine thread between bursts.
+  void post(std::function<void(Engine&)> cmd);
+  // Wakes a sleeping real-time loop (e.g. after setting `stop`).
+  void wake();
+
+  Time now() const { return clock_->now(); }
+  TimeMode mode() const { return opts_.mode; }
+  const EngineOptions& options() const { return opts_; }
+  TimerWheel& timers() { return wheel_; }
+  dpdk::PacketPool& pool() { return *pool_; }
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  const std::vector<std::unique_ptr<InternalLink>>& links() const { return links_; }
+  InternalLink* find_link(std::string_view name) const;
+  void report_counters(CounterSink& sink) const;
+  uint64_t iterations() const { return iterations_; }
+
+ private:
+  Engine(const EngineOptions& opts, std::unique_ptr<dpdk::PacketPool> pool);
+  void apply_posted();
+  bool poll_once(Time now);
+  void idle(Time now);
+
+  EngineOptions opts_;
+  std::unique_ptr<Clock> clock_;
+  ManualClock* virtual_clock_ = nullptr;
+  TimerWheel wheel_;
+  std::unique_ptr<dpdk::PacketPool> pool_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<InternalLink>> links_;
+  std::vector<std::unique_ptr<EthdevPort>> ethdevs_;
+  std::vector<std::unique_ptr<Capture>> captures_;
+  bool started_ = false;
+  uint64_t iterations_ = 0;
+
+  std::mutex post_mutex_;
+  std::vector<std::function<void(Engine&)>> posted_;
+  std::atomic<bool> has_posted_{false};
+  int wake_fd_ = -1;
+  int epoll_fd_ = -1;
+  Time last_busy_{0};
+  Duration port_sleep_{0};
+};
+
+}  // namespace rocemu

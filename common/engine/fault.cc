@@ -1,0 +1,103 @@
+#include "common/engine/fault.h"
+
+#include "common/wire/packet.h"
+
+namespace rocemu {
+namespace {
+
+Status check_probability(double p, const char* field) {
+  if (p < 0 || p > 1) return Status::error(std::string(field) + ": must be between 0 and 1");
+  return {};
+}
+
+}  // namespace
+
+Status FaultConfig::validate() const {
+  for (auto [p, name] : {std::pair{loss, "loss"}, {corrupt, "corrupt"}, {reorder, "reorder"},
+                         {duplicate, "duplicate"}}) {
+    if (Status s = check_probability(p, name); !s.ok()) return s;
+  }
+  if (burst) {
+    for (auto [p, name] : {std::pair{burst->p_good_to_bad, "burst.p_good_to_bad"},
+                           {burst->p_bad_to_good, "burst.p_bad_to_good"},
+                           {burst->loss_good, "burst.loss_good"},
+                           {burst->loss_bad, "burst.loss_bad"}}) {
+      if (Status s = check_probability(p, name); !s.ok()) return s;
+    }
+  }
+  for (const DropRule& r : drop) {
+    if (r.every_nth == 0) return Status::error("drop.every_nth: must be at least 1");
+    if (r.qpn && *r.qpn > 0xffffff) return Status::error("drop.qpn: must fit in 24 bits");
+    if (r.psn && *r.psn > 0xffffff) return Status::error("drop.psn: must fit in 24 bits");
+  }
+  if (delay.count() < 0) return Status::error("delay: must not be negative");
+  if (jitter.count() < 0) return Status::error("jitter: must not be negative");
+  if (reorder_delay.count() < 0) return Status::error("reorder_delay: must not be negative");
+  if (rate_bps && *rate_bps == 0) return Status::error("rate: must be above 0");
+  return {};
+}
+
+bool FaultInjector::match_drop(const uint8_t* frame, uint32_t len) {
+  if (cfg_.drop.empty()) return false;
+  wire::PacketView v;
+  const bool roce = wire::decode({frame, len}, v) == wire::DecodeError::kOk && v.is_roce;
+  for (DropRule& r : cfg_.drop) {
+    if (r.qpn || r.psn || r.opcode) {
+      if (!roce) continue;
+      if (r.qpn && v.bth().dest_qp() != *r.qpn) continue;
+      if (r.psn && v.bth().psn() != *r.psn) continue;
+      if (r.opcode && v.opcode != *r.opcode) continue;
+    }
+    if (r.times != 0 && r.dropped >= r.times) continue;
+    r.matched++;
+    if (r.matched % r.every_nth != 0) continue;
+    r.dropped++;
+    return true;
+  }
+  return false;
+}
+
+FaultDecision FaultInjector::decide(const uint8_t* frame, uint32_t len) {
+  FaultDecision d;
+  if (cfg_.link_down || match_drop(frame, len)) {
+    d.drop = true;
+    return d;
+  }
+  if (cfg_.burst) {
+    const GilbertElliott& ge = *cfg_.burst;
+    ge_bad_ = ge_bad_ ? !rng_.bernoulli(ge.p_bad_to_good) : rng_.bernoulli(ge.p_good_to_bad);
+    if (rng_.bernoulli(ge_bad_ ? ge.loss_bad : ge.loss_good)) {
+      d.drop = true;
+      return d;
+    }
+  }
+  if (rng_.bernoulli(cfg_.loss)) {
+    d.drop = true;
+    return d;
+  }
+  d.corrupt = rng_.bernoulli(cfg_.corrupt);
+  d.duplicate = rng_.bernoulli(cfg_.duplicate);
+  d.extra_delay = cfg_.delay;
+  if (cfg_.jitter.count() > 0) d.extra_delay += Duration(int64_t(rng_.below(uint64_t(cfg_.jitter.count()))));
+  if (rng_.bernoulli(cfg_.reorder)) d.extra_delay += cfg_.reorder_delay;
+  d.delayed = d.extra_delay.count() > 0;
+  return d;
+}
+
+void FaultInjector::corrupt(uint8_t* frame, uint32_t len) {
+  wire::PacketView v;
+  uint32_t lo = 14, hi = len;
+  if (wire::decode({frame, len}, v) == wire::DecodeError::kOk && v.is_roce) {
+    // Anything the ICRC covers and routers do not rewrite: BTH onwards,
+    // except the FECN/BECN byte, up to the ICRC itself.
+    lo = v.bth_off;
+    hi = v.icrc_off;
+  }
+  if (hi <= lo) return;
+  uint32_t at = lo + uint32_t(rng_.below(hi - lo));
+  if (v.is_roce && at == uint32_t(v.bth_off) + 4u) at++;
+  if (at >= hi) at = lo;
+  frame[at] ^= uint8_t(1u << rng_.below(8));
+}
+
+}  // namespace rocemu

@@ -1,0 +1,148 @@
+#include "common/engine/link.h"
+
+#include <algorithm>
+
+#include "common/engine/dpdk.h"
+#include "common/engine/node.h"
+
+namespace rocemu {
+namespace {
+
+bool later(const auto& a, const auto& b) {
+  return a.arrival != b.arrival ? a.arrival > b.arrival : a.seq > b.seq;
+}
+
+}  // namespace
+
+uint16_t LinkEnd::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
+  uint16_t i = 0;
+  for (; i < n; i++) {
+    if (!link_->ready(side_, now)) break;
+    link_->send(side_, pkts[i], now);
+  }
+  return i;
+}
+
+bool LinkEnd::tx_ready(Time now) { return link_->ready(side_, now); }
+uint64_t LinkEnd::rate_bps() const { return link_->rate(side_); }
+uint32_t LinkEnd::mtu() const { return link_->params_.mtu; }
+bool LinkEnd::link_up() const { return link_->up(side_) && link_->up(1 - side_); }
+
+InternalLink::InternalLink(std::string name, Node* a, uint16_t port_a, Node* b, uint16_t port_b,
+                           const LinkParams& params, TimerWheel& wheel, dpdk::PacketPool& pool, uint64_t seed)
+    : name_(std::move(name)), params_(params), wheel_(wheel), pool_(pool) {
+  ends_[0] = std::make_unique<LinkEnd>(this, 0, a, port_a, a->name() + ":" + std::to_string(port_a));
+  ends_[1] = std::make_unique<LinkEnd>(this, 1, b, port_b, b->name() + ":" + std::to_string(port_b));
+  a->set_port(port_a, ends_[0].get());
+  b->set_port(port_b, ends_[1].get());
+  for (int s = 0; s < 2; s++) {
+    Wire& w = wires_[s];
+    w.link = this;
+    w.side = s;
+    w.fault = FaultInjector(Rng::derive(seed, uint64_t(s) + 1));
+    w.deliver_timer.bind<&Wire::on_deliver>(&w);
+    w.ready_timer.bind<&Wire::on_ready>(&w);
+    w.flight.reserve(256);
+  }
+}
+
+InternalLink::~InternalLink() {
+  for (Wire& w : wires_) {
+    for (InFlight& f : w.flight) rte_pktmbuf_free(f.pkt);
+    w.flight.clear();
+    wheel_.cancel(w.deliver_timer);
+    wheel_.cancel(w.ready_timer);
+  }
+}
+
+bool InternalLink::ready(int side, Time now) {
+  Wire& w = wires_[side];
+  if (w.busy_until <= now + params_.tx_slack) return true;
+  if (!w.ready_wanted) {
+    w.ready_wanted = true;
+    wheel_.schedule(w.ready_timer, w.busy_until - params_.tx_slack);
+  }
+  return false;
+}
+
+void InternalLink::push(Wire& w, rte_mbuf* pkt, Time arrival) {
+  w.flight.push_back({arrival, w.seq++, pkt});
+  std::push_heap(w.flight.begin(), w.flight.end(), [](const auto& x, const auto& y) { return later(x, y); });
+  if (!w.deliver_timer.armed() || arrival < w.deliver_timer.expiry()) wheel_.schedule(w.deliver_timer, arrival);
+}
+
+void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
+  Wire& w = wires_[side];
+  PortCounters& c = ends_[side]->counters();
+  const uint32_t len = rte_pktmbuf_pkt_len(pkt);
+  if (!up(side) || !up(1 - side)) {
+    c[PortCounters::tx_drop_link_down]++;
+    rte_pktmbuf_free(pkt);
+    return;
+  }
+  // Frames carry no FCS; allow Ethernet + one VLAN tag on top of the MTU.
+  if (len > params_.mtu + 18) {
+    c[PortCounters::tx_drop_oversize]++;
+    rte_pktmbuf_free(pkt);
+    return;
+  }
+  c[PortCounters::tx_packets]++;
+  c[PortCounters::tx_bytes] += len;
+  const Time start = std::max(now, w.busy_until);
+  w.busy_until = start + serialization_time(wire_bytes(len), rate(side));
+  Time arrival = w.busy_until + params_.delay;
+  if (!w.fault.active()) {
+    push(w, pkt, arrival);
+    return;
+  }
+  uint8_t* data = rte_pktmbuf_mtod(pkt, uint8_t*);
+  const FaultDecision d = w.fault.decide(data, len);
+  if (d.drop) {
+    c[PortCounters::tx_drop_fault]++;
+    rte_pktmbuf_free(pkt);
+    return;
+  }
+  if (d.corrupt) {
+    w.fault.corrupt(data, len);
+    c[PortCounters::tx_corrupted_fault]++;
+  }
+  if (d.delayed) c[PortCounters::tx_delayed_fault]++;
+  arrival += d.extra_delay;
+  if (d.duplicate) {
+    if (rte_mbuf* copy = pool_.alloc_copy({data, len}); copy != nullptr) {
+      c[PortCounters::tx_duplicated_fault]++;
+      push(w, copy, arrival);
+    }
+  }
+  push(w, pkt, arrival);
+}
+
+void InternalLink::Wire::on_deliver(Time now) {
+  constexpr uint16_t kBurst = 32;
+  rte_mbuf* burst[kBurst];
+  LinkEnd& to = *link->ends_[1 - side];
+  auto cmp = [](const auto& x, const auto& y) { return later(x, y); };
+  while (!flight.empty() && flight.front().arrival <= now) {
+    uint16_t n = 0;
+    while (n < kBurst && !flight.empty() && flight.front().arrival <= now) {
+      std::pop_heap(flight.begin(), flight.end(), cmp);
+      rte_mbuf* m = flight.back().pkt;
+      flight.pop_back();
+      const uint32_t len = rte_pktmbuf_pkt_len(m);
+      to.counters()[PortCounters::rx_packets]++;
+      to.counters()[PortCounters::rx_bytes] += len;
+      tap.record(now, {rte_pktmbuf_mtod(m, const uint8_t*), len});
+      burst[n++] = m;
+    }
+    to.owner()->on_rx(to.index(), burst, n, now);
+  }
+  if (!flight.empty()) link->wheel_.schedule(deliver_timer, flight.front().arrival);
+}
+
+void InternalLink::Wire::on_ready(Time now) {
+  ready_wanted = false;
+  LinkEnd& from = *link->ends_[side];
+  from.owner()->on_tx_ready(from.index(), now);
+}
+
+}  // namespace rocemu

@@ -1,0 +1,113 @@
+// Internal links: a modelled full-duplex wire between two node ports.
+// Each direction serialises frames at line rate (Ethernet preamble, FCS and
+// inter-frame gap included), adds the propagation delay, applies its fault
+// stage and delivers in bursts at the arrival time.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/engine/capture.h"
+#include "common/engine/fault.h"
+#include "common/engine/port.h"
+#include "common/engine/timer_wheel.h"
+
+namespace rocemu {
+
+namespace dpdk {
+class PacketPool;
+}
+
+struct LinkParams {
+  uint64_t rate_bps = 100'000'000'000ull;
+  Duration delay = us(1);       // propagation delay
+  uint32_t mtu = 9000;          // largest IP packet
+  // Real time only: how far ahead of `now` the transmitter may run. An
+  // engine iteration handles a burst at one `now`; without slack a 100G
+  // port could send one frame per iteration.
+  Duration tx_slack{0};
+};
+
+class InternalLink;
+
+// One end of a link, as its node sees it; transmits on the wire leading
+// away from it.
+class LinkEnd final : public Port {
+ public:
+  LinkEnd(InternalLink* link, int side, Node* owner, uint16_t index, std::string name)
+      : Port(owner, index, std::move(name)), link_(link), side_(side) {}
+  uint16_t tx_burst(rte_mbuf** pkts, uint16_t n, Time now) override;
+  bool tx_ready(Time now) override;
+  uint64_t rate_bps() const override;
+  uint32_t mtu() const override;
+  bool link_up() const override;
+  InternalLink& link() const { return *link_; }
+
+ private:
+  InternalLink* link_;
+  int side_;
+};
+
+class InternalLink {
+ public:
+  // Both nodes must have the port index free. `seed` drives the fault stages.
+  InternalLink(std::string name, Node* a, uint16_t port_a, Node* b, uint16_t port_b, const LinkParams& params,
+               TimerWheel& wheel, dpdk::PacketPool& pool, uint64_t seed);
+  ~InternalLink();
+  InternalLink(const InternalLink&) = delete;
+  InternalLink& operator=(const InternalLink&) = delete;
+
+  const std::string& name() const { return name_; }
+  LinkEnd& end(int side) { return *ends_[side]; }
+  const LinkParams& params() const { return params_; }
+  // The fault stage of the direction leaving `side`.
+  FaultInjector& faults(int side) { return wires_[side].fault; }
+  void set_faults(int side, FaultConfig cfg) { wires_[side].fault.configure(std::move(cfg)); }
+  // Capture what is delivered at the far end of the direction leaving `side`.
+  void set_tap(int side, Tap tap) { wires_[side].tap = tap; }
+  uint64_t in_flight(int side) const { return wires_[side].flight.size(); }
+
+ private:
+  friend class LinkEnd;
+  struct InFlight {
+    Time arrival;
+    uint64_t seq;
+    rte_mbuf* pkt;
+  };
+  struct Wire {
+    InternalLink* link = nullptr;
+    int side = 0;  // transmitting side
+    Time busy_until{0};
+    std::vector<InFlight> flight;  // binary heap on (arrival, seq)
+    uint64_t seq = 0;
+    Timer deliver_timer;
+    Timer ready_timer;
+    bool ready_wanted = false;
+    FaultInjector fault;
+    Tap tap;
+
+    void on_deliver(Time now);
+    void on_ready(Time now);
+  };
+
+  bool up(int side) const { return !wires_[side].fault.config().link_down; }
+  uint64_t rate(int side) const {
+    const auto& r = wires_[side].fault.config().rate_bps;
+    return r ? *r : params_.rate_bps;
+  }
+  bool ready(int side, Time now);
+  void send(int side, rte_mbuf* pkt, Time now);
+  void push(Wire& w, rte_mbuf* pkt, Time arrival);
+
+  std::string name_;
+  LinkParams params_;
+  TimerWheel& wheel_;
+  dpdk::PacketPool& pool_;
+  std::unique_ptr<LinkEnd> ends_[2];
+  Wire wires_[2];
+};
+
+}  // namespace rocemu
