@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package rocemu needs and builds it (CMake, Release
+# with debug info) into ./build. Safe to run again: it only installs what is
+# missing and rebuilds what changed.
+#   scripts/setup.sh [--werror] [--no-install]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build meson pkg-config clang libclang-rt-14-dev
+  dpdk dpdk-dev libdpdk-dev
+  libibverbs-dev rdma-core ibverbs-utils perftest
+  libboost-dev libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  tshark python3 python3-scapy python3-matplotlib python3-yaml
+  linux-perf iproute2 procps
+)
+
+werror=OFF
+install=1
+for arg in "$@"; do
+  case "$arg" in
+    --werror) werror=ON ;;
+    --no-install) install=0 ;;
+    *) echo "usage: $0 [--werror] [--no-install]" >&2; exit 2 ;;
+  esac
+done
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+if [ "$install" = 1 ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "== installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer no.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+fi
+
+echo "== building (build/)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DROCEMU_WERROR="$werror" >/dev/null
+ninja -C build
