@@ -5,8 +5,14 @@
 #include <rte_log.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+
+#include "common/log.h"
 
 namespace rocemu::dpdk {
 namespace {
@@ -15,15 +21,44 @@ std::mutex g_eal_mutex;
 bool g_eal_started = false;
 Status g_eal_status;
 
+// "0-3" style list of the CPUs this thread may run on.
+std::string allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "0";
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) last++;
+    if (!out.empty()) out += ',';
+    out += std::to_string(c);
+    if (last > c) out += "-" + std::to_string(last);
+    c = last;
+  }
+  return out.empty() ? "0" : out;
+}
+
 }  // namespace
 
-Status init_eal(const EalOptions& opts) {
-  std::lock_guard lock(g_eal_mutex);
-  if (g_eal_started) return g_eal_status;
-  g_eal_started = true;
-  std::vector<std::string> args = {"rocemu", "--no-pci", "-l", "0", "--log-level=lib.*:error",
-                                   "--log-level=pmd.*:error", "--no-telemetry"};
-  if (opts.hugepages) {
+bool hugepages_available() {
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/mm/hugepages", ec)) {
+    std::ifstream f(d.path() / "free_hugepages");
+    uint64_t free_pages = 0;
+    if (f >> free_pages && free_pages > 0) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> eal_args(const EalOptions& opts) {
+  std::vector<std::string> args = {"rocemu", "--no-pci", "--log-level=lib.*:error", "--log-level=pmd.*:error",
+                                   "--no-telemetry"};
+  // One lcore (the caller's thread). Pinned only when asked: EAL would
+  // otherwise tie the engine, and every thread it starts later, to CPU 0.
+  args.push_back(opts.main_cpu >= 0 ? "--lcores=0@" + std::to_string(opts.main_cpu)
+                                    : "--lcores=0@(" + allowed_cpus() + ")");
+  if (opts.hugepages && hugepages_available()) {
     args.push_back("--in-memory");
   } else {
     args.push_back("--no-huge");
@@ -33,11 +68,22 @@ Status init_eal(const EalOptions& opts) {
   }
   args.push_back("--file-prefix=rocemu-" + std::to_string(getpid()));
   for (const auto& a : opts.extra_args) args.push_back(a);
+  return args;
+}
+
+Status init_eal(const EalOptions& opts) {
+  std::lock_guard lock(g_eal_mutex);
+  if (g_eal_started) return g_eal_status;
+  g_eal_started = true;
+  if (opts.hugepages && !hugepages_available())
+    logger("engine")->warn("no free hugepages: the EAL starts without them (--no-huge)");
+  std::vector<std::string> args = eal_args(opts);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   // EAL's getopt use touches the global optind; keep the caller's.
   const int saved_optind = optind;
-  const int rc = rte_eal_init(int(argv.size()), argv.data());
+  const int rc = rte_eal_init(int(args.size()), argv.data());
   optind = saved_optind;
   if (rc < 0) {
     g_eal_status = Status::error(std::string("DPDK EAL failed to start: ") + rte_strerror(rte_errno));

@@ -15,14 +15,25 @@
 namespace rocemu::dpdk {
 
 struct EalOptions {
-  bool hugepages = false;     // --in-memory with hugepages, else --no-huge
+  // --in-memory with hugepages if the kernel has free ones (no hugetlbfs
+  // mount needed); otherwise, and by default, --no-huge --no-shconf.
+  bool hugepages = false;
   uint32_t memory_mb = 512;   // with --no-huge, how much memory to reserve
-  std::vector<std::string> extra_args;
+  // CPU the main lcore (the calling thread) is pinned to; -1 pins nothing
+  // (the thread keeps the affinity it has), which suits an engine that
+  // shares a small machine with the programs it serves.
+  int main_cpu = -1;
+  std::vector<std::string> extra_args;  // e.g. {"--vdev", "net_null0"}
 };
 
-// Starts the EAL the first time; later calls return the first call's status.
+// Starts the EAL the first time; later calls return the first call's status
+// (one EAL per process: the options of later calls are ignored).
 Status init_eal(const EalOptions& opts = {});
 bool eal_running();
+// The EAL arguments init_eal uses for `opts` (for logs and tests).
+std::vector<std::string> eal_args(const EalOptions& opts);
+// Whether the kernel has free hugepages of any size.
+bool hugepages_available();
 
 // Metadata in each mbuf's private area, owned by whichever node holds the
 // packet at the moment.

@@ -1,7 +1,9 @@
 #include "common/engine/engine.h"
 
+#include <rte_lcore.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +14,11 @@ namespace rocemu {
 namespace {
 
 std::atomic<uint32_t> g_pool_counter{0};
+
+// Real time, no external ports: the longest sleep when no timer is armed
+// (wakes on the wake fds come at once anyway).
+constexpr Duration kMaxIdleSleep = ms(500);
+constexpr unsigned long kTimerSlackNs = 1000;
 
 uint64_t wall_clock_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -222,10 +229,8 @@ void Engine::run_to_idle(Time deadline) {
 
 bool Engine::poll_once(Time t) {
   bool busy = wheel_.advance(t) > 0;
-  for (auto& e : ethdevs_) {
-    if (e->poll_rx(t) > 0) busy = true;
-    if (e->tx_blocked()) e->retry_tx(t);
-  }
+  for (auto& e : ethdevs_)
+    if (e->poll(t) > 0) busy = true;
   for (auto& n : nodes_)
     if (n->poll(t)) busy = true;
   if (has_posted_.load(std::memory_order_relaxed)) {
@@ -236,25 +241,30 @@ bool Engine::poll_once(Time t) {
 }
 
 void Engine::idle(Time t) {
+  // Stay on the CPU a little after the last work: traffic comes in bursts.
   if (t - last_busy_ < opts_.spin_before_sleep) return;
   for (auto& n : nodes_)
     if (!n->prepare_sleep(t)) return;
-  Duration sleep = opts_.max_port_sleep * 1000;  // no ports: only wakes and timers bound it
+  // Without external ports only a wake fd (host doorbell, post(), wake())
+  // or the next timer ends the sleep. DPDK ports here raise no RX
+  // interrupts, so with ports the sleep backs off from 10 us to the cap.
+  Duration sleep = kMaxIdleSleep;
   if (!ethdevs_.empty()) {
-    // No RX interrupts on these PMDs: back off from 10 us towards the cap.
-    port_sleep_ = port_sleep_.count() == 0 ? us(10) : std::min(port_sleep_ * 2, opts_.max_port_sleep);
+    port_sleep_ = port_sleep_.count() == 0 ? std::min(us(10), opts_.max_port_sleep)
+                                           : std::min(port_sleep_ * 2, opts_.max_port_sleep);
     sleep = port_sleep_;
   }
   const Time next = wheel_.next_expiry();
   if (next != kTimeNever) sleep = std::min(sleep, next - t);
   if (sleep <= Duration(0)) return;
-  const int timeout_ms = int((sleep.count() + 999'999'999) / 1'000'000'000);
+  sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   epoll_event evs[8];
-  // epoll has millisecond resolution; short sleeps use a timed nanosleep
-  // through epoll_pwait2 where the kernel has it.
-  timespec ts{sleep.count() / 1'000'000'000'000, (sleep.count() % 1'000'000'000'000) / 1000};
+  const timespec ts{time_t(sleep.count() / 1'000'000'000'000), long((sleep.count() % 1'000'000'000'000) / 1000)};
   int n = epoll_pwait2(epoll_fd_, evs, 8, &ts, nullptr);
-  if (n < 0 && errno == ENOSYS) n = epoll_wait(epoll_fd_, evs, 8, timeout_ms);
+  if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond resolution
+    const int timeout_ms = int((sleep.count() + 999'999'999) / 1'000'000'000);
+    n = epoll_wait(epoll_fd_, evs, 8, timeout_ms);
+  }
   for (int i = 0; i < n; i++) {
     uint64_t v;
     [[maybe_unused]] ssize_t r = read(evs[i].data.fd, &v, sizeof v);
@@ -262,8 +272,16 @@ void Engine::idle(Time t) {
 }
 
 void Engine::run(const std::atomic<bool>& stop) {
+  // A thread the EAL did not start has no lcore id and so no mempool
+  // cache: every mbuf would go through the shared ring. Register it.
+  const bool registered = rte_lcore_id() == LCORE_ID_ANY && rte_thread_register() == 0;
+  // Short sleeps are the back-off of a poller: let them be short (the
+  // default slack stretches a 10 us sleep to 60 us).
+  const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
   start();
   last_busy_ = now();
+  port_sleep_ = Duration(0);
   while (!stop.load(std::memory_order_relaxed)) {
     const Time t = now();
     iterations_++;
@@ -275,6 +293,8 @@ void Engine::run(const std::atomic<bool>& stop) {
     }
   }
   flush_captures();
+  if (old_slack > 0) prctl(PR_SET_TIMERSLACK, old_slack, 0, 0, 0);
+  if (registered) rte_thread_unregister();
 }
 
 void Engine::report_counters(CounterSink& sink) const {

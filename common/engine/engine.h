@@ -34,7 +34,9 @@ struct EngineOptions {
   Duration real_tx_slack = us(50);
   // Real time: busy-poll this long after the last work before sleeping.
   Duration spin_before_sleep = us(100);
-  // Real time with external ports (no RX interrupts): longest sleep.
+  // Real time with external ports (no RX interrupts): after
+  // spin_before_sleep without work the loop sleeps 10 us, then twice as
+  // long after each empty poll, up to this.
   Duration max_port_sleep = us(500);
 };
 
@@ -74,7 +76,9 @@ class Engine {
   bool run_until(const std::function<bool()>& done, Time deadline);
   // Virtual time: run until no event is left or `deadline`.
   void run_to_idle(Time deadline = kTimeNever);
-  // Real time: the loop, until `stop` is set.
+  // Real time: the loop, until `stop` is set (then wake() it). Every
+  // iteration reads the clock once, polls the external ports and the
+  // nodes, and fires due timers; an idle loop sleeps (see EngineOptions).
   void run(const std::atomic<bool>& stop);
   // Thread-safe: runs `cmd` on the engine thread between bursts.
   void post(std::function<void(Engine&)> cmd);
@@ -91,6 +95,8 @@ class Engine {
   InternalLink* find_link(std::string_view name) const;
   void report_counters(CounterSink& sink) const;
   uint64_t iterations() const { return iterations_; }
+  // Real time: how many times the loop went to sleep (any thread may ask).
+  uint64_t sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
  private:
   Engine(const EngineOptions& opts, std::unique_ptr<dpdk::PacketPool> pool);
@@ -109,6 +115,7 @@ class Engine {
   std::vector<std::unique_ptr<Capture>> captures_;
   bool started_ = false;
   uint64_t iterations_ = 0;
+  std::atomic<uint64_t> sleeps_{0};
 
   std::mutex post_mutex_;
   std::vector<std::function<void(Engine&)>> posted_;

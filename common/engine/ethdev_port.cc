@@ -1,40 +1,127 @@
 #include "common/engine/ethdev_port.h"
 
+#include <fcntl.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "common/engine/dpdk.h"
 #include "common/engine/node.h"
+#include "common/log.h"
 
 namespace rocemu {
 namespace {
 
+// Ethernet header + one VLAN tag on top of the MTU; frames carry no FCS.
+constexpr uint32_t kL2Overhead = 18;
+
 std::string err(const std::string& dev, const std::string& what, int rc) {
   return "port " + dev + ": " + what + ": " + rte_strerror(rc < 0 ? -rc : rc);
+}
+
+// Runs the calling thread in another network namespace for its lifetime.
+class NetnsScope {
+ public:
+  NetnsScope() = default;
+  NetnsScope(const NetnsScope&) = delete;
+  NetnsScope& operator=(const NetnsScope&) = delete;
+  ~NetnsScope() {
+    if (saved_ >= 0) {
+      if (setns(saved_, CLONE_NEWNET) != 0)
+        logger("engine")->error("cannot return to the original network namespace: {}", std::strerror(errno));
+      close(saved_);
+    }
+  }
+  Status enter(const std::string& ns) {
+    if (ns.empty()) return {};
+    const std::string path = ns.find('/') == std::string::npos ? "/var/run/netns/" + ns : ns;
+    const int target = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (target < 0) return Status::error("network namespace " + path + ": " + std::strerror(errno));
+    saved_ = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (saved_ < 0 || setns(target, CLONE_NEWNET) != 0) {
+      const int e = errno;
+      close(target);
+      if (saved_ >= 0) close(saved_);
+      saved_ = -1;
+      return Status::error("cannot enter network namespace " + path + ": " + std::strerror(e) +
+                           (e == EPERM ? " (needs CAP_SYS_ADMIN)" : ""));
+    }
+    close(target);
+    return {};
+  }
+
+ private:
+  int saved_ = -1;
+};
+
+int on_lsc(uint16_t /*port_id*/, rte_eth_event_type /*event*/, void* ctx, void* /*ret_param*/) {
+  static_cast<EthdevPort*>(ctx)->note_link_event();
+  return 0;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index, const EthdevParams& p,
                                                      dpdk::PacketPool& pool) {
-  const std::string spec = p.device;
-  const std::string name = spec.substr(0, spec.find(','));
-  const std::string args = spec.find(',') == std::string::npos ? "" : spec.substr(spec.find(',') + 1);
+  const std::string& spec = p.device;
+  const size_t comma = spec.find(',');
+  const std::string name = spec.substr(0, comma);
+  const std::string args = comma == std::string::npos ? "" : spec.substr(comma + 1);
+  if (name.empty()) return Status::error("port: empty device name");
+  // The whole life of a namespaced device happens inside its namespace:
+  // af_packet also issues interface ioctls when started and configured.
+  NetnsScope ns;
+  if (Status s = ns.enter(p.netns); !s.ok()) return Status::error("port " + spec + ": " + s.message());
+
   uint16_t port_id = 0;
   bool created = false;
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
     if (const int rc = rte_eal_hotplug_add("vdev", name.c_str(), args.c_str()); rc != 0)
       return Status::error(err(spec, "cannot create the device", rc));
     created = true;
-    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0)
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) != 0) {
+      rte_eal_hotplug_remove("vdev", name.c_str());
       return Status::error("port " + spec + ": created, but no ethdev appeared");
+    }
+  } else if (!args.empty()) {
+    return Status::error("port " + spec + ": " + name + " exists already; its arguments cannot change");
   }
-  auto fail = [&](const std::string& what, int rc) -> Status {
-    if (created) rte_eal_hotplug_remove("vdev", name.c_str());
-    return Status::error(err(spec, what, rc));
-  };
+  // From here on the port's destructor undoes whatever was done.
+  std::unique_ptr<EthdevPort> port(new EthdevPort(
+      owner, index, owner->name() + ":" + std::to_string(index) + "(" + name + ")", port_id, p, created, pool));
+  auto fail = [&](const std::string& what, int rc) { return Status::error(err(spec, what, rc)); };
+
+  rte_eth_dev_info info{};
+  if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0) return fail("device info", rc);
+  // The port carries frames up to its MTU whatever the device reports
+  // (memif and af_packet claim 1518-byte frames and carry more); the
+  // device is configured with the largest MTU it accepts.
+  const uint32_t room = rte_pktmbuf_data_room_size(pool.mempool()) - RTE_PKTMBUF_HEADROOM;
+  port->params_.mtu = std::min<uint32_t>(p.mtu, room - kL2Overhead);
+  if (port->params_.mtu < p.mtu)
+    logger("engine")->warn("port {}: MTU {} is more than a packet buffer holds; using {}", spec, p.mtu,
+                           port->params_.mtu);
+  port->max_frame_ = port->params_.mtu + kL2Overhead;
+  const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                ? info.max_rx_pktlen - info.max_mtu
+                                : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  uint32_t dev_mtu = std::min<uint32_t>(port->params_.mtu, info.max_mtu);
+  if (info.max_rx_pktlen > overhead) dev_mtu = std::min(dev_mtu, info.max_rx_pktlen - overhead);
+  dev_mtu = std::max<uint32_t>(dev_mtu, info.min_mtu);
+
   rte_eth_conf conf{};
+  conf.rxmode.mtu = dev_mtu;
+  // A device that would split a frame over buffers must be allowed to;
+  // poll_rx joins the pieces again.
+  if (dev_mtu + overhead > room && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER))
+    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
+  if (*info.dev_flags & RTE_ETH_DEV_INTR_LSC) conf.intr_conf.lsc = 1;
   if (int rc = rte_eth_dev_configure(port_id, 1, 1, &conf); rc != 0) return fail("configure", rc);
   uint16_t nb_rx = p.rx_descriptors, nb_tx = p.tx_descriptors;
   if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &nb_rx, &nb_tx); rc != 0) return fail("descriptors", rc);
@@ -42,44 +129,79 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
     return fail("rx queue", rc);
   if (int rc = rte_eth_tx_queue_setup(port_id, 0, nb_tx, SOCKET_ID_ANY, nullptr); rc != 0)
     return fail("tx queue", rc);
-  rte_eth_dev_set_mtu(port_id, uint16_t(p.mtu));  // not every PMD supports it
+  if (conf.intr_conf.lsc &&
+      rte_eth_dev_callback_register(port_id, RTE_ETH_EVENT_INTR_LSC, on_lsc, port.get()) == 0)
+    port->lsc_callback_ = true;
   if (int rc = rte_eth_dev_start(port_id); rc != 0) return fail("start", rc);
-  rte_eth_promiscuous_enable(port_id);
-  return std::unique_ptr<EthdevPort>(
-      new EthdevPort(owner, index, owner->name() + ":" + std::to_string(index) + "(" + name + ")", port_id, p,
-                     created));
+  port->started_ = true;
+  rte_eth_promiscuous_enable(port_id);  // not every PMD has it
+  port->read_link();
+  return port;
 }
 
 EthdevPort::~EthdevPort() {
-  rte_eth_dev_stop(port_id_);
-  rte_eth_dev_close(port_id_);
+  NetnsScope ns;
+  if (Status s = ns.enter(params_.netns); !s.ok()) logger("engine")->error("port {}: {}", name_, s.message());
+  if (lsc_callback_) rte_eth_dev_callback_unregister(port_id_, RTE_ETH_EVENT_INTR_LSC, on_lsc, this);
+  if (started_) rte_eth_dev_stop(port_id_);
   if (created_vdev_) {
+    // Removing the vdev closes the port.
     const std::string name = params_.device.substr(0, params_.device.find(','));
-    rte_eal_hotplug_remove("vdev", name.c_str());
+    if (rte_eal_hotplug_remove("vdev", name.c_str()) != 0) rte_eth_dev_close(port_id_);
   }
 }
 
 uint16_t EthdevPort::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
-  // Record and count before the device takes them: after a successful
-  // burst the mbufs belong to the driver.
-  uint16_t sent = 0;
-  if (tx_tap_.capture == nullptr) {
-    uint64_t bytes = 0;
-    for (uint16_t i = 0; i < n; i++) bytes += rte_pktmbuf_pkt_len(pkts[i]);
-    sent = rte_eth_tx_burst(port_id_, 0, pkts, n);
-    for (uint16_t i = sent; i < n; i++) bytes -= rte_pktmbuf_pkt_len(pkts[i]);
-    counters_[PortCounters::tx_bytes] += bytes;
-  } else {
-    for (; sent < n; sent++) {
-      tx_tap_.record(now, dpdk::bytes(pkts[sent]));
-      const uint32_t len = rte_pktmbuf_pkt_len(pkts[sent]);
-      if (rte_eth_tx_burst(port_id_, 0, &pkts[sent], 1) == 0) break;
-      counters_[PortCounters::tx_bytes] += len;
-    }
+  if (!link_up_ || tx_tap_.capture != nullptr) return tx_slow(pkts, n, now);
+  uint64_t bytes = 0;
+  uint32_t longest = 0;
+  for (uint16_t i = 0; i < n; i++) {
+    const uint32_t len = rte_pktmbuf_pkt_len(pkts[i]);
+    bytes += len;
+    longest = std::max(longest, len);
   }
+  if (longest > max_frame_) return tx_slow(pkts, n, now);
+  // After a successful burst the mbufs belong to the driver: count first.
+  const uint16_t sent = rte_eth_tx_burst(port_id_, 0, pkts, n);
+  for (uint16_t i = sent; i < n; i++) bytes -= rte_pktmbuf_pkt_len(pkts[i]);
   counters_[PortCounters::tx_packets] += sent;
+  counters_[PortCounters::tx_bytes] += bytes;
   if (sent < n) tx_blocked_ = true;
   return sent;
+}
+
+// Link down, an oversize frame or a capture: one frame at a time.
+uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
+  if (!link_up_) {
+    counters_[PortCounters::tx_drop_link_down] += n;
+    dpdk::free_burst(pkts, n);
+    return n;
+  }
+  alignas(64) uint8_t copy[dpdk::PacketPool::kMaxFrame];
+  for (uint16_t i = 0; i < n; i++) {
+    rte_mbuf* m = pkts[i];
+    const uint32_t len = rte_pktmbuf_pkt_len(m);
+    if (len > max_frame_) {
+      counters_[PortCounters::tx_drop_oversize]++;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // Only what the device takes is recorded, and it may free the mbuf
+    // at once: keep a copy of the frame until then.
+    const bool tap = tx_tap_.capture != nullptr;
+    if (tap) {
+      const void* src = rte_pktmbuf_read(m, 0, len, copy);
+      if (src != copy) std::memcpy(copy, src, len);
+    }
+    if (rte_eth_tx_burst(port_id_, 0, &pkts[i], 1) == 0) {
+      tx_blocked_ = true;
+      return i;
+    }
+    if (tap) tx_tap_.record(now, {copy, len});
+    counters_[PortCounters::tx_packets]++;
+    counters_[PortCounters::tx_bytes] += len;
+  }
+  return n;
 }
 
 bool EthdevPort::tx_ready(Time /*now*/) {
@@ -93,32 +215,91 @@ void EthdevPort::retry_tx(Time now) {
   owner_->on_tx_ready(index_, now);
 }
 
-bool EthdevPort::link_up() const {
+void EthdevPort::read_link() {
   rte_eth_link link{};
-  return rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+  link_up_ = rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool EthdevPort::refresh_link(Time now) {
+  link_event_.store(false, std::memory_order_relaxed);
+  next_link_poll_ = now + params_.link_poll_interval;
+  const bool was_up = link_up_;
+  read_link();
+  if (link_up_ == was_up) return false;
+  logger("engine")->info("port {}: link {}", name_, link_up_ ? "up" : "down");
+  return true;
 }
 
 uint16_t EthdevPort::poll_rx(Time now) {
-  constexpr uint16_t kBurst = 32;
-  rte_mbuf* burst[kBurst];
-  const uint16_t n = rte_eth_rx_burst(port_id_, 0, burst, kBurst);
+  rte_mbuf* burst[kRxBurst];
+  const uint16_t n = rte_eth_rx_burst(port_id_, 0, burst, kRxBurst);
   if (n == 0) return 0;
+  rte_mempool* const own = pool_.mempool();
+  uint64_t bytes = 0;
+  bool odd = false;
+  for (uint16_t i = 0; i < n; i++) {
+    rte_mbuf* m = burst[i];
+    bytes += rte_pktmbuf_pkt_len(m);
+    if (m->nb_segs == 1 && m->pool == own) [[likely]] {
+      dpdk::PktMeta& md = dpdk::meta(m);
+      md = dpdk::PktMeta{};
+      md.in_port = index_;
+    } else {
+      odd = true;
+    }
+  }
+  uint16_t kept = n;
+  if (odd) [[unlikely]] {
+    kept = adopt(burst, n);
+    bytes = 0;
+    for (uint16_t i = 0; i < kept; i++) bytes += rte_pktmbuf_pkt_len(burst[i]);
+  }
+  if (rx_tap_.capture != nullptr)
+    for (uint16_t i = 0; i < kept; i++) rx_tap_.record(now, dpdk::bytes(burst[i]));
+  counters_[PortCounters::rx_packets] += kept;
+  counters_[PortCounters::rx_bytes] += bytes;
+  if (kept > 0) owner_->on_rx(index_, burst, kept, now);
+  return n;
+}
+
+// Nodes work on single-segment frames from the engine's pool, whose
+// private area holds the packet metadata. A chained frame is joined into
+// one buffer (in place when its first buffer has room), a frame from
+// another pool (a ring fed by another program, a PMD's own pool) is copied,
+// and what no buffer holds is dropped. Returns how many frames are left,
+// in order.
+uint16_t EthdevPort::adopt(rte_mbuf** burst, uint16_t n) {
+  rte_mempool* const own = pool_.mempool();
   uint16_t kept = 0;
   for (uint16_t i = 0; i < n; i++) {
     rte_mbuf* m = burst[i];
-    if (m->nb_segs != 1) {  // nodes work on single-segment frames
+    if (m->pool == own && (m->nb_segs == 1 || rte_pktmbuf_linearize(m) == 0)) {
+      dpdk::PktMeta& md = dpdk::meta(m);
+      md = dpdk::PktMeta{};
+      md.in_port = index_;
+      burst[kept++] = m;
+      continue;
+    }
+    const uint32_t len = rte_pktmbuf_pkt_len(m);
+    if (len > dpdk::PacketPool::kMaxFrame) {
       counters_[PortCounters::rx_drop_multisegment]++;
       rte_pktmbuf_free(m);
       continue;
     }
-    dpdk::meta(m) = dpdk::PktMeta{};
-    counters_[PortCounters::rx_bytes] += rte_pktmbuf_pkt_len(m);
-    rx_tap_.record(now, dpdk::bytes(m));
-    burst[kept++] = m;
+    rte_mbuf* flat = pool_.alloc();
+    if (flat == nullptr) {
+      counters_[PortCounters::rx_no_mbuf]++;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    auto* dst = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(flat, uint16_t(len)));
+    const void* src = rte_pktmbuf_read(m, 0, len, dst);
+    if (src != dst) std::memcpy(dst, src, len);
+    dpdk::meta(flat).in_port = index_;
+    rte_pktmbuf_free(m);
+    burst[kept++] = flat;
   }
-  counters_[PortCounters::rx_packets] += kept;
-  if (kept > 0) owner_->on_rx(index_, burst, kept, now);
-  return n;
+  return kept;
 }
 
 }  // namespace rocemu

@@ -1,9 +1,14 @@
-// External port over a DPDK ethdev (net_memif, net_af_packet, net_ring,
-// net_null, a PCI NIC): the same Port interface as an internal link end.
+// External port over a DPDK ethdev (net_memif, net_af_packet, net_af_xdp,
+// net_ring, net_null, a PCI NIC): the same Port interface as an internal
+// link end. The engine polls it: a burst received goes to the owning node
+// in one on_rx() call, a refused transmit is retried once the device takes
+// packets again, and the link status is cached (refreshed on the device's
+// link-change event where it has one, and on a timer where it has not).
 #pragma once
 
 #include <rte_mbuf.h>
 
+#include <atomic>
 #include <string>
 
 #include "common/engine/capture.h"
@@ -17,42 +22,80 @@ class PacketPool;
 }
 
 struct EthdevParams {
-  std::string device;           // a vdev spec ("net_memif0,role=server,...") or an existing port name
+  // A vdev spec ("net_memif0,role=server,socket=/run/x.sock") or the name of
+  // an existing ethdev (e.g. one made with rte_eth_from_rings, or a PCI
+  // address the EAL probed).
+  std::string device;
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
-  uint32_t mtu = 4200;          // bounded by the packet pool's frame size
+  uint32_t mtu = 4200;          // largest IP packet; bounded by the device and the pool's frame size
   uint64_t rate_bps = 100'000'000'000ull;  // reported; the device sets the real pace
+  // Network namespace (a name under /var/run/netns, or a path such as
+  // /proc/PID/ns/net) to create the device in: net_af_packet and net_af_xdp
+  // look their interface up in the namespace of the thread that probes them.
+  std::string netns;
+  // How often the link status is read from a device that raises no
+  // link-change event.
+  Duration link_poll_interval = ms(10);
 };
 
 class EthdevPort final : public Port {
  public:
+  static constexpr uint16_t kRxBurst = 32;
+
   static Result<std::unique_ptr<EthdevPort>> open(Node* owner, uint16_t index, const EthdevParams& params,
                                                   dpdk::PacketPool& pool);
   ~EthdevPort() override;
 
+  // Takes frames for the device. While the link is down the port takes
+  // them and drops them (counted in tx_drop_link_down), as a NIC does.
   uint16_t tx_burst(rte_mbuf** pkts, uint16_t n, Time now) override;
   bool tx_ready(Time now) override;
   uint64_t rate_bps() const override { return params_.rate_bps; }
   uint32_t mtu() const override { return params_.mtu; }
-  bool link_up() const override;
+  bool link_up() const override { return link_up_; }
 
-  // Polled by the engine: receives a burst and hands it to the owner.
+  // Polled by the engine once per iteration: receives one burst and hands
+  // it to the owner, retries a refused transmit, refreshes the link status.
+  // Returns the number of frames received.
+  uint16_t poll(Time now) {
+    const uint16_t n = poll_rx(now);
+    if (tx_blocked_) retry_tx(now);
+    if (link_event_.load(std::memory_order_relaxed) || now >= next_link_poll_) refresh_link(now);
+    return n;
+  }
   uint16_t poll_rx(Time now);
-  // Polled by the engine while a transmit was refused.
   bool tx_blocked() const { return tx_blocked_; }
   void retry_tx(Time now);
+  // Reads the link status from the device now; returns true if it changed.
+  bool refresh_link(Time now);
+  // Called from the EAL interrupt thread on a link-change event.
+  void note_link_event() { link_event_.store(true, std::memory_order_relaxed); }
 
   uint16_t port_id() const { return port_id_; }
+  const EthdevParams& params() const { return params_; }
   void set_rx_tap(Tap t) { rx_tap_ = t; }
   void set_tx_tap(Tap t) { tx_tap_ = t; }
 
  private:
-  EthdevPort(Node* owner, uint16_t index, std::string name, uint16_t port_id, const EthdevParams& p, bool vdev)
-      : Port(owner, index, std::move(name)), port_id_(port_id), params_(p), created_vdev_(vdev) {}
+  EthdevPort(Node* owner, uint16_t index, std::string name, uint16_t port_id, const EthdevParams& p, bool vdev,
+             dpdk::PacketPool& pool)
+      : Port(owner, index, std::move(name)), port_id_(port_id), params_(p), created_vdev_(vdev), pool_(pool) {}
+  void read_link();
+  uint16_t adopt(rte_mbuf** burst, uint16_t n);
+  uint16_t tx_slow(rte_mbuf** pkts, uint16_t n, Time now);
+
   uint16_t port_id_;
   EthdevParams params_;
   bool created_vdev_;
+  dpdk::PacketPool& pool_;
+  bool started_ = false;
   bool tx_blocked_ = false;
+  bool link_up_ = false;
+  bool lsc_callback_ = false;
+  uint32_t max_frame_ = 0;  // longest frame (no FCS) the port sends
+  Time next_link_poll_{0};
+  std::atomic<bool> link_event_{false};  // set by the EAL interrupt thread
   Tap rx_tap_, tx_tap_;
 };
 

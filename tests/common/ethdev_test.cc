@@ -1,0 +1,521 @@
+// Real-time engine tests over DPDK ethdev ports: net_ring, net_null,
+// net_memif and net_af_packet (on veth pairs in a private network
+// namespace). The engine runs on the test's thread; a probe node stands for
+// the world outside the fabric and stops the loop when what it waits for
+// has happened or its deadline (engine time) has passed. Nothing sleeps.
+#include <rte_bus_vdev.h>
+#include <rte_eth_ring.h>
+#include <rte_ethdev.h>
+#include <rte_ring.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "common/engine/basic_nodes.h"
+#include "tests/support/eal.h"
+
+using namespace rocemu;
+
+namespace {
+
+constexpr uint16_t kProbeEtherType = 0x88b5;  // local experimental
+constexpr Duration kTimeout = ms(20000);       // generous: CI machines are loaded
+
+std::unique_ptr<Engine> make_realtime_engine(uint32_t mbufs = 8192) {
+  test::require_eal();
+  EngineOptions opts;
+  opts.mode = TimeMode::kReal;
+  opts.mbufs = mbufs;
+  auto e = Engine::create(opts);
+  INFO(e.status().message());
+  REQUIRE(e.ok());
+  return std::move(e.value());
+}
+
+// A frame of `len` bytes: Ethernet header, direction (the port it left
+// from), sequence number, then a pattern derived from both.
+std::vector<uint8_t> probe_frame(uint32_t len, uint8_t direction, uint64_t seq) {
+  std::vector<uint8_t> f(len);
+  const uint8_t hdr[14] = {0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, kProbeEtherType >> 8, kProbeEtherType & 0xff};
+  std::memcpy(f.data(), hdr, sizeof hdr);
+  f[14] = direction;
+  std::memcpy(&f[15], &seq, sizeof seq);
+  for (uint32_t i = 23; i < len; i++) f[i] = uint8_t(i * 7 + seq + direction);
+  return f;
+}
+
+// The outside world of a test fabric. Once every port in `must_be_up` is
+// up it sends `count` frames from each connected port (at most `window`
+// unanswered per direction), expects each on the other port, in order and
+// intact, and stops the engine when all have arrived.
+class Probe final : public Node {
+ public:
+  struct Direction {
+    uint64_t sent = 0, received = 0, out_of_order = 0, corrupt = 0;
+  };
+
+  Probe(std::string name, uint32_t frame_len, uint64_t count, std::atomic<bool>& stop)
+      : Node(std::move(name), 2), frame_len_(frame_len), count_(count), stop_(stop) {}
+  std::string_view kind() const override { return "probe"; }
+
+  std::vector<Port*> must_be_up;
+  uint32_t window = 256;
+  Direction dir[2];  // by the port the frames leave from
+  uint64_t foreign = 0;
+  bool timed_out = false;
+  Time links_up_at{0}, done_at{0};
+
+  void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override {
+    for (uint16_t i = 0; i < n; i++) {
+      auto b = dpdk::bytes(pkts[i]);
+      if (b.size() < 23 || b[12] != (kProbeEtherType >> 8) || b[13] != (kProbeEtherType & 0xff)) {
+        foreign++;
+      } else {
+        const uint8_t from = b[14];
+        uint64_t seq;
+        std::memcpy(&seq, &b[15], sizeof seq);
+        Direction& d = dir[from & 1];
+        if (from != 1 - port || b.size() != frame_len_ ||
+            !std::equal(b.begin(), b.end(), probe_frame(frame_len_, from, seq).begin()))
+          d.corrupt++;
+        else if (seq != d.received + d.out_of_order)
+          d.out_of_order++;
+        d.received++;
+      }
+      rte_pktmbuf_free(pkts[i]);
+    }
+    check_done(now);
+  }
+
+  bool poll(Time now) override {
+    if (deadline_ == kTimeNever) deadline_ = now + kTimeout;
+    if (now >= deadline_) {
+      timed_out = true;
+      stop_ = true;
+      return false;
+    }
+    if (!sending_) {
+      for (Port* p : must_be_up)
+        if (!p->link_up()) return false;
+      sending_ = true;
+      links_up_at = now;
+    }
+    bool did = false;
+    for (uint16_t p = 0; p < 2; p++) did |= send(p, now);
+    check_done(now);
+    return did;
+  }
+
+ private:
+  bool send(uint16_t from, Time now) {
+    Port* p = port(from);
+    Direction& d = dir[from];
+    if (p == nullptr || d.sent >= count_ || !p->tx_ready(now)) return false;
+    rte_mbuf* burst[32];
+    uint16_t n = 0;
+    while (n < 32 && d.sent + n < count_ && d.sent + n < d.received + window) {
+      rte_mbuf* m = pool().alloc_copy(probe_frame(frame_len_, uint8_t(from), d.sent + n));
+      if (m == nullptr) break;
+      burst[n++] = m;
+    }
+    const uint16_t took = p->tx_burst(burst, n, now);
+    dpdk::free_burst(burst + took, n - took);
+    d.sent += took;
+    return took > 0;
+  }
+  void check_done(Time now) {
+    for (uint16_t p = 0; p < 2; p++)
+      if (port(p) != nullptr && dir[p].received < count_) return;
+    if (done_at == Time{0}) done_at = now;
+    stop_ = true;
+  }
+
+  uint32_t frame_len_;
+  uint64_t count_;
+  std::atomic<bool>& stop_;
+  bool sending_ = false;
+  Time deadline_ = kTimeNever;
+};
+
+// Stops the engine once `done()` holds or at the deadline.
+class Watch final : public Node {
+ public:
+  Watch(std::function<bool()> done, std::atomic<bool>& stop) : Node("watch", 0), done_(std::move(done)), stop_(stop) {}
+  std::string_view kind() const override { return "watch"; }
+  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) override { dpdk::free_burst(pkts, n); }
+  bool poll(Time now) override {
+    if (deadline_ == kTimeNever) deadline_ = now + kTimeout;
+    if (done_()) {
+      stop_ = true;
+    } else if (now >= deadline_) {
+      timed_out = true;
+      stop_ = true;
+    }
+    return false;
+  }
+  bool timed_out = false;
+
+ private:
+  std::function<bool()> done_;
+  std::atomic<bool>& stop_;
+  Time deadline_ = kTimeNever;
+};
+
+// Two rings crossed into two ethdevs: what one sends the other receives.
+struct RingPair {
+  std::string a, b;
+  rte_ring* r[2] = {nullptr, nullptr};
+  explicit RingPair(const std::string& name) : a(name + "a"), b(name + "b") {
+    test::require_eal();
+    for (int i = 0; i < 2; i++) {
+      r[i] = rte_ring_create((name + std::to_string(i)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      REQUIRE(r[i] != nullptr);
+    }
+    // The ethdev gets the ring PMD's prefix ("net_ring_" + name).
+    auto make = [&](const std::string& n, rte_ring* rx, rte_ring* tx) {
+      const int id = rte_eth_from_rings(n.c_str(), &rx, 1, &tx, 1, SOCKET_ID_ANY);
+      REQUIRE(id >= 0);
+      char dev_name[RTE_ETH_NAME_MAX_LEN];
+      REQUIRE(rte_eth_dev_get_name_by_port(uint16_t(id), dev_name) == 0);
+      return std::string(dev_name);
+    };
+    a = make(a, r[0], r[1]);
+    b = make(b, r[1], r[0]);
+  }
+  // Frees what is left in the rings. Call it after the engine stopped and
+  // before it is destroyed (the mbufs belong to the engine's pool); the
+  // destructor closes the ports, so declare the pair before the engine.
+  void drain() {
+    for (rte_ring* ring : r) {
+      void* obj;
+      while (rte_ring_dequeue(ring, &obj) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(obj));
+    }
+  }
+  ~RingPair() {
+    for (const std::string& n : {a, b}) {
+      uint16_t id;
+      if (rte_eth_dev_get_port_by_name(n.c_str(), &id) == 0) rte_eth_dev_close(id);
+      rte_vdev_uninit(n.c_str());
+    }
+    for (rte_ring* ring : r) rte_ring_free(ring);
+  }
+};
+
+EthdevPort* attach(Engine& e, Node& n, uint16_t port, const std::string& device, const std::string& netns = "") {
+  EthdevParams p;
+  p.device = device;
+  p.netns = netns;
+  auto r = e.attach_ethdev(n, port, p);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  return r.value();
+}
+
+void check_probe(const Probe& probe, uint64_t count) {
+  CHECK_FALSE(probe.timed_out);
+  for (int d = 0; d < 2; d++) {
+    INFO("direction " << d);
+    CHECK(probe.dir[d].sent == count);
+    CHECK(probe.dir[d].received == count);
+    CHECK(probe.dir[d].out_of_order == 0);
+    CHECK(probe.dir[d].corrupt == 0);
+  }
+}
+
+uint64_t counter(const Port* p, PortCounters::Id id) { return p->counters()[id]; }
+
+// Runs a shell command; true if it exited 0.
+bool sh(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+std::string temp_dir() {
+  std::string t = (std::filesystem::temp_directory_path() / "rocemu-ethdev-XXXXXX").string();
+  REQUIRE(mkdtemp(t.data()) != nullptr);
+  return t;
+}
+
+// A network namespace with veth pairs, deleted (with its links) at the end.
+struct Netns {
+  std::string name = "rocemu-e2e-" + std::to_string(getpid());
+  bool ok = false;
+  explicit Netns(const std::vector<std::pair<std::string, std::string>>& veths) {
+    sh("ip netns del " + name + " 2>/dev/null");
+    ok = sh("ip netns add " + name);
+    const std::string in = "ip netns exec " + name + " ";
+    // No IPv6 neighbour discovery or other chatter on the test links.
+    ok = ok && sh(in + "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1");
+    for (const auto& [a, b] : veths) {
+      ok = ok && sh(in + "ip link add " + a + " type veth peer name " + b);
+      ok = ok && sh(in + "ip link set " + a + " up") && sh(in + "ip link set " + b + " up");
+    }
+  }
+  ~Netns() { sh("ip netns del " + name); }
+};
+
+}  // namespace
+
+TEST_CASE("Real time: a Forwarder between two net_ring ports moves frames both ways", "[e2e][ethdev]") {
+  RingPair ab("rt_ab"), cd("rt_cd");
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& probe = engine->add<Probe>("probe", 1000, 20000, stop);
+  auto& fw = engine->add<Forwarder>("fw");
+  EthdevPort* pa = attach(*engine, probe, 0, ab.a);
+  EthdevPort* pb = attach(*engine, fw, 0, ab.b);
+  EthdevPort* pc = attach(*engine, fw, 1, cd.a);
+  EthdevPort* pd = attach(*engine, probe, 1, cd.b);
+  probe.must_be_up = {pa, pb, pc, pd};
+  engine->run(stop);
+  check_probe(probe, 20000);
+  CHECK(fw.forwarded() == 40000);
+  CHECK(fw.dropped() == 0);
+  CHECK(counter(pb, PortCounters::rx_packets) == 20000);
+  CHECK(counter(pb, PortCounters::rx_bytes) == 20000 * 1000);
+  CHECK(counter(pc, PortCounters::tx_packets) == 20000);
+  CHECK(counter(pa, PortCounters::tx_bytes) == 20000 * 1000);
+  CHECK(pb->link_up());
+  ab.drain();
+  cd.drain();
+}
+
+TEST_CASE("Real time: ethdev ports and internal links in one fabric", "[e2e][ethdev]") {
+  RingPair ab("rt_mix");
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& probe = engine->add<Probe>("probe", 200, 5000, stop);
+  auto& fw = engine->add<Forwarder>("fw");
+  attach(*engine, probe, 0, ab.a);
+  attach(*engine, fw, 0, ab.b);
+  auto link = engine->connect(fw, 1, probe, 1, LinkParams{.rate_bps = 10'000'000'000ull, .delay = us(5)});
+  REQUIRE(link.ok());
+  engine->run(stop);
+  check_probe(probe, 5000);
+  // 5000 frames of 224 wire bytes each way at 10 Gbit/s cannot cross in
+  // less than 0.9 ms of real time: the link paced them.
+  CHECK(probe.done_at - probe.links_up_at >= serialization_time(5000 * 224, 10'000'000'000ull));
+  ab.drain();
+}
+
+TEST_CASE("Real time: chained and foreign mbufs from a device are joined into one buffer", "[e2e][ethdev]") {
+  RingPair ring("rt_seg");
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& sink = engine->add<Sink>("sink", 1, true);
+  EthdevPort* port = attach(*engine, sink, 0, ring.b);
+  auto& watch = engine->add<Watch>(
+      [&] {
+        return sink.packets() + counter(port, PortCounters::rx_drop_multisegment) >= 4;
+      },
+      stop);
+
+  // A pool of small buffers, as another PMD or process might use.
+  rte_mempool* small = rte_pktmbuf_pool_create("rt_small", 64, 0, 0, RTE_PKTMBUF_HEADROOM + 1600, SOCKET_ID_ANY);
+  REQUIRE(small != nullptr);
+  const auto frame = probe_frame(3000, 0, 7);
+  auto chain = [&](rte_mempool* mp, std::span<const uint8_t> data, uint32_t seg_len) {
+    rte_mbuf* head = nullptr;
+    for (size_t off = 0; off < data.size(); off += seg_len) {
+      rte_mbuf* m = rte_pktmbuf_alloc(mp);
+      REQUIRE(m != nullptr);
+      const size_t len = std::min<size_t>(seg_len, data.size() - off);
+      std::memcpy(rte_pktmbuf_append(m, uint16_t(len)), data.data() + off, len);
+      if (head == nullptr)
+        head = m;
+      else
+        REQUIRE(rte_pktmbuf_chain(head, m) == 0);
+    }
+    return head;
+  };
+  std::vector<uint8_t> big(6000, 0x5a);
+  rte_mbuf* in[4] = {
+      chain(engine->pool().mempool(), frame, 1000),  // joined in place
+      chain(small, frame, 1500),                     // copied into a new buffer
+      chain(small, std::span(frame).first(1200), 1500),  // single, but from a foreign pool
+      chain(small, big, 1500),                       // longer than any buffer: dropped
+  };
+  REQUIRE(rte_ring_enqueue_bulk(ring.r[1], reinterpret_cast<void**>(in), 4, nullptr) == 4);
+  engine->run(stop);
+  CHECK_FALSE(watch.timed_out);
+  REQUIRE(sink.kept().size() == 3);
+  CHECK(sink.kept()[0] == frame);
+  CHECK(sink.kept()[1] == frame);
+  CHECK(sink.kept()[2] == std::vector<uint8_t>(frame.begin(), frame.begin() + 1200));
+  CHECK(counter(port, PortCounters::rx_drop_multisegment) == 1);
+  CHECK(counter(port, PortCounters::rx_packets) == 3);
+  CHECK(rte_mempool_in_use_count(small) == 0);  // every foreign buffer went home
+  ring.drain();
+  rte_mempool_free(small);
+}
+
+TEST_CASE("Real time: a Forwarder between two net_null ports", "[e2e][ethdev]") {
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& fw = engine->add<Forwarder>("fw");
+  auto& watch = engine->add<Watch>([&] { return fw.forwarded() >= 1'000'000; }, stop);
+  EthdevPort* p0 = attach(*engine, fw, 0, "net_null_rt0,size=128");
+  EthdevPort* p1 = attach(*engine, fw, 1, "net_null_rt1,size=128");
+  engine->run(stop);
+  CHECK_FALSE(watch.timed_out);
+  CHECK(fw.forwarded() >= 1'000'000);
+  CHECK(fw.dropped() == 0);
+  // net_null takes every frame: all that came in went out the other side.
+  CHECK(counter(p0, PortCounters::rx_packets) == counter(p1, PortCounters::tx_packets));
+  CHECK(counter(p1, PortCounters::rx_packets) == counter(p0, PortCounters::tx_packets));
+  CHECK(counter(p0, PortCounters::rx_bytes) == 128 * counter(p0, PortCounters::rx_packets));
+  CHECK(engine->pool().in_use() < 1024);  // nothing leaks
+}
+
+TEST_CASE("Real time: net_memif server and client in one process, chained across two sockets", "[e2e][ethdev]") {
+  // memif keys its sockets by path and will not let one process be both
+  // the listener and a client of the same path; "dir/./x.sock" names the
+  // same socket file as "dir/x.sock", so one engine can hold both ends.
+  const std::string dir = temp_dir();
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  // 3000-byte frames span two memif buffers (2048 bytes by default).
+  auto& probe = engine->add<Probe>("probe", 3000, 20000, stop);
+  auto& fw = engine->add<Forwarder>("fw");
+  const std::string memif = ",socket-abstract=no,socket=" + dir;
+  EthdevPort* pa = attach(*engine, probe, 0, "net_memif_rt0,role=server" + memif + "/ab.sock");
+  EthdevPort* pb = attach(*engine, fw, 0, "net_memif_rt1,role=client" + memif + "/./ab.sock");
+  EthdevPort* pc = attach(*engine, fw, 1, "net_memif_rt2,role=server" + memif + "/cd.sock");
+  EthdevPort* pd = attach(*engine, probe, 1, "net_memif_rt3,role=client" + memif + "/./cd.sock");
+  probe.must_be_up = {pa, pb, pc, pd};
+  engine->run(stop);
+  check_probe(probe, 20000);
+  CHECK(fw.dropped() == 0);
+  CHECK(counter(pb, PortCounters::rx_packets) == 20000);
+  CHECK(counter(pb, PortCounters::tx_packets) == 20000);
+  CHECK(counter(pc, PortCounters::rx_bytes) == 20000 * 3000);
+  engine.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Real time: a port whose link is down drops what it is given, and counts it", "[e2e][ethdev]") {
+  const std::string dir = temp_dir();
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& probe = engine->add<Probe>("probe", 100, 10, stop);
+  // A memif server nobody connects to: its link stays down.
+  EthdevPort* p = attach(*engine, probe, 0, "net_memif_rt9,role=server,socket-abstract=no,socket=" + dir + "/lonely.sock");
+  auto& watch = engine->add<Watch>([&] { return probe.dir[0].sent >= 10; }, stop);
+  engine->run(stop);
+  CHECK_FALSE(watch.timed_out);
+  CHECK_FALSE(p->link_up());
+  CHECK(counter(p, PortCounters::tx_drop_link_down) == 10);
+  CHECK(counter(p, PortCounters::tx_packets) == 0);
+  engine.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Real time: net_af_packet ports on veth pairs in a private network namespace", "[e2e][ethdev]") {
+  if (geteuid() != 0) {
+    WARN("SKIPPED: net_af_packet over veth needs root (ip netns add, ip link add, setns)");
+    return;
+  }
+  if (!sh("command -v ip >/dev/null")) {
+    WARN("SKIPPED: no 'ip' command (iproute2)");
+    return;
+  }
+  Netns ns({{"rta1", "rtb1"}, {"rta2", "rtb2"}});
+  REQUIRE(ns.ok);
+  auto engine = make_realtime_engine();
+  std::atomic<bool> stop{false};
+  auto& probe = engine->add<Probe>("probe", 1000, 5000, stop);
+  auto& fw = engine->add<Forwarder>("fw");
+  // blocksz must be a multiple of framesz, or the TX ring stalls after a block.
+  const std::string opts = ",blocksz=4096,framesz=2048,framecnt=512,qpairs=1";
+  EthdevPort* pa = attach(*engine, probe, 0, "net_af_packet_rt0,iface=rta1" + opts, ns.name);
+  EthdevPort* pb = attach(*engine, fw, 0, "net_af_packet_rt1,iface=rtb1" + opts, ns.name);
+  EthdevPort* pc = attach(*engine, fw, 1, "net_af_packet_rt2,iface=rta2" + opts, ns.name);
+  EthdevPort* pd = attach(*engine, probe, 1, "net_af_packet_rt3,iface=rtb2" + opts, "/var/run/netns/" + ns.name);
+  probe.must_be_up = {pa, pb, pc, pd};
+  probe.window = 128;  // well inside the 512-frame kernel rings
+  engine->run(stop);
+  check_probe(probe, 5000);
+  CHECK(probe.foreign == 0);
+  CHECK(fw.dropped() == 0);
+  CHECK(counter(pb, PortCounters::rx_packets) == 5000);
+  CHECK(counter(pc, PortCounters::tx_packets) == 5000);
+  engine.reset();
+}
+
+TEST_CASE("Real time: a bad external port is refused with the device named", "[e2e][ethdev]") {
+  auto engine = make_realtime_engine();
+  auto& fw = engine->add<Forwarder>("fw");
+  EthdevParams p;
+  p.device = "net_nosuchpmd0,x=1";
+  auto r = engine->attach_ethdev(fw, 0, p);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("net_nosuchpmd0") != std::string::npos);
+  p.device = "net_af_packet_rtx,iface=rta1";
+  p.netns = "rocemu-no-such-netns";
+  r = engine->attach_ethdev(fw, 0, p);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("rocemu-no-such-netns") != std::string::npos);
+  CHECK(fw.port(0) == nullptr);
+}
+
+TEST_CASE("Real time: an idle engine sleeps and backs off; post() wakes it", "[e2e][ethdev]") {
+  SECTION("with external ports: back-off sleeps") {
+    RingPair ring("rt_idle");
+    auto engine = make_realtime_engine();
+    std::atomic<bool> stop{false};
+    auto& fw = engine->add<Forwarder>("fw");
+    attach(*engine, fw, 0, ring.a);
+    attach(*engine, fw, 1, ring.b);
+    // 30 ms of engine time without traffic: 100 us of spinning, then
+    // sleeps of 10, 20, ... 500 us.
+    Time start = kTimeNever;
+    auto& watch = engine->add<Watch>(
+        [&] {
+          if (start == kTimeNever) start = engine->now();
+          return engine->now() - start >= ms(30);
+        },
+        stop);
+    engine->run(stop);
+    CHECK_FALSE(watch.timed_out);
+    CHECK(engine->sleeps() >= 10);
+    // Busy polling 30 ms would take hundreds of thousands of iterations.
+    CHECK(engine->iterations() < 30000);
+  }
+  SECTION("without external ports: a post() from another thread ends the sleep") {
+    auto engine = make_realtime_engine();
+    auto& gen = engine->add<Generator>("gen", probe_frame(100, 0, 0), 0);
+    auto& sink = engine->add<Sink>("sink");
+    REQUIRE(engine->connect(gen, 0, sink, 0, LinkParams{}).ok());
+    std::atomic<bool> stop{false};
+    std::atomic<int> ran{0};
+    std::thread loop([&] { engine->run(stop); });
+    // Without timers or ports a sleeping loop would stay asleep for 500 ms.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto wait_for = [&](auto cond) {
+      while (!cond() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      return cond();
+    };
+    std::atomic<uint64_t> sleeps{0};
+    engine->post([&](Engine& e) {
+      sleeps = e.sleeps();
+      ran = 1;
+    });
+    CHECK(wait_for([&] { return ran.load() == 1; }));
+    // The post was work; wait until the loop has gone back to sleep.
+    CHECK(wait_for([&] { return engine->sleeps() > sleeps; }));
+    const auto t0 = std::chrono::steady_clock::now();
+    engine->post([&](Engine&) { ran = 2; });
+    CHECK(wait_for([&] { return ran.load() == 2; }));
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400));
+    stop = true;
+    engine->wake();
+    loop.join();
+    CHECK(engine->sleeps() >= 1);
+  }
+}
