@@ -1,0 +1,457 @@
+// The verbs control path: contexts, PDs, MRs, CQs, SRQs, AHs and QPs, with
+// the checks and errno values of a real provider.
+#include <cerrno>
+
+#include "nic/nic.h"
+
+namespace rocemu::nic {
+
+namespace {
+
+constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                             IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                             IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
+
+bool power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+HostContext* Nic::open_context(HostMemory* memory) {
+  auto ctx = std::make_unique<HostContext>();
+  ctx->id = next_ctx_id_++;
+  ctx->memory = memory;
+  contexts_.push_back(std::move(ctx));
+  return contexts_.back().get();
+}
+
+void Nic::close_context(HostContext* ctx) {
+  if (ctx == nullptr) return;
+  ctx->dead = true;
+  // QPs first (they reference CQs, SRQs and the PD), then the rest.
+  std::vector<uint32_t> qpns;
+  for (auto& [qpn, qp] : qps_)
+    if (qp->ctx == ctx) qpns.push_back(qpn);
+  for (uint32_t qpn : qpns) destroy_qp(ctx, qpn);
+  std::vector<uint32_t> keys;
+  ahs_.for_each([&](const Ah& a) {
+    if (a.pd->ctx == ctx) keys.push_back(a.handle);
+  });
+  for (uint32_t k : keys) ahs_.erase(k);
+  keys.clear();
+  srqs_.for_each([&](const Srq& s) {
+    if (s.pd->ctx == ctx) keys.push_back(s.handle);
+  });
+  for (uint32_t k : keys) srqs_.erase(k);
+  keys.clear();
+  mrs_.for_each([&](const Mr& m) {
+    if (m.pd->ctx == ctx) keys.push_back(m.key);
+  });
+  for (uint32_t k : keys) mrs_.erase(k);
+  keys.clear();
+  cqs_.for_each([&](const Cq& c) {
+    if (c.ctx() == ctx) keys.push_back(c.handle());
+  });
+  for (uint32_t k : keys) cqs_.erase(k);
+  keys.clear();
+  pds_.for_each([&](const Pd& p) {
+    if (p.ctx == ctx) keys.push_back(p.handle);
+  });
+  for (uint32_t k : keys) pds_.erase(k);
+  std::erase_if(contexts_, [ctx](const auto& c) { return c.get() == ctx; });
+}
+
+int Nic::alloc_pd(HostContext* ctx, uint32_t& handle) {
+  auto pd = std::make_unique<Pd>();
+  pd->ctx = ctx;
+  Pd* raw = pd.get();
+  handle = raw->handle = pds_.insert(std::move(pd));
+  return 0;
+}
+
+int Nic::dealloc_pd(HostContext* ctx, uint32_t handle) {
+  Pd* pd = pds_.find(handle);
+  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  bool busy = false;
+  mrs_.for_each([&](const Mr& m) { busy = busy || m.pd == pd; });
+  srqs_.for_each([&](const Srq& s) { busy = busy || s.pd == pd; });
+  ahs_.for_each([&](const Ah& a) { busy = busy || a.pd == pd; });
+  for (auto& [qpn, qp] : qps_) busy = busy || qp->pd == pd;
+  if (busy) return EBUSY;
+  pds_.erase(handle);
+  return 0;
+}
+
+int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, int access, uint32_t& key) {
+  Pd* pd = pds_.find(pd_handle);
+  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  if (access & ~kKnownAccess) return EINVAL;
+  // Remote write or atomic access needs local write (IBA 10.6.3.1).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (length == 0 || addr + length < addr) return EINVAL;
+  if (mrs_.size() >= cfg_.max_mr) return ENOMEM;
+  auto mr = std::make_unique<Mr>();
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->access = access;
+  Mr* raw = mr.get();
+  key = raw->key = mrs_.insert(std::move(mr));
+  return 0;
+}
+
+int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
+  Mr* mr = mrs_.find(key);
+  if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
+  mrs_.erase(key);
+  return 0;
+}
+
+int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle) {
+  if (ring == nullptr || !power_of_two(entries) || entries > cfg_.max_cqe) return EINVAL;
+  auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, entries, sizeof(Cqe), true));
+  Cq* raw = cq.get();
+  handle = cqs_.insert(std::move(cq));
+  *raw = Cq(handle, ctx, Ring(ring, entries, sizeof(Cqe), false));
+  return 0;
+}
+
+Cq* Nic::find_cq(HostContext* ctx, uint32_t handle) const {
+  Cq* cq = cqs_.find(handle);
+  return cq != nullptr && cq->ctx() == ctx ? cq : nullptr;
+}
+
+int Nic::destroy_cq(HostContext* ctx, uint32_t handle) {
+  Cq* cq = find_cq(ctx, handle);
+  if (cq == nullptr) return EINVAL;
+  for (auto& [qpn, qp] : qps_)
+    if (qp->send_cq == cq || qp->recv_cq == cq) return EBUSY;
+  cqs_.erase(handle);
+  return 0;
+}
+
+int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t entries, uint32_t max_sge,
+                    uint32_t limit, uint32_t& handle) {
+  Pd* pd = pds_.find(pd_handle);
+  if (pd == nullptr || pd->ctx != ctx || ring == nullptr || !power_of_two(entries) || max_sge == 0 ||
+      max_sge > kMaxSge || entries > cfg_.max_qp_wr || limit > entries)
+    return EINVAL;
+  auto srq = std::make_unique<Srq>();
+  srq->pd = pd;
+  srq->rq = RecvQueue(Ring(ring, entries, recv_wqe_stride(max_sge), true), max_sge);
+  srq->limit = limit;
+  srq->armed = limit > 0;
+  Srq* raw = srq.get();
+  handle = raw->handle = srqs_.insert(std::move(srq));
+  return 0;
+}
+
+Srq* Nic::find_srq(HostContext* ctx, uint32_t handle) const {
+  Srq* s = srqs_.find(handle);
+  return s != nullptr && s->pd->ctx == ctx ? s : nullptr;
+}
+
+int Nic::modify_srq(HostContext* ctx, uint32_t handle, uint32_t limit) {
+  Srq* s = find_srq(ctx, handle);
+  if (s == nullptr || limit > s->rq.ring().entries()) return EINVAL;
+  s->limit = limit;
+  s->armed = limit > 0;
+  return 0;
+}
+
+int Nic::destroy_srq(HostContext* ctx, uint32_t handle) {
+  Srq* s = find_srq(ctx, handle);
+  if (s == nullptr) return EINVAL;
+  for (auto& [qpn, qp] : qps_)
+    if (qp->srq == s) return EBUSY;
+  srqs_.erase(handle);
+  return 0;
+}
+
+int Nic::create_ah(HostContext* ctx, uint32_t pd_handle, const ibv_ah_attr& attr, uint32_t& handle) {
+  Pd* pd = pds_.find(pd_handle);
+  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  // RoCE needs a GRH, and the source GID must be a RoCE v2 entry.
+  if (!attr.is_global || attr.grh.sgid_index >= gids_.size() ||
+      gids_[attr.grh.sgid_index].type != IBV_GID_TYPE_ROCE_V2)
+    return EINVAL;
+  auto ah = std::make_unique<Ah>();
+  ah->pd = pd;
+  std::memcpy(ah->dgid.b.data(), attr.grh.dgid.raw, 16);
+  ah->sgid_index = attr.grh.sgid_index;
+  ah->flow_label = attr.grh.flow_label;
+  ah->traffic_class = attr.grh.traffic_class;
+  ah->hop_limit = attr.grh.hop_limit;
+  ah->sl = attr.sl;
+  Ah* raw = ah.get();
+  handle = raw->handle = ahs_.insert(std::move(ah));
+  return 0;
+}
+
+int Nic::destroy_ah(HostContext* ctx, uint32_t handle) {
+  Ah* ah = ahs_.find(handle);
+  if (ah == nullptr || ah->pd->ctx != ctx) return EINVAL;
+  ahs_.erase(handle);
+  return 0;
+}
+
+Qp* Nic::find_qp(uint32_t qpn) const {
+  auto it = qps_.find(qpn);
+  return it == qps_.end() ? nullptr : it->second.get();
+}
+
+void Nic::qp_ring_sizes(const ibv_qp_cap& cap, uint32_t& sq_entries, uint32_t& sq_stride, uint32_t& rq_entries,
+                        uint32_t& rq_stride) {
+  sq_entries = round_up_pow2(std::max(cap.max_send_wr, 1u));
+  sq_stride = send_wqe_stride(std::max(cap.max_send_sge, 1u), cap.max_inline_data);
+  rq_entries = round_up_pow2(std::max(cap.max_recv_wr, 1u));
+  rq_stride = recv_wqe_stride(std::max(cap.max_recv_sge, 1u));
+}
+
+int Nic::check_qp_caps(const ibv_qp_cap& cap) const {
+  if (cap.max_send_wr > cfg_.max_qp_wr || cap.max_recv_wr > cfg_.max_qp_wr || cap.max_send_sge > kMaxSge ||
+      cap.max_recv_sge > kMaxSge || cap.max_inline_data > kMaxInline)
+    return EINVAL;
+  return 0;
+}
+
+int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
+  if (int e = check_qp_caps(init.cap); e != 0) return e;
+  Pd* pd = pds_.find(init.pd);
+  Cq* scq = find_cq(ctx, init.send_cq);
+  Cq* rcq = find_cq(ctx, init.recv_cq);
+  if (pd == nullptr || pd->ctx != ctx || scq == nullptr || rcq == nullptr || init.sq_ring == nullptr) return EINVAL;
+  Srq* srq = nullptr;
+  if (init.srq != 0) {
+    srq = find_srq(ctx, init.srq);
+    if (srq == nullptr || srq->pd->ctx != ctx) return EINVAL;
+  } else if (init.rq_ring == nullptr) {
+    return EINVAL;
+  }
+  if (qps_.size() >= cfg_.max_qp) return ENOMEM;
+  auto qp = std::make_unique<Qp>();
+  qp->qpn = next_qpn_;
+  next_qpn_ = (next_qpn_ + 1) & 0xffffff;
+  if (next_qpn_ < 0x11) next_qpn_ = 0x11;
+  while (qps_.count(next_qpn_)) next_qpn_ = (next_qpn_ + 1) & 0xffffff;
+  qp->type = init.type;
+  qp->ctx = ctx;
+  qp->pd = pd;
+  qp->send_cq = scq;
+  qp->recv_cq = rcq;
+  qp->srq = srq;
+  qp->cap = init.cap;
+  qp->sq_sig_all = init.sq_sig_all;
+  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
+  qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
+  qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
+  if (srq == nullptr) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
+  qp->swq.resize(sq_entries);
+  qp->nic = this;
+  qp->retry_timer.set_callback(&Nic::retry_thunk, qp.get());
+  qp->rnr_timer.set_callback(&Nic::rnr_thunk, qp.get());
+  Qp* raw = qp.get();
+  qpn = raw->qpn;
+  qps_[raw->qpn] = std::move(qp);
+  return 0;
+}
+
+namespace {
+
+// Only the lower 24 bits of a PSN or QPN mean anything.
+bool fits24(uint32_t v) { return v <= 0xffffff; }
+
+}  // namespace
+
+void Nic::fill_path(Qp& qp) {
+  const GidEntry& sgid = gids_[qp.ah.grh.sgid_index];
+  std::memcpy(qp.dst_ip.b.data(), qp.ah.grh.dgid.raw, 16);
+  wire::PathHeaders& p = qp.path;
+  p.src_mac = cfg_.mac;
+  p.src_ip = sgid.gid;
+  p.dst_ip = qp.dst_ip;
+  p.ipv6 = !qp.dst_ip.is_v4();
+  const uint8_t tclass = qp.ah.grh.traffic_class != 0 ? qp.ah.grh.traffic_class : cfg_.default_traffic_class;
+  p.dscp = uint8_t(tclass >> 2);
+  p.ecn = (tclass & 3) != 0 ? wire::Ecn(tclass & 3) : cfg_.ecn ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
+  // The kernel resolves the hop limit of a RoCEv2 path from the route
+  // (ib_resolve_eth_dmac); applications' hop_limit 1 does not reach the wire.
+  p.ttl = 64;
+  const uint32_t fl = qp.ah.grh.flow_label != 0 ? qp.ah.grh.flow_label & 0xfffff
+                                                : wire::calc_flow_label(qp.qpn, qp.dest_qpn);
+  p.flow_label = fl;
+  p.udp_sport = wire::flow_label_to_udp_sport(fl);
+  qp.priority = prio_of(p.dscp);
+  p.vlan = cfg_.vlan;
+  p.vid = cfg_.vid;
+  p.pcp = qp.priority;
+}
+
+int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now) {
+  Qp* qp = find_qp(qpn);
+  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
+  const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
+  if (cur != qp->state && !(cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE))
+    return EINVAL;
+  if (!modify_qp_is_ok(cur, next, qp->type, mask)) return EINVAL;
+
+  // Values.
+  if ((mask & IBV_QP_PORT) && attr.port_num != 1) return EINVAL;
+  if ((mask & IBV_QP_PKEY_INDEX) && attr.pkey_index != 0) return EINVAL;
+  if ((mask & IBV_QP_PATH_MTU) && (attr.path_mtu < IBV_MTU_256 || attr.path_mtu > active_mtu())) return EINVAL;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > kMaxRdAtomic) return EINVAL;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
+  if ((mask & IBV_QP_TIMEOUT) && attr.timeout > 31) return EINVAL;
+  if ((mask & IBV_QP_RETRY_CNT) && attr.retry_cnt > 7) return EINVAL;
+  if ((mask & IBV_QP_RNR_RETRY) && attr.rnr_retry > 7) return EINVAL;
+  if ((mask & IBV_QP_MIN_RNR_TIMER) && attr.min_rnr_timer > 31) return EINVAL;
+  if ((mask & IBV_QP_DEST_QPN) && !fits24(attr.dest_qp_num)) return EINVAL;
+  if ((mask & IBV_QP_ACCESS_FLAGS) &&
+      (attr.qp_access_flags & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_RELAXED_ORDERING)))
+    return EINVAL;
+  if (mask & IBV_QP_AV) {
+    // RoCE: a GRH with a RoCE v2 source GID (this NIC sends RoCEv2 only).
+    if (!attr.ah_attr.is_global || attr.ah_attr.port_num > 1 || attr.ah_attr.grh.sgid_index >= gids_.size() ||
+        gids_[attr.ah_attr.grh.sgid_index].type != IBV_GID_TYPE_ROCE_V2)
+      return EINVAL;
+  }
+
+  // Apply.
+  if (mask & IBV_QP_PKEY_INDEX) qp->pkey_index = attr.pkey_index;
+  if (mask & IBV_QP_PORT) qp->port_num = attr.port_num;
+  if (mask & IBV_QP_QKEY) qp->qkey = attr.qkey;
+  if (mask & IBV_QP_ACCESS_FLAGS) qp->access = attr.qp_access_flags;
+  if (mask & IBV_QP_PATH_MTU) {
+    qp->path_mtu = attr.path_mtu;
+    qp->mtu = mtu_bytes(attr.path_mtu);
+  }
+  if (mask & IBV_QP_DEST_QPN) qp->dest_qpn = attr.dest_qp_num;
+  if (mask & IBV_QP_RQ_PSN) qp->rq_psn = attr.rq_psn & wire::kPsnMask;
+  if (mask & IBV_QP_SQ_PSN) qp->sq_psn = attr.sq_psn & wire::kPsnMask;
+  if (mask & IBV_QP_MAX_QP_RD_ATOMIC) qp->max_rd_atomic = attr.max_rd_atomic;
+  if (mask & IBV_QP_MAX_DEST_RD_ATOMIC) qp->max_dest_rd_atomic = attr.max_dest_rd_atomic;
+  if (mask & IBV_QP_MIN_RNR_TIMER) qp->min_rnr_timer = attr.min_rnr_timer;
+  if (mask & IBV_QP_TIMEOUT) qp->timeout = attr.timeout;
+  if (mask & IBV_QP_RETRY_CNT) qp->retry_cnt = attr.retry_cnt;
+  if (mask & IBV_QP_RNR_RETRY) qp->rnr_retry = attr.rnr_retry;
+  if (mask & IBV_QP_AV) qp->ah = attr.ah_attr;
+
+  if (next == qp->state && !(mask & IBV_QP_STATE)) return 0;
+  const ibv_qp_state prev = qp->state;
+  qp->state = next;
+  switch (next) {
+    case IBV_QPS_RESET: {
+      // Queues start again from index 0 on both sides; nothing completes.
+      timers().cancel(qp->retry_timer);
+      timers().cancel(qp->rnr_timer);
+      for (rte_mbuf*& m : qp->ooo)
+        if (m != nullptr) {
+          rte_pktmbuf_free(m);
+          m = nullptr;
+        }
+      qp->sq.set_producer(0);
+      qp->sq.set_consumer(0);
+      if (qp->rq.valid()) {
+        qp->rq.ring().set_producer(0);
+        qp->rq.ring().set_consumer(0);
+        qp->rq = RecvQueue(qp->rq.ring(), std::max(qp->cap.max_recv_sge, 1u));
+      }
+      qp->sq_fetched = qp->sq_head = qp->sq_send = 0;
+      qp->any_outstanding = false;
+      qp->rd_atomic_outstanding = 0;
+      qp->rnr_waiting = qp->read_rewind_pending = false;
+      qp->sr_resend.clear();
+      qp->in_message = qp->recv_valid = false;
+      qp->write_mr = nullptr;
+      qp->tasks.clear();
+      qp->ack_pending = qp->nak_sent = false;
+      qp->atomic_log = {};
+      qp->ooo_count = 0;
+      qp->error_flushed = false;
+      break;
+    }
+    case IBV_QPS_RTR:
+      if (prev == IBV_QPS_INIT) {
+        qp->epsn = qp->rq_psn;
+        qp->msn = 0;
+        qp->last_req_opcode = 0xff;
+        qp->in_message = false;
+        if (qp->type == QpType::kRc && cfg_.recovery == LossRecovery::kSelectiveRepeat)
+          qp->ooo.assign(cfg_.sr_window, nullptr);
+      }
+      if (!qp->is_ud()) {
+        fill_path(*qp);
+        resolve_neighbor(*qp, now);
+      }
+      break;
+    case IBV_QPS_RTS:
+      if (prev == IBV_QPS_RTR) {
+        qp->send_psn = qp->next_new_psn = qp->una_psn = qp->sq_psn;
+        qp->sr_high_psn = wire::psn_add(qp->sq_psn, -1);
+        qp->retry_left = qp->retry_cnt;
+        qp->rnr_left = qp->rnr_retry;
+        if (qp->is_ud()) {
+          qp->path.src_mac = cfg_.mac;
+          qp->neighbor_ok = true;
+        }
+      }
+      activate(*qp, now);
+      break;
+    case IBV_QPS_ERR:
+      qp_to_error(*qp, now);
+      break;
+    default:
+      break;
+  }
+  return 0;
+}
+
+int Nic::query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const {
+  Qp* qp = find_qp(qpn);
+  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  attr = ibv_qp_attr{};
+  attr.qp_state = qp->state;
+  attr.cur_qp_state = qp->state;
+  attr.path_mtu = qp->path_mtu;
+  attr.path_mig_state = IBV_MIG_MIGRATED;
+  attr.qkey = qp->qkey;
+  attr.rq_psn = qp->rq_psn;
+  attr.sq_psn = qp->sq_psn;
+  attr.dest_qp_num = qp->dest_qpn;
+  attr.qp_access_flags = qp->access;
+  attr.cap = qp->cap;
+  attr.ah_attr = qp->ah;
+  attr.pkey_index = qp->pkey_index;
+  attr.sq_draining = 0;
+  attr.max_rd_atomic = qp->max_rd_atomic;
+  attr.max_dest_rd_atomic = qp->max_dest_rd_atomic;
+  attr.min_rnr_timer = qp->min_rnr_timer;
+  attr.port_num = qp->port_num;
+  attr.timeout = qp->timeout;
+  attr.retry_cnt = qp->retry_cnt;
+  attr.rnr_retry = qp->rnr_retry;
+  init = ibv_qp_init_attr{};
+  init.cap = qp->cap;
+  init.qp_type = qp->type == QpType::kRc ? IBV_QPT_RC : qp->type == QpType::kUc ? IBV_QPT_UC : IBV_QPT_UD;
+  init.sq_sig_all = qp->sq_sig_all;
+  return 0;
+}
+
+int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
+  Qp* qp = it->second.get();
+  auto drop = [qp](auto& list) { std::erase(list, qp); };
+  drop(active_);
+  drop(paused_);
+  drop(waiting_for_arp_);
+  for (auto& b : blocked_) drop(b);
+  for (rte_mbuf* m : qp->ooo)
+    if (m != nullptr) rte_pktmbuf_free(m);
+  qps_.erase(it);
+  return 0;
+}
+
+}  // namespace rocemu::nic

@@ -1,0 +1,61 @@
+// NIC counters, named as mlx5 names its hw_counters (and port counters) so
+// the numbers read like those of a real ConnectX; the few without an mlx5
+// equivalent say so in their help text.
+#pragma once
+
+#include "common/counters.h"
+
+namespace rocemu::nic {
+
+#define ROCEMU_NIC_COUNTERS(X)                                                                            \
+  X(out_of_sequence, "responder: packets received with a PSN beyond the expected one")                    \
+  X(packet_seq_err, "requester: NAK-sequence-error packets received")                                     \
+  X(local_ack_timeout_err, "requester: retransmit timer expiries")                                        \
+  X(rnr_nak_retry_err, "requester: RNR NAKs received")                                                    \
+  X(duplicate_request, "responder: duplicate requests received")                                          \
+  X(implied_nak_seq_err, "requester: ACKs for PSNs beyond an unanswered READ/atomic")                     \
+  X(req_cqe_error, "completions with an error status on a send queue")                                    \
+  X(req_cqe_flush_error, "send completions flushed (QP in error)")                                        \
+  X(resp_cqe_error, "completions with an error status on a receive queue")                                \
+  X(resp_cqe_flush_error, "receive completions flushed (QP in error)")                                    \
+  X(req_remote_access_errors, "requester: remote access error NAKs received")                             \
+  X(req_remote_invalid_request, "requester: invalid request NAKs received")                               \
+  X(resp_remote_access_errors, "responder: requests refused for a bad rkey, range or access")             \
+  X(resp_local_length_error, "responder: messages longer than the receive buffer")                        \
+  X(rx_write_requests, "responder: RDMA WRITE requests received")                                         \
+  X(rx_read_requests, "responder: RDMA READ requests received")                                           \
+  X(rx_atomic_requests, "responder: atomic requests received")                                            \
+  X(rx_dct_connect, "always 0: no DC transport")                                                          \
+  X(roce_adp_retrans, "requester: retransmission episodes (a timeout or NAK that resent packets)")       \
+  X(roce_adp_retrans_to, "requester: retransmission episodes started by the timer")                       \
+  X(roce_slow_restart, "always 0: no slow restart")                                                       \
+  X(rnr_nak_sent, "responder: RNR NAKs sent (no receive WQE)")                                            \
+  X(nak_seq_sent, "responder: NAK-sequence-error packets sent")                                           \
+  X(retransmitted_packets, "requester: packets sent again")                                               \
+  X(np_ecn_marked_roce_packets, "RoCE packets received with ECN CE")                                      \
+  X(np_cnp_sent, "CNPs sent")                                                                             \
+  X(rp_cnp_handled, "CNPs received and handled")                                                          \
+  X(rp_cnp_ignored, "CNPs received for an unknown QP")                                                    \
+  X(rx_icrc_encapsulated, "always 0: no encapsulation")                                                   \
+  X(rx_icrc_error, "RoCE packets dropped for a bad ICRC (no mlx5 name; mlx5 drops silently)")              \
+  X(rx_malformed, "frames that did not decode (no mlx5 name)")                                            \
+  X(rx_not_for_us, "RoCE packets to another IP or an unknown QP (no mlx5 name)")                           \
+  X(rx_wrong_state, "requests for a QP not in RTR/RTS (no mlx5 name)")                                    \
+  X(rx_trimmed, "trimmed packets received (payload cut by a switch; no mlx5 name)")                       \
+  X(rx_pfc_frames, "PFC frames received")                                                                 \
+  X(tx_pfc_paused_time_ps, "picoseconds the port spent paused by PFC, any priority")                      \
+  X(rx_arp, "ARP frames received")                                                                        \
+  X(tx_arp, "ARP frames sent")                                                                            \
+  X(tx_no_mbuf, "packets not sent for want of a buffer (retried)")                                        \
+  X(cq_overflow, "completions lost to a full CQ (reported as an async error)")                            \
+  X(rx_roce_packets, "RoCE packets received")                                                             \
+  X(tx_roce_packets, "RoCE packets sent")                                                                 \
+  X(rx_roce_bytes, "RoCE bytes received")                                                                 \
+  X(tx_roce_bytes, "RoCE bytes sent")                                                                     \
+  X(rx_ooo_buffered, "selective repeat: out-of-order packets kept for later")                             \
+  X(rx_ooo_dropped, "selective repeat: out-of-order packets beyond the window")                           \
+  X(rx_discards_uc, "UC: packets dropped with their message after a gap")
+
+ROCEMU_COUNTER_SET(NicCounters, ROCEMU_NIC_COUNTERS);
+
+}  // namespace rocemu::nic

@@ -1,0 +1,73 @@
+#include "nic/host_queue.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace rocemu::nic {
+
+int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey) {
+  if (sq.tail - sq.head >= sq.ring.entries()) return ENOMEM;
+  uint8_t* e = sq.ring.entry(sq.tail);
+  SendWqe hdr{};
+  hdr.wr_id = wr.wr_id;
+  hdr.opcode = uint8_t(wr.opcode);
+  hdr.send_flags = uint16_t(wr.send_flags);
+  hdr.imm = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      hdr.remote_addr = wr.wr.rdma.remote_addr;
+      hdr.rkey = wr.wr.rdma.rkey;
+      break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      hdr.remote_addr = wr.wr.atomic.remote_addr;
+      hdr.rkey = wr.wr.atomic.rkey;
+      hdr.compare_add = wr.wr.atomic.compare_add;
+      hdr.swap = wr.wr.atomic.swap;
+      break;
+    default:
+      break;
+  }
+  hdr.ud_ah = ud_ah;
+  hdr.ud_remote_qpn = ud_qpn;
+  hdr.ud_remote_qkey = ud_qkey;
+  if (wr.send_flags & IBV_SEND_INLINE) {
+    uint32_t total = 0;
+    for (int i = 0; i < wr.num_sge; i++) total += wr.sg_list[i].length;
+    if (total > sq.max_inline || sizeof(SendWqe) + total > sq.ring.stride()) return EINVAL;
+    uint8_t* p = e + sizeof(SendWqe);
+    for (int i = 0; i < wr.num_sge; i++) {
+      std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      p += wr.sg_list[i].length;
+    }
+    hdr.inline_len = total;
+  } else {
+    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > sq.max_sge) return EINVAL;
+    hdr.num_sge = uint8_t(wr.num_sge);
+    auto* s = reinterpret_cast<Sge*>(e + sizeof(SendWqe));
+    for (int i = 0; i < wr.num_sge; i++) s[i] = {wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+  }
+  std::memcpy(e, &hdr, sizeof hdr);
+  sq.tail++;
+  return 0;
+}
+
+void publish_send(SendQueueShadow& sq) { sq.ring.set_producer(sq.tail); }
+
+int write_recv_wqe(RecvQueueShadow& rq, const ibv_recv_wr& wr) {
+  if (rq.tail - rq.ring.consumer() >= rq.ring.entries()) return ENOMEM;
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > rq.max_sge) return EINVAL;
+  uint8_t* e = rq.ring.entry(rq.tail);
+  RecvWqe hdr{wr.wr_id, uint32_t(wr.num_sge), 0};
+  std::memcpy(e, &hdr, sizeof hdr);
+  auto* s = reinterpret_cast<Sge*>(e + sizeof(RecvWqe));
+  for (int i = 0; i < wr.num_sge; i++) s[i] = {wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+  rq.tail++;
+  return 0;
+}
+
+void publish_recv(RecvQueueShadow& rq) { rq.ring.set_producer(rq.tail); }
+
+}  // namespace rocemu::nic

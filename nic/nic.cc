@@ -1,0 +1,408 @@
+// The port side of the NIC: receive dispatch (decode, ICRC, ARP, PFC, to
+// requester or responder), neighbour resolution and transmit scheduling.
+#include "nic/nic.h"
+
+#include <algorithm>
+
+#include "common/engine/engine.h"
+
+namespace rocemu::nic {
+
+namespace {
+constexpr uint16_t kWirePort = 0;
+constexpr uint16_t kLoopbackTx = 1;
+constexpr uint16_t kLoopbackRx = 2;
+constexpr uint32_t kPumpBudget = 64;
+}  // namespace
+
+NicConfig::NicConfig() {
+  for (size_t d = 0; d < dscp_to_prio.size(); d++) dscp_to_prio[d] = uint8_t(d >> 3);
+}
+
+Nic::Nic(std::string name, NicConfig cfg) : Node(std::move(name), 3), cfg_(std::move(cfg)), log_(logger("nic")) {
+  // GID table as mlx5 lays it out: per address a RoCE v1 and a v2 entry;
+  // first the MAC-derived link-local address, then each IP address, IPv4
+  // ones as IPv4-mapped IPv6. With one IPv4 address, index 3 is its v2 GID.
+  wire::IpAddr ll;
+  ll.b[0] = 0xfe;
+  ll.b[1] = 0x80;
+  ll.b[8] = uint8_t(cfg_.mac.b[0] ^ 0x02);
+  ll.b[9] = cfg_.mac.b[1];
+  ll.b[10] = cfg_.mac.b[2];
+  ll.b[11] = 0xff;
+  ll.b[12] = 0xfe;
+  ll.b[13] = cfg_.mac.b[3];
+  ll.b[14] = cfg_.mac.b[4];
+  ll.b[15] = cfg_.mac.b[5];
+  gids_.push_back({ll, IBV_GID_TYPE_ROCE_V1});
+  gids_.push_back({ll, IBV_GID_TYPE_ROCE_V2});
+  for (const auto& ip : cfg_.ips) {
+    gids_.push_back({ip, IBV_GID_TYPE_ROCE_V1});
+    gids_.push_back({ip, IBV_GID_TYPE_ROCE_V2});
+  }
+  arp_timer_.bind<&Nic::on_arp_timer>(this);
+  pump_timer_.bind<&Nic::on_pump>(this);
+  unpause_timer_.bind<&Nic::on_unpause>(this);
+}
+
+Nic::~Nic() {
+  for (auto& [qpn, qp] : qps_) {
+    for (rte_mbuf* m : qp->ooo)
+      if (m != nullptr) rte_pktmbuf_free(m);
+  }
+  for (rte_mbuf* m : control_q_) rte_pktmbuf_free(m);
+}
+
+void Nic::on_start(Time) {
+  // QP-to-QP traffic on this NIC turns around inside it, at port speed.
+  LinkParams lp;
+  lp.rate_bps = link_rate_bps();
+  lp.delay = ns(100);
+  lp.mtu = 9000;
+  lp.tx_slack = engine().options().mode == TimeMode::kReal ? engine().options().real_tx_slack : Duration(0);
+  loopback_ = std::make_unique<InternalLink>(name() + ":loopback", this, kLoopbackTx, this, kLoopbackRx, lp,
+                                             timers(), pool(), rng().next());
+}
+
+uint64_t Nic::link_rate_bps() const {
+  const Port* p = port(kWirePort);
+  return p != nullptr ? p->rate_bps() : cfg_.port_rate_bps;
+}
+
+uint32_t Nic::link_mtu() const {
+  const Port* p = port(kWirePort);
+  return p != nullptr ? p->mtu() : 1500;
+}
+
+bool Nic::link_up() const {
+  const Port* p = port(kWirePort);
+  return p != nullptr && p->link_up();
+}
+
+ibv_mtu Nic::active_mtu() const {
+  // RoCE headers on top of the IB MTU: IPv6 40 + UDP 8 + BTH 12 + up to
+  // 28 bytes of extension headers + ICRC 4 = 92 (rxe budgets 80 + ...).
+  const uint32_t mtu = link_mtu();
+  ibv_mtu best = IBV_MTU_256;
+  for (ibv_mtu m : {IBV_MTU_256, IBV_MTU_512, IBV_MTU_1024, IBV_MTU_2048, IBV_MTU_4096})
+    if (mtu_bytes(m) + 92 <= mtu) best = m;
+  return best;
+}
+
+rte_mbuf* Nic::new_frame() {
+  rte_mbuf* m = pool().alloc();
+  if (m == nullptr) counters_[NicCounters::tx_no_mbuf]++;
+  return m;
+}
+
+bool Nic::is_local_ip(const wire::IpAddr& ip) const {
+  return std::find(cfg_.ips.begin(), cfg_.ips.end(), ip) != cfg_.ips.end();
+}
+
+// ------------------------------------------------------------- receive ----
+
+void Nic::on_rx(uint16_t port_index, rte_mbuf** pkts, uint16_t n, Time now) {
+  for (uint16_t i = 0; i < n; i++) handle_frame(port_index, pkts[i], now);
+}
+
+void Nic::handle_frame(uint16_t, rte_mbuf* m, Time now) {
+  wire::PacketView v;
+  if (wire::decode(dpdk::bytes(m), v) != wire::DecodeError::kOk) {
+    counters_[NicCounters::rx_malformed]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  switch (v.kind) {
+    case wire::PacketKind::kArp:
+      handle_arp(v, now);
+      rte_pktmbuf_free(m);
+      return;
+    case wire::PacketKind::kPfc:
+      handle_pfc(v, now);
+      rte_pktmbuf_free(m);
+      return;
+    case wire::PacketKind::kIpv4:
+    case wire::PacketKind::kIpv6:
+      if (v.is_roce) {
+        handle_roce(m, v, now);  // takes the frame
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  rte_pktmbuf_free(m);
+}
+
+void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
+  if (!is_local_ip(v.dst_ip())) {
+    counters_[NicCounters::rx_not_for_us]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (!v.icrc_ok()) {
+    counters_[NicCounters::rx_icrc_error]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  counters_[NicCounters::rx_roce_packets]++;
+  counters_[NicCounters::rx_roce_bytes] += v.len;
+  if (v.ecn == wire::Ecn::kCe) counters_[NicCounters::np_ecn_marked_roce_packets]++;
+  const wire::Bth& bth = v.bth();
+  Qp* qp = find_qp(bth.dest_qp());
+  if (v.opcode == wire::op::kCnp) {
+    counters_[qp != nullptr ? NicCounters::rp_cnp_handled : NicCounters::rp_cnp_ignored]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (qp == nullptr || qp->ctx == nullptr || qp->ctx->dead) {
+    counters_[NicCounters::rx_not_for_us]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // The transport of the opcode must be the QP's.
+  const wire::Transport t = wire::opcode_transport(v.opcode);
+  const bool type_ok = (t == wire::Transport::kRc && qp->type == QpType::kRc) ||
+                       (t == wire::Transport::kUc && qp->type == QpType::kUc) ||
+                       (t == wire::Transport::kUd && qp->type == QpType::kUd);
+  if (!type_ok) {
+    counters_[NicCounters::rx_not_for_us]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (v.op().any(wire::kOpRequest)) {
+    if (qp->is_ud()) {
+      responder_ud(*qp, v, now);
+      rte_pktmbuf_free(m);
+    } else {
+      handle_request(*qp, m, v, now);
+    }
+  } else {
+    handle_response(*qp, m, v, now);
+  }
+}
+
+void Nic::handle_arp(const wire::PacketView& v, Time now) {
+  counters_[NicCounters::rx_arp]++;
+  const wire::ArpHdr& arp = v.arp();
+  if (arp.htype.get() != 1 || arp.ptype.get() != 0x0800 || arp.hlen != 6 || arp.plen != 4) return;
+  const wire::IpAddr sender = wire::IpAddr::v4(arp.spa.get());
+  const wire::IpAddr target = wire::IpAddr::v4(arp.tpa.get());
+  if (arp.spa.get() != 0) {
+    arp_cache_[sender] = arp.sha;
+    arp_pending_.erase(sender);
+  }
+  if (arp.oper.get() == wire::kArpRequest && is_local_ip(target)) {
+    if (rte_mbuf* m = new_frame()) {
+      const uint32_t len = wire::encode_arp({rte_pktmbuf_mtod(m, uint8_t*), dpdk::PacketPool::kMaxFrame},
+                                            wire::kArpReply, cfg_.mac, target.v4_host_order(), arp.sha,
+                                            sender.v4_host_order(), arp.sha);
+      rte_pktmbuf_append(m, uint16_t(len));
+      counters_[NicCounters::tx_arp]++;
+      send_control(m, now);
+    }
+  }
+  // QPs waiting for a neighbour may go now.
+  auto waiting = std::move(waiting_for_arp_);
+  waiting_for_arp_.clear();
+  for (Qp* qp : waiting) {
+    if (resolve_neighbor(*qp, now)) activate(*qp, now);
+  }
+}
+
+void Nic::handle_pfc(const wire::PacketView& v, Time now) {
+  counters_[NicCounters::rx_pfc_frames]++;
+  const wire::PfcHdr& pfc = v.pfc();
+  const uint64_t rate = link_rate_bps();
+  Time earliest = kTimeNever;
+  for (int p = 0; p < wire::kNumPriorities; p++) {
+    if (!pfc.enabled(p)) continue;
+    const uint32_t quanta = pfc.time[p].get();
+    const Time until = now + serialization_time(uint64_t(quanta) * wire::kBitsPerQuantum / 8, rate);
+    if (pause_until_[size_t(p)] > now) {
+      counters_[NicCounters::tx_pfc_paused_time_ps] -= uint64_t((pause_until_[size_t(p)] - now).count());
+    }
+    pause_until_[size_t(p)] = until;
+    counters_[NicCounters::tx_pfc_paused_time_ps] += uint64_t((until - now).count());
+    if (until > now) earliest = std::min(earliest, until);
+  }
+  for (int p = 0; p < wire::kNumPriorities; p++)
+    if (pause_until_[size_t(p)] > now) earliest = std::min(earliest, pause_until_[size_t(p)]);
+  if (earliest != kTimeNever) {
+    timers().schedule(unpause_timer_, earliest);
+  } else {
+    on_unpause(now);
+  }
+}
+
+void Nic::on_unpause(Time now) {
+  auto paused = std::move(paused_);
+  paused_.clear();
+  for (Qp* qp : paused) {
+    if (priority_paused(qp->priority, now)) {
+      paused_.push_back(qp);
+    } else {
+      activate(*qp, now);
+    }
+  }
+  Time earliest = kTimeNever;
+  for (Time t : pause_until_)
+    if (t > now) earliest = std::min(earliest, t);
+  if (earliest != kTimeNever) timers().schedule(unpause_timer_, earliest);
+}
+
+// ----------------------------------------------------------- neighbours ----
+
+std::optional<wire::MacAddr> Nic::neighbor(const wire::IpAddr& ip) {
+  if (auto it = cfg_.neighbors.find(ip); it != cfg_.neighbors.end()) return it->second;
+  if (auto it = arp_cache_.find(ip); it != arp_cache_.end()) return it->second;
+  return std::nullopt;
+}
+
+bool Nic::resolve_neighbor(Qp& qp, Time now) {
+  if (is_local_ip(qp.dst_ip)) {
+    qp.path.dst_mac = cfg_.mac;
+    qp.egress_port = kLoopbackTx;
+    qp.neighbor_ok = true;
+    return true;
+  }
+  qp.egress_port = kWirePort;
+  wire::IpAddr next_hop = qp.dst_ip;
+  if (cfg_.gateway && qp.dst_ip.is_v4() && !cfg_.ips.empty() && cfg_.ips.front().is_v4()) {
+    const uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~0u << (32 - cfg_.prefix_len);
+    if ((qp.dst_ip.v4_host_order() & mask) != (cfg_.ips.front().v4_host_order() & mask)) next_hop = *cfg_.gateway;
+  } else if (cfg_.gateway && !qp.dst_ip.is_v4()) {
+    next_hop = *cfg_.gateway;
+  }
+  if (auto mac = neighbor(next_hop)) {
+    qp.path.dst_mac = *mac;
+    qp.neighbor_ok = true;
+    return true;
+  }
+  qp.neighbor_ok = false;
+  if (std::find(waiting_for_arp_.begin(), waiting_for_arp_.end(), &qp) == waiting_for_arp_.end())
+    waiting_for_arp_.push_back(&qp);
+  if (next_hop.is_v4()) {
+    auto it = arp_pending_.find(next_hop);
+    if (it == arp_pending_.end() || now - it->second >= ms(1)) send_arp_request(next_hop, now);
+  } else {
+    log_->warn("{}: no neighbour entry for {}; add it under neighbors in the topology", name(), next_hop.str());
+  }
+  if (!arp_timer_.armed()) timers().schedule(arp_timer_, now + ms(1));
+  return false;
+}
+
+void Nic::send_arp_request(const wire::IpAddr& ip, Time now) {
+  const wire::IpAddr* src = nullptr;
+  for (const auto& a : cfg_.ips)
+    if (a.is_v4()) {
+      src = &a;
+      break;
+    }
+  if (src == nullptr) return;
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) return;
+  const uint32_t len = wire::encode_arp({rte_pktmbuf_mtod(m, uint8_t*), dpdk::PacketPool::kMaxFrame},
+                                        wire::kArpRequest, cfg_.mac, src->v4_host_order(), wire::MacAddr{},
+                                        ip.v4_host_order(), wire::kBroadcastMac);
+  rte_pktmbuf_append(m, uint16_t(len));
+  arp_pending_[ip] = now;
+  counters_[NicCounters::tx_arp]++;
+  send_control(m, now);
+}
+
+void Nic::on_arp_timer(Time now) {
+  auto waiting = std::move(waiting_for_arp_);
+  waiting_for_arp_.clear();
+  for (Qp* qp : waiting)
+    if (resolve_neighbor(*qp, now)) activate(*qp, now);
+}
+
+// ------------------------------------------------------------ transmit ----
+
+bool Nic::emit(uint16_t port_index, rte_mbuf* m, Time now) {
+  Port* p = port(port_index);
+  if (p == nullptr || p->tx_burst(&m, 1, now) != 1) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  return true;
+}
+
+void Nic::send_control(rte_mbuf* m, Time now) {
+  control_q_.push_back(m);
+  if (!pumping_) pump(now);
+}
+
+void Nic::activate(Qp& qp, Time now) {
+  if (qp.in_tx_list) return;
+  qp.in_tx_list = true;
+  active_.push_back(&qp);
+  if (!pumping_) pump(now);
+}
+
+void Nic::on_tx_ready(uint16_t port_index, Time now) {
+  if (port_index < blocked_.size()) {
+    auto blocked = std::move(blocked_[port_index]);
+    blocked_[port_index].clear();
+    for (Qp* qp : blocked) {
+      qp->in_tx_list = false;
+      activate(*qp, now);
+    }
+  }
+  if (!pumping_) pump(now);
+}
+
+void Nic::pump(Time now) {
+  pumping_ = true;
+  Port* wire_port = port(kWirePort);
+  while (!control_q_.empty() && wire_port != nullptr && wire_port->tx_ready(now)) {
+    emit(kWirePort, control_q_.front(), now);
+    control_q_.pop_front();
+  }
+  uint32_t budget = kPumpBudget;
+  while (!active_.empty() && budget > 0) {
+    Qp* qp = active_.front();
+    active_.pop_front();
+    qp->in_tx_list = false;
+    const bool resp = responder_has_work(*qp);
+    if (!resp && !requester_has_work(*qp, now)) continue;
+    if (priority_paused(qp->priority, now)) {
+      paused_.push_back(qp);
+      continue;
+    }
+    const uint16_t out = resp ? qp->egress_port : requester_port(*qp);
+    Port* p = port(out);
+    if (p == nullptr) {
+      continue;  // not connected: nothing can leave
+    }
+    if (!p->tx_ready(now)) {
+      qp->in_tx_list = true;  // parked; on_tx_ready puts it back
+      blocked_[out].push_back(qp);
+      continue;
+    }
+    rte_mbuf* m = resp ? responder_make_packet(*qp, now) : requester_make_packet(*qp, now);
+    if (m != nullptr) {
+      counters_[NicCounters::tx_roce_packets]++;
+      counters_[NicCounters::tx_roce_bytes] += rte_pktmbuf_pkt_len(m);
+      emit(out, m, now);
+      budget--;
+    } else if (counters_[NicCounters::tx_no_mbuf] > 0 && pool().in_use() >= pool().capacity()) {
+      // Out of buffers: try again a little later.
+      qp->in_tx_list = true;
+      active_.push_front(qp);
+      timers().schedule(pump_timer_, now + us(1));
+      break;
+    }
+    if (!qp->in_tx_list && (responder_has_work(*qp) || requester_has_work(*qp, now))) {
+      qp->in_tx_list = true;
+      active_.push_back(qp);
+    }
+  }
+  if (!active_.empty() && budget == 0 && !pump_timer_.armed()) timers().schedule(pump_timer_, now);
+  pumping_ = false;
+}
+
+void Nic::report_counters(CounterSink& sink) const { counters_.report(sink, name()); }
+
+}  // namespace rocemu::nic

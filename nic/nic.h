@@ -1,0 +1,237 @@
+// The emulated RoCEv2 NIC: a Node with one Ethernet port. Verbs objects
+// are created through the control API (called by the verbs provider's
+// server, or directly by tests); work arrives in host queues (send/receive
+// rings) and leaves as RoCEv2 packets; completions go to CQ rings.
+//
+// The transport is split as in kernel rxe: requester.cc (send queue to
+// packets, retransmission), completer.cc (ACKs, NAKs and responses to
+// completions), responder.cc (requests to memory writes, receive
+// completions, ACK/NAK/read responses). nic.cc holds the port side
+// (receive dispatch, ARP, PFC, transmit scheduling) and control.cc the
+// verbs control path.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/engine/link.h"
+#include "common/engine/node.h"
+#include "common/log.h"
+#include "common/wire/packet.h"
+#include "nic/counters.h"
+#include "nic/objects.h"
+#include "nic/qp.h"
+
+namespace rocemu::nic {
+
+enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
+
+struct NicConfig {
+  wire::MacAddr mac{};
+  std::vector<wire::IpAddr> ips;           // the first IPv4 one gives GID indexes 2 and 3
+  uint8_t prefix_len = 24;                 // IPv4 subnet of the first address
+  std::optional<wire::IpAddr> gateway;     // off-subnet destinations go to its MAC
+  std::map<wire::IpAddr, wire::MacAddr> neighbors;  // static neighbour entries
+  LossRecovery recovery = LossRecovery::kGoBackN;
+  uint32_t sr_window = 512;                // selective repeat: packets in flight / kept out of order
+  Duration sr_rto_low = us(100);           // selective repeat: timeout with <= 3 packets in flight (IRN)
+  uint8_t default_traffic_class = 106;     // used when a QP sets 0: DSCP 26, ECT(0)
+  bool ecn = true;                         // send data ECT(0)
+  uint8_t trim_dscp = 11;                  // trimmed packets arrive with this DSCP
+  uint8_t cnp_dscp = 48;
+  uint8_t cnp_prio = 6;
+  std::array<uint8_t, 64> dscp_to_prio{};  // filled with dscp >> 3 (mlx5 trust dscp)
+  bool vlan = false;                       // tag frames (PCP = priority)
+  uint16_t vid = 0;
+  uint32_t ack_req_every = 32;             // requester sets AckReq at least this often
+  uint64_t port_rate_bps = 100'000'000'000ull;  // reported when the port is unconnected
+  uint32_t max_qp = 16384;
+  uint32_t max_mr = 65536;
+  uint32_t max_cqe = 1 << 20;
+  uint32_t max_qp_wr = 32768;
+
+  NicConfig();
+};
+
+// One row of the GID table.
+struct GidEntry {
+  wire::IpAddr gid;
+  ibv_gid_type type;  // IBV_GID_TYPE_ROCE_V1 or IBV_GID_TYPE_ROCE_V2
+};
+
+class Nic final : public Node {
+ public:
+  Nic(std::string name, NicConfig cfg);
+  ~Nic() override;
+
+  std::string_view kind() const override { return "nic"; }
+  void on_start(Time now) override;
+  void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override;
+  void on_tx_ready(uint16_t port, Time now) override;
+  void report_counters(CounterSink& sink) const override;
+
+  // ---- device ----
+  const NicConfig& config() const { return cfg_; }
+  const std::vector<GidEntry>& gid_table() const { return gids_; }
+  uint64_t link_rate_bps() const;
+  uint32_t link_mtu() const;  // Ethernet MTU of the port
+  ibv_mtu active_mtu() const;  // largest IB MTU whose packets fit the port
+  bool link_up() const;
+  const NicCounters& counters() const { return counters_; }
+  NicCounters& counters() { return counters_; }
+
+  // ---- control path (verbs); each returns 0 or an errno value ----
+  HostContext* open_context(HostMemory* memory);
+  // Tears down everything the context owns (an application that exited or
+  // died): its QPs stop at once, peers see retries then errors.
+  void close_context(HostContext* ctx);
+  int alloc_pd(HostContext* ctx, uint32_t& handle);
+  int dealloc_pd(HostContext* ctx, uint32_t handle);
+  int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key);
+  int dereg_mr(HostContext* ctx, uint32_t key);
+  // Ring memory (ring_bytes(entries, sizeof(Cqe))) stays the caller's.
+  int create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle);
+  int destroy_cq(HostContext* ctx, uint32_t handle);
+  Cq* find_cq(HostContext* ctx, uint32_t handle) const;
+  int create_srq(HostContext* ctx, uint32_t pd, void* ring, uint32_t entries, uint32_t max_sge, uint32_t limit,
+                 uint32_t& handle);
+  int modify_srq(HostContext* ctx, uint32_t handle, uint32_t limit);
+  int destroy_srq(HostContext* ctx, uint32_t handle);
+  Srq* find_srq(HostContext* ctx, uint32_t handle) const;
+
+  struct QpInit {
+    QpType type = QpType::kRc;
+    uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+    ibv_qp_cap cap{};
+    bool sq_sig_all = false;
+    void* sq_ring = nullptr;  // ring_bytes(sq_entries, send_wqe_stride(cap))
+    void* rq_ring = nullptr;  // ring_bytes(rq_entries, recv_wqe_stride(cap)); unused with an SRQ
+  };
+  // Rounds the queue sizes up; `cap` is updated with what was granted.
+  // Ring sizes for a request (before memory is allocated):
+  static void qp_ring_sizes(const ibv_qp_cap& cap, uint32_t& sq_entries, uint32_t& sq_stride,
+                            uint32_t& rq_entries, uint32_t& rq_stride);
+  int check_qp_caps(const ibv_qp_cap& cap) const;
+  int create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time now);
+  int modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now);
+  int query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const;
+  int destroy_qp(HostContext* ctx, uint32_t qpn);
+  int create_ah(HostContext* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t& handle);
+  int destroy_ah(HostContext* ctx, uint32_t handle);
+  Qp* find_qp(uint32_t qpn) const;
+
+  // ---- data path doorbells ----
+  void sq_doorbell(Qp& qp, Time now);
+  // New receive WQEs (a QP's own RQ or an SRQ); lets an RNR-stalled
+  // responder continue at once for UD/UC and keeps SRQ limit events right.
+  void rq_doorbell(Srq* srq, Time now);
+
+ private:
+  friend class NicTestPeer;
+  // ---- nic.cc: port side ----
+  void handle_frame(uint16_t port, rte_mbuf* m, Time now);
+  void handle_arp(const wire::PacketView& v, Time now);
+  void handle_pfc(const wire::PacketView& v, Time now);
+  void handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
+  bool resolve_neighbor(Qp& qp, Time now);
+  std::optional<wire::MacAddr> neighbor(const wire::IpAddr& ip);
+  void send_arp_request(const wire::IpAddr& ip, Time now);
+  bool is_local_ip(const wire::IpAddr& ip) const;
+  void activate(Qp& qp, Time now);
+  void pump(Time now);
+  void on_pump(Time now) { pump(now); }
+  void on_unpause(Time now);
+  bool priority_paused(uint8_t prio, Time now) const { return pause_until_[prio] > now; }
+  // Sends a frame on a port now; frees it if the port refuses.
+  bool emit(uint16_t port, rte_mbuf* m, Time now);
+  void send_control(rte_mbuf* m, Time now);  // ARP, CNP: queued ahead of QP traffic
+
+  // ---- requester.cc ----
+  bool fetch_send_wqes(Qp& qp, Time now);
+  bool requester_has_work(Qp& qp, Time now);
+  uint16_t requester_port(Qp& qp);
+  rte_mbuf* requester_make_packet(Qp& qp, Time now);
+  rte_mbuf* make_request(Qp& qp, SendWork& w, uint32_t psn, Time now);
+  rte_mbuf* make_ud_send(Qp& qp, SendWork& w, Time now);
+  bool gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len);
+  void arm_retry_timer(Qp& qp, Time now);
+  void on_retry_timer(Qp& qp, Time now);
+  void on_rnr_timer(Qp& qp, Time now);
+  static void retry_thunk(void* qp, Time now);
+  static void rnr_thunk(void* qp, Time now);
+  void rewind(Qp& qp, uint32_t psn, Time now);
+  bool validate_local_sges(Qp& qp, SendWork& w);
+
+  // ---- completer.cc ----
+  void handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  void ack_up_to(Qp& qp, uint32_t psn, Time now);
+  void complete_send_queue(Qp& qp, Time now);
+  void fail_send_queue(Qp& qp, ibv_wc_status status, Time now);
+  void flush_qp(Qp& qp, Time now);
+  void write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status);
+  void qp_to_error(Qp& qp, Time now);
+
+  // ---- responder.cc ----
+  void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  void process_request(Qp& qp, const wire::PacketView& v, Time now);
+  void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
+  void handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  void drain_reorder_buffer(Qp& qp, Time now);
+  void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
+  bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
+  bool take_recv(Qp& qp, RecvEntry& out);
+  void schedule_ack(Qp& qp, uint8_t syndrome, uint32_t psn, Time now);
+  void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, uint32_t psn, Time now);
+  void write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
+                      uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited);
+  bool responder_has_work(const Qp& qp) const { return qp.ack_pending || !qp.tasks.empty(); }
+  rte_mbuf* responder_make_packet(Qp& qp, Time now);
+  Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+
+  rte_mbuf* new_frame();
+  void fill_path(Qp& qp);
+  uint8_t prio_of(uint8_t dscp) const { return cfg_.dscp_to_prio[dscp & 63]; }
+
+  NicConfig cfg_;
+  std::vector<GidEntry> gids_;
+  NicCounters counters_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  // objects
+  std::vector<std::unique_ptr<HostContext>> contexts_;
+  uint32_t next_ctx_id_ = 1;
+  KeyedTable<Pd> pds_;
+  KeyedTable<Mr> mrs_;
+  KeyedTable<Cq> cqs_;
+  KeyedTable<Srq> srqs_;
+  KeyedTable<Ah> ahs_;
+  std::map<uint32_t, std::unique_ptr<Qp>> qps_;
+  uint32_t next_qpn_ = 0x11;
+
+  // neighbours
+  std::map<wire::IpAddr, wire::MacAddr> arp_cache_;
+  std::map<wire::IpAddr, Time> arp_pending_;  // last request sent
+  std::vector<Qp*> waiting_for_arp_;
+  Timer arp_timer_;
+  void on_arp_timer(Time now);
+
+  // transmit scheduling
+  std::deque<Qp*> active_;                   // QPs with something to send
+  std::deque<rte_mbuf*> control_q_;          // ARP, CNP: sent before QP traffic
+  std::array<Time, 8> pause_until_{};        // PFC received per priority
+  std::vector<Qp*> paused_;                  // QPs waiting for their priority
+  std::array<std::vector<Qp*>, 3> blocked_;  // QPs waiting for a port to take more
+  Timer pump_timer_;
+  Timer unpause_timer_;
+  bool pumping_ = false;
+  std::unique_ptr<InternalLink> loopback_;   // ports 1 -> 2: QP to QP on this NIC
+};
+
+}  // namespace rocemu::nic

@@ -1,0 +1,158 @@
+// Verbs objects as the NIC keeps them: protection domains, memory regions
+// (lkey/rkey, access, bounds), completion queues, shared receive queues and
+// address handles. Each belongs to a host context (one application) whose
+// memory the NIC reaches through a HostMemory.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/wire/ip.h"
+#include "nic/dma.h"
+#include "nic/queues.h"
+
+namespace rocemu::nic {
+
+// A host: one application process (or a test) using the NIC.
+struct HostContext {
+  uint32_t id = 0;
+  HostMemory* memory = nullptr;
+  bool dead = false;  // the process went away; its objects are being torn down
+  // Asynchronous events (CQ overflow, QP fatal errors, ...).
+  std::function<void(const ibv_async_event&)> on_async_event;
+};
+
+struct Pd {
+  uint32_t handle = 0;
+  HostContext* ctx = nullptr;
+};
+
+struct Mr {
+  uint32_t key = 0;  // lkey == rkey
+  Pd* pd = nullptr;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  int access = 0;    // enum ibv_access_flags
+  bool invalidated = false;
+
+  bool contains(uint64_t a, uint64_t len) const {
+    return a >= addr && len <= length && a - addr <= length - len;
+  }
+};
+
+// Keys are (slot << 8) | generation so a stale key never finds a new MR.
+template <typename T>
+class KeyedTable {
+ public:
+  uint32_t insert(std::unique_ptr<T> obj) {
+    uint32_t slot;
+    if (!free_.empty()) {
+      slot = free_.back();
+      free_.pop_back();
+    } else {
+      slot = uint32_t(items_.size());
+      items_.emplace_back();
+      gens_.push_back(0);
+    }
+    gens_[slot] = uint8_t(gens_[slot] + 1);
+    items_[slot] = std::move(obj);
+    return (slot + 1) << 8 | gens_[slot];
+  }
+  T* find(uint32_t key) const {
+    const uint32_t slot = (key >> 8) - 1;
+    if ((key >> 8) == 0 || slot >= items_.size() || gens_[slot] != uint8_t(key)) return nullptr;
+    return items_[slot].get();
+  }
+  bool erase(uint32_t key) {
+    if (find(key) == nullptr) return false;
+    const uint32_t slot = (key >> 8) - 1;
+    items_[slot].reset();
+    free_.push_back(slot);
+    return true;
+  }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& p : items_)
+      if (p) f(*p);
+  }
+  size_t size() const { return items_.size() - free_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<T>> items_;
+  std::vector<uint8_t> gens_;
+  std::vector<uint32_t> free_;
+};
+
+class Cq {
+ public:
+  Cq(uint32_t handle, HostContext* ctx, Ring ring) : handle_(handle), ctx_(ctx), ring_(ring) {}
+  uint32_t handle() const { return handle_; }
+  HostContext* ctx() const { return ctx_; }
+  uint32_t capacity() const { return ring_.entries(); }
+  // Writes a completion; false (and the overflow flag) if the CQ is full.
+  bool push(const Cqe& cqe, bool solicited);
+  bool overflowed() const { return overflowed_; }
+  // Called after a completion when the CQ was armed (completion channel).
+  std::function<void()> on_event;
+  uint32_t pending() const { return produced_ - ring_.consumer(); }
+
+ private:
+  uint32_t handle_;
+  HostContext* ctx_;
+  Ring ring_;
+  uint32_t produced_ = 0;
+  bool overflowed_ = false;
+};
+
+// A receive queue (a QP's own or shared). Entries are copied out and
+// checked when consumed.
+struct RecvEntry {
+  uint64_t wr_id = 0;
+  uint32_t num_sge = 0;
+  Sge sge[16];
+  uint64_t length = 0;  // sum of SGE lengths
+};
+
+class RecvQueue {
+ public:
+  RecvQueue() = default;
+  RecvQueue(Ring ring, uint32_t max_sge) : ring_(ring), max_sge_(max_sge) {}
+  bool valid() const { return ring_.valid(); }
+  bool empty() const { return ring_.producer() == consumed_; }
+  uint32_t available() const { return ring_.producer() - consumed_; }
+  // Takes the next entry; false if empty. Malformed entries (too many SGEs)
+  // come back with num_sge = UINT32_MAX so the caller reports an error.
+  bool pop(RecvEntry& out);
+  Ring& ring() { return ring_; }
+
+ private:
+  Ring ring_;
+  uint32_t max_sge_ = 0;
+  uint32_t consumed_ = 0;
+};
+
+struct Srq {
+  uint32_t handle = 0;
+  Pd* pd = nullptr;
+  RecvQueue rq;
+  uint32_t limit = 0;  // srq_limit: event when fewer entries remain
+  bool armed = false;
+};
+
+struct Ah {
+  uint32_t handle = 0;
+  Pd* pd = nullptr;
+  wire::IpAddr dgid;
+  uint8_t sgid_index = 0;
+  uint32_t flow_label = 0;
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
+  uint8_t sl = 0;
+};
+
+}  // namespace rocemu::nic

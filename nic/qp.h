@@ -1,0 +1,194 @@
+// Queue pair state: attributes set through modify_qp, the requester's view
+// of the send queue (PSNs, retransmission), the responder's view of
+// incoming requests, and the scheduling flags the NIC uses to send.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rte_mbuf.h>
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "common/engine/timer_wheel.h"
+#include "common/wire/build.h"
+#include "common/wire/psn.h"
+#include "nic/objects.h"
+
+namespace rocemu::nic {
+
+inline constexpr uint32_t kMaxSge = 16;
+inline constexpr uint32_t kMaxInline = 256;
+inline constexpr uint32_t kMaxRdAtomic = 16;
+
+// A send WQE copied out of the ring and checked, plus its progress.
+struct SendWork {
+  uint64_t wr_id = 0;
+  uint32_t index = 0;     // send queue index (free-running)
+  uint8_t opcode = 0;     // enum ibv_wr_opcode
+  uint16_t flags = 0;     // enum ibv_send_flags
+  uint32_t imm = 0;       // network order as posted; or the rkey to invalidate
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint32_t length = 0;
+  uint8_t num_sge = 0;
+  bool is_inline = false;
+  std::array<Sge, kMaxSge> sge{};
+  std::array<uint8_t, kMaxInline> inline_data{};
+  uint32_t ud_ah = 0, ud_remote_qpn = 0, ud_remote_qkey = 0;
+
+  // transport progress
+  bool started = false;
+  uint32_t first_psn = 0;
+  uint32_t npkts = 0;          // PSNs this WQE uses
+  bool done = false;           // transport finished; may complete once all earlier ones have
+  ibv_wc_status status = IBV_WC_SUCCESS;
+  uint32_t resp_pkts = 0;      // READ: response packets received in order
+
+  uint32_t last_psn() const { return wire::psn_add(first_psn, int64_t(npkts) - 1); }
+  bool is_read() const { return opcode == IBV_WR_RDMA_READ; }
+  bool is_atomic() const {
+    return opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  }
+  bool needs_response() const { return is_read() || is_atomic(); }
+  bool signaled(bool sig_all) const { return sig_all || (flags & IBV_SEND_SIGNALED); }
+};
+
+// What a responder owes the requester, in order: read responses and
+// atomic acknowledgements.
+struct ResponderTask {
+  enum Kind : uint8_t { kReadResponse, kAtomicAck } kind = kReadResponse;
+  uint32_t psn = 0;        // PSN of the next response packet
+  uint64_t va = 0;         // READ: next byte to send
+  uint32_t remaining = 0;  // READ: bytes left
+  uint32_t total = 0;      // READ: whole length (for FIRST/MIDDLE/LAST)
+  bool first = true;
+  uint64_t orig = 0;       // atomic result
+  uint8_t syndrome = 0;
+};
+
+struct AtomicReplay {
+  bool valid = false;
+  uint32_t psn = 0;
+  uint64_t orig = 0;
+};
+
+enum class QpType : uint8_t { kRc, kUc, kUd };
+class Nic;
+
+struct Qp {
+  Nic* nic = nullptr;
+  uint32_t qpn = 0;
+  QpType type = QpType::kRc;
+  HostContext* ctx = nullptr;
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  ibv_qp_state state = IBV_QPS_RESET;
+
+  // ---- attributes (ibv_modify_qp) ----
+  uint16_t pkey_index = 0;
+  uint8_t port_num = 1;
+  uint32_t qkey = 0;
+  int access = 0;
+  ibv_mtu path_mtu = IBV_MTU_1024;
+  uint32_t mtu = 1024;
+  uint32_t dest_qpn = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint8_t max_rd_atomic = 0;       // initiator depth
+  uint8_t max_dest_rd_atomic = 0;  // responder resources
+  uint8_t min_rnr_timer = 0;
+  uint8_t timeout = 0;
+  uint8_t retry_cnt = 0;
+  uint8_t rnr_retry = 0;
+  ibv_ah_attr ah{};
+
+  // ---- path (derived at RTR) ----
+  wire::PathHeaders path;
+  wire::IpAddr dst_ip;
+  uint8_t priority = 0;     // IEEE priority for PFC
+  uint16_t egress_port = 0;
+  bool neighbor_ok = false;  // destination MAC known
+
+  // ---- queues ----
+  Ring sq;
+  RecvQueue rq;
+  std::vector<SendWork> swq;  // indexed by send queue index & (entries - 1)
+
+  // ---- requester ----
+  uint32_t sq_fetched = 0;   // next send queue index to copy from the ring
+  uint32_t sq_head = 0;      // oldest WQE not completed
+  uint32_t sq_send = 0;      // WQE the next packet belongs to
+  uint32_t send_psn = 0;     // PSN of the next packet to send
+  uint32_t next_new_psn = 0; // PSN for the next WQE not started yet
+  uint32_t una_psn = 0;      // oldest PSN not acknowledged
+  uint32_t sent_high = 0;    // one past the highest PSN ever sent
+  bool any_outstanding = false;
+  uint32_t pkts_since_ack_req = 0;
+  uint32_t rd_atomic_outstanding = 0;
+  uint32_t retry_left = 0;
+  uint32_t rnr_left = 0;
+  bool rnr_waiting = false;
+  uint32_t last_nak_psn = 0;         // go-back-N: the NAK already acted on
+  bool read_rewind_pending = false;  // a READ re-request is on its way
+  uint32_t read_rewind_psn = 0;
+  std::deque<uint32_t> sr_resend;    // selective repeat: PSNs to send again
+  uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
+  Timer retry_timer;
+  Timer rnr_timer;
+  uint64_t retransmitted = 0;        // per-QP count of packets sent again
+
+  // ---- responder ----
+  uint32_t epsn = 0;          // expected PSN
+  uint32_t msn = 0;           // message sequence number
+  uint8_t last_req_opcode = 0xff;  // for FIRST/MIDDLE/LAST sequencing
+  bool in_message = false;
+  RecvEntry recv;             // receive WQE of the SEND in progress
+  bool recv_valid = false;
+  uint64_t recv_offset = 0;
+  ibv_wc_status recv_error = IBV_WC_SUCCESS;
+  Mr* write_mr = nullptr;     // WRITE in progress
+  uint64_t write_va = 0;
+  uint64_t write_remaining = 0;
+  uint32_t write_total = 0;
+  bool nak_sent = false;      // go-back-N: one NAK per gap
+  bool ack_pending = false;
+  uint32_t ack_psn = 0;
+  uint8_t ack_syndrome = 0;
+  uint32_t rnr_nak_psn = 0;
+  std::deque<ResponderTask> tasks;
+  std::array<AtomicReplay, kMaxRdAtomic> atomic_log{};
+  uint32_t atomic_log_next = 0;
+  // selective repeat: out-of-order packets kept until the hole fills
+  std::vector<rte_mbuf*> ooo;      // indexed by (psn - epsn) within the window
+  uint32_t ooo_count = 0;
+  uint32_t sr_nak_psn = 0xffffffff;  // the hole last NAKed
+
+  // ---- scheduling ----
+  bool in_tx_list = false;
+  bool error_flushed = false;
+
+  bool is_rc() const { return type == QpType::kRc; }
+  bool is_ud() const { return type == QpType::kUd; }
+  SendWork& work(uint32_t index) { return swq[index & (swq.size() - 1)]; }
+  bool can_send_requests() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }
+  bool can_receive() const { return state == IBV_QPS_RTR || state == IBV_QPS_RTS || state == IBV_QPS_SQD; }
+};
+
+constexpr uint32_t mtu_bytes(ibv_mtu m) { return 128u << int(m); }
+const char* qp_state_name(ibv_qp_state s);
+
+// The attribute check of ibv_modify_qp: which attributes a transition
+// requires and which it allows, for each QP type (IBA tables 91/92, as the
+// kernel's ib_modify_qp_is_ok applies them). Returns false for a transition
+// that does not exist or a mask that does not fit it.
+bool modify_qp_is_ok(ibv_qp_state cur, ibv_qp_state next, QpType type, int mask);
+
+}  // namespace rocemu::nic

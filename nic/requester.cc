@@ -1,0 +1,473 @@
+// Requester: turns send WQEs into request packets. Copies each WQE out of
+// the ring once and checks it, segments messages to the path MTU, numbers
+// packets with PSNs, honours max_rd_atomic, fences and the selective
+// repeat window, and resends on NAK or timeout (go-back-N rewinds;
+// selective repeat resends single PSNs).
+#include <algorithm>
+
+#include "nic/nic.h"
+
+namespace rocemu::nic {
+
+namespace {
+
+bool opcode_allowed(QpType t, uint8_t opcode) {
+  switch (opcode) {
+    case IBV_WR_SEND:
+    case IBV_WR_SEND_WITH_IMM:
+      return true;
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      return t != QpType::kUd;
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return t == QpType::kRc;
+    default:
+      return false;
+  }
+}
+
+uint32_t packets_for(uint32_t length, uint32_t mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
+
+Duration ack_timeout(uint8_t timeout) {
+  // 4.096 us * 2^timeout; 0 means wait forever.
+  return timeout == 0 ? kTimeNever : ns(4096) * (int64_t(1) << timeout);
+}
+
+}  // namespace
+
+void Nic::retry_thunk(void* c, Time now) {
+  auto* qp = static_cast<Qp*>(c);
+  qp->nic->on_retry_timer(*qp, now);
+}
+
+void Nic::rnr_thunk(void* c, Time now) {
+  auto* qp = static_cast<Qp*>(c);
+  qp->nic->on_rnr_timer(*qp, now);
+}
+
+bool Nic::validate_local_sges(Qp& qp, SendWork& w) {
+  // Local keys: an MR of the QP's PD, covering the range; READ and atomic
+  // results are written, so they need local write access.
+  const bool writes = w.needs_response();
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < w.num_sge; i++) {
+    const Sge& s = w.sge[i];
+    total += s.length;
+    if (s.length == 0) continue;
+    Mr* mr = mrs_.find(s.lkey);
+    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr, s.length) ||
+        (writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
+      w.status = IBV_WC_LOC_PROT_ERR;
+      return false;
+    }
+  }
+  if (total > 0x80000000ull) {
+    w.status = IBV_WC_LOC_LEN_ERR;
+    return false;
+  }
+  w.length = uint32_t(total);
+  return true;
+}
+
+bool Nic::fetch_send_wqes(Qp& qp, Time now) {
+  const uint32_t producer = qp.sq.producer();
+  bool fetched = false;
+  // Never more than the ring holds beyond what is not yet completed.
+  while (qp.sq_fetched != producer && qp.sq_fetched - qp.sq_head < qp.sq.entries()) {
+    const uint8_t* e = qp.sq.entry(qp.sq_fetched);
+    SendWqe hdr;
+    std::memcpy(&hdr, e, sizeof hdr);
+    SendWork& w = qp.work(qp.sq_fetched);
+    w = SendWork{};
+    w.index = qp.sq_fetched;
+    w.wr_id = hdr.wr_id;
+    w.opcode = hdr.opcode;
+    w.flags = hdr.send_flags;
+    w.imm = hdr.imm;
+    w.remote_addr = hdr.remote_addr;
+    w.rkey = hdr.rkey;
+    w.compare_add = hdr.compare_add;
+    w.swap = hdr.swap;
+    w.ud_ah = hdr.ud_ah;
+    w.ud_remote_qpn = hdr.ud_remote_qpn & 0xffffff;
+    w.ud_remote_qkey = hdr.ud_remote_qkey;
+    qp.sq_fetched++;
+    fetched = true;
+    if (!opcode_allowed(qp.type, w.opcode)) {
+      w.status = IBV_WC_LOC_QP_OP_ERR;
+      continue;
+    }
+    if (w.flags & IBV_SEND_INLINE) {
+      if (hdr.inline_len > qp.cap.max_inline_data || hdr.inline_len > kMaxInline ||
+          sizeof(SendWqe) + hdr.inline_len > qp.sq.stride() || w.needs_response()) {
+        w.status = IBV_WC_LOC_LEN_ERR;
+        continue;
+      }
+      w.is_inline = true;
+      w.length = hdr.inline_len;
+      std::memcpy(w.inline_data.data(), e + sizeof(SendWqe), hdr.inline_len);
+    } else {
+      if (hdr.num_sge > qp.cap.max_send_sge || hdr.num_sge > kMaxSge) {
+        w.status = IBV_WC_LOC_LEN_ERR;
+        continue;
+      }
+      w.num_sge = hdr.num_sge;
+      std::memcpy(w.sge.data(), e + sizeof(SendWqe), sizeof(Sge) * hdr.num_sge);
+      if (!validate_local_sges(qp, w)) continue;
+    }
+    if (w.is_atomic() && (w.length != 8 || (w.remote_addr & 7) != 0)) {
+      w.status = IBV_WC_LOC_LEN_ERR;
+      continue;
+    }
+    if (qp.is_ud() && w.length > qp.mtu) {
+      w.status = IBV_WC_LOC_LEN_ERR;
+      continue;
+    }
+  }
+  if (fetched && qp.state == IBV_QPS_ERR) flush_qp(qp, now);
+  return fetched;
+}
+
+uint16_t Nic::requester_port(Qp& qp) { return qp.egress_port; }
+
+bool Nic::requester_has_work(Qp& qp, Time now) {
+  if (qp.state == IBV_QPS_ERR) {
+    fetch_send_wqes(qp, now);
+    return false;
+  }
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return false;
+  fetch_send_wqes(qp, now);
+  if (qp.rnr_waiting) return false;
+  if (!qp.sr_resend.empty()) return qp.neighbor_ok;
+  if (qp.sq_send == qp.sq_fetched) return false;
+  SendWork& w = qp.work(qp.sq_send);
+  if (w.status != IBV_WC_SUCCESS) {
+    complete_send_queue(qp, now);  // an invalid WQE completes once all before it have
+    return false;
+  }
+  if (qp.is_ud()) {
+    // Each WQE names its destination: resolve it before sending.
+    Ah* ah = ahs_.find(w.ud_ah);
+    if (ah == nullptr || ah->pd != qp.pd) {
+      w.status = IBV_WC_LOC_QP_OP_ERR;
+      complete_send_queue(qp, now);
+      return false;
+    }
+    std::memcpy(qp.ah.grh.dgid.raw, ah->dgid.b.data(), 16);
+    qp.ah.grh.sgid_index = ah->sgid_index;
+    qp.ah.grh.flow_label = ah->flow_label;
+    qp.ah.grh.traffic_class = ah->traffic_class;
+    fill_path(qp);
+    return resolve_neighbor(qp, now);
+  }
+  if (!qp.neighbor_ok) return false;
+  if (!w.started) {
+    if (qp.state == IBV_QPS_SQD) return false;  // drained: no new WQEs
+    if ((w.flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding > 0) return false;
+    if (w.needs_response() && qp.rd_atomic_outstanding >= std::max<uint32_t>(qp.max_rd_atomic, 1)) return false;
+    const uint32_t window = cfg_.recovery == LossRecovery::kSelectiveRepeat ? cfg_.sr_window : (1u << 22);
+    if (uint32_t(wire::psn_diff(qp.next_new_psn, qp.una_psn)) >= window) return false;
+  }
+  return true;
+}
+
+bool Nic::gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len) {
+  if (w.is_inline) {
+    std::memcpy(dst, w.inline_data.data() + offset, len);
+    return true;
+  }
+  for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = std::min(len, s.length - offset);
+    // The MR may have been deregistered since the WQE was posted.
+    Mr* mr = mrs_.find(s.lkey);
+    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, n)) return false;
+    if (!qp.ctx->memory->read(s.addr + offset, dst, n)) return false;
+    dst += n;
+    len -= n;
+    offset = 0;
+  }
+  return len == 0;
+}
+
+rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
+  const uint32_t index = uint32_t(wire::psn_diff(psn, w.first_psn));
+  const bool uc = qp.type == QpType::kUc;
+  auto base = [uc](uint8_t o) { return uc ? wire::op::uc(o) : o; };
+  wire::RoceFields f;
+  f.dest_qp = qp.dest_qpn;
+  f.psn = psn;
+  uint32_t offset = 0, len = 0;
+  switch (w.opcode) {
+    case IBV_WR_RDMA_READ: {
+      offset = index * qp.mtu;
+      f.opcode = wire::op::kReadRequest;
+      f.reth_va = w.remote_addr + offset;
+      f.reth_rkey = w.rkey;
+      f.reth_len = w.length - offset;
+      break;
+    }
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: {
+      const bool cas = w.opcode == IBV_WR_ATOMIC_CMP_AND_SWP;
+      f.opcode = cas ? wire::op::kCmpSwap : wire::op::kFetchAdd;
+      f.atomic_va = w.remote_addr;
+      f.atomic_rkey = w.rkey;
+      f.atomic_swap_add = cas ? w.swap : w.compare_add;
+      f.atomic_compare = cas ? w.compare_add : 0;
+      break;
+    }
+    default: {
+      offset = index * qp.mtu;
+      len = std::min(qp.mtu, w.length - std::min(w.length, offset));
+      const bool first = index == 0, last = index + 1 == w.npkts;
+      const bool write = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+      const bool imm = w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || w.opcode == IBV_WR_SEND_WITH_IMM;
+      const bool inv = w.opcode == IBV_WR_SEND_WITH_INV;
+      using namespace wire::op;
+      if (write) {
+        f.opcode = first && last ? (imm ? kWriteOnlyImm : kWriteOnly)
+                   : first       ? kWriteFirst
+                   : last        ? (imm ? kWriteLastImm : kWriteLast)
+                                 : kWriteMiddle;
+        if (first) {
+          f.reth_va = w.remote_addr;
+          f.reth_rkey = w.rkey;
+          f.reth_len = w.length;
+        }
+      } else {
+        f.opcode = first && last ? (imm ? kSendOnlyImm : inv ? kSendOnlyInv : kSendOnly)
+                   : first       ? kSendFirst
+                   : last        ? (imm ? kSendLastImm : inv ? kSendLastInv : kSendLast)
+                                 : kSendMiddle;
+      }
+      f.opcode = base(f.opcode);
+      if (last) {
+        f.imm = __builtin_bswap32(w.imm);  // posted in network order
+        f.ieth_rkey = w.imm;
+        f.se = (w.flags & IBV_SEND_SOLICITED) != 0 && (!write || imm);
+        f.ack_req = true;
+      }
+      break;
+    }
+  }
+  if (!uc && (++qp.pkts_since_ack_req >= cfg_.ack_req_every || f.ack_req)) {
+    f.ack_req = !wire::opcode_info(f.opcode).any(wire::kOpRead | wire::kOpAtomic);
+    qp.pkts_since_ack_req = 0;
+  }
+  if (uc) f.ack_req = false;
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) return nullptr;
+  const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  const std::span<uint8_t> frame(data, frame_len);
+  const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
+  if (hdr == 0 || (len > 0 && !gather(qp, w, offset, data + hdr, len))) {
+    rte_pktmbuf_free(m);
+    w.status = IBV_WC_LOC_PROT_ERR;
+    (void)now;
+    return nullptr;
+  }
+  wire::seal_roce(frame, qp.path, len);
+  rte_pktmbuf_append(m, uint16_t(frame_len));
+  return m;
+}
+
+rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
+  wire::RoceFields f;
+  const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM;
+  f.opcode = wire::op::ud(imm ? wire::op::kSendOnlyImm : wire::op::kSendOnly);
+  f.dest_qp = w.ud_remote_qpn;
+  f.psn = qp.send_psn;
+  f.se = (w.flags & IBV_SEND_SOLICITED) != 0;
+  f.imm = __builtin_bswap32(w.imm);
+  // A Q_Key with the high bit set means "use the QP's own" (IBA 10.2.5).
+  f.deth_qkey = (w.ud_remote_qkey & 0x80000000u) ? qp.qkey : w.ud_remote_qkey;
+  f.deth_src_qp = qp.qpn;
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) return nullptr;
+  const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, w.length);
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  const std::span<uint8_t> frame(data, frame_len);
+  const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, w.length);
+  if (hdr == 0 || (w.length > 0 && !gather(qp, w, 0, data + hdr, w.length))) {
+    rte_pktmbuf_free(m);
+    w.status = IBV_WC_LOC_PROT_ERR;
+    return nullptr;
+  }
+  wire::seal_roce(frame, qp.path, w.length);
+  rte_pktmbuf_append(m, uint16_t(frame_len));
+  return m;
+}
+
+rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
+  // Selective repeat: a single PSN asked for again.
+  while (!qp.sr_resend.empty()) {
+    const uint32_t psn = qp.sr_resend.front();
+    qp.sr_resend.pop_front();
+    if (wire::psn_lt(psn, qp.una_psn) || !wire::psn_lt(psn, qp.sent_high)) continue;  // acked meanwhile
+    for (uint32_t i = qp.sq_head; i != qp.sq_send + 1 && i != qp.sq_fetched; i++) {
+      SendWork& w = qp.work(i);
+      if (!w.started || wire::psn_lt(psn, w.first_psn) || wire::psn_gt(psn, w.last_psn())) continue;
+      if (w.done) break;
+      uint32_t p = psn;
+      if (w.is_read()) p = wire::psn_add(w.first_psn, w.resp_pkts);  // ask for what is missing
+      else if (w.is_atomic()) p = w.first_psn;
+      rte_mbuf* m = make_request(qp, w, p, now);
+      if (m != nullptr) {
+        qp.retransmitted++;
+        counters_[NicCounters::retransmitted_packets]++;
+        arm_retry_timer(qp, now);
+      }
+      return m;
+    }
+  }
+  // Skip WQEs a rewind passed over that need nothing more (a READ or
+  // atomic whose response is complete).
+  while (qp.sq_send != qp.sq_fetched) {
+    SendWork& w = qp.work(qp.sq_send);
+    if (!(w.started && w.done && w.needs_response())) break;
+    qp.sq_send++;
+    if (qp.sq_send != qp.sq_fetched && qp.work(qp.sq_send).started) qp.send_psn = qp.work(qp.sq_send).first_psn;
+    else qp.send_psn = qp.next_new_psn;
+  }
+  if (qp.sq_send == qp.sq_fetched) return nullptr;
+  SendWork& w = qp.work(qp.sq_send);
+  if (qp.is_ud()) {
+    rte_mbuf* m = make_ud_send(qp, w, now);
+    if (m == nullptr) {
+      if (w.status != IBV_WC_SUCCESS) complete_send_queue(qp, now);
+      return nullptr;
+    }
+    w.started = true;
+    w.first_psn = qp.send_psn;
+    w.npkts = 1;
+    w.done = true;
+    qp.send_psn = qp.next_new_psn = wire::psn_add(qp.send_psn, 1);
+    qp.sq_send++;
+    complete_send_queue(qp, now);
+    return m;
+  }
+  if (!w.started) {
+    w.started = true;
+    w.first_psn = qp.next_new_psn;
+    w.npkts = w.is_atomic() ? 1 : packets_for(w.length, qp.mtu);
+    qp.next_new_psn = wire::psn_add(qp.next_new_psn, w.npkts);
+    qp.send_psn = w.first_psn;
+    if (w.needs_response()) qp.rd_atomic_outstanding++;
+  }
+  uint32_t psn = qp.send_psn;
+  if (w.is_read() && wire::psn_lt(psn, wire::psn_add(w.first_psn, w.resp_pkts)))
+    psn = wire::psn_add(w.first_psn, w.resp_pkts);  // part of it already arrived
+  const bool resend = wire::psn_lt(psn, qp.sent_high);
+  rte_mbuf* m = make_request(qp, w, psn, now);
+  if (m == nullptr) {
+    if (w.status != IBV_WC_SUCCESS) complete_send_queue(qp, now);
+    return nullptr;
+  }
+  if (resend) {
+    qp.retransmitted++;
+    counters_[NicCounters::retransmitted_packets]++;
+  }
+  // Advance: a READ or atomic request stands for all its PSNs.
+  const uint32_t after = w.needs_response() ? wire::psn_add(w.last_psn(), 1) : wire::psn_add(psn, 1);
+  if (wire::psn_gt(after, qp.sent_high) || !qp.any_outstanding) qp.sent_high = after;
+  qp.send_psn = after;
+  if (after == wire::psn_add(w.last_psn(), 1)) {
+    qp.sq_send++;
+    if (qp.sq_send != qp.sq_fetched && qp.work(qp.sq_send).started) qp.send_psn = qp.work(qp.sq_send).first_psn;
+  }
+  if (qp.type == QpType::kUc) {
+    // UC: nothing comes back; a message is done once its last packet left.
+    qp.una_psn = qp.sent_high;
+    if (after == wire::psn_add(w.last_psn(), 1)) {
+      w.done = true;
+      complete_send_queue(qp, now);
+    }
+    return m;
+  }
+  qp.any_outstanding = true;
+  if (!qp.retry_timer.armed()) arm_retry_timer(qp, now);
+  return m;
+}
+
+void Nic::arm_retry_timer(Qp& qp, Time now) {
+  if (qp.type != QpType::kRc || !qp.any_outstanding) {
+    timers().cancel(qp.retry_timer);
+    return;
+  }
+  Duration t = ack_timeout(qp.timeout);
+  if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
+    // IRN: a short timeout when only a few packets are in flight, so a tail
+    // loss costs little.
+    const int32_t in_flight = wire::psn_diff(qp.sent_high, qp.una_psn);
+    if (in_flight <= 3 && cfg_.sr_rto_low < t) t = cfg_.sr_rto_low;
+  }
+  if (t == kTimeNever) {
+    timers().cancel(qp.retry_timer);
+    return;
+  }
+  timers().schedule(qp.retry_timer, now + t);
+}
+
+void Nic::rewind(Qp& qp, uint32_t psn, Time now) {
+  // Go back to the WQE holding `psn` and send from there again.
+  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+    SendWork& w = qp.work(i);
+    if (!w.started) break;
+    if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
+      qp.sq_send = i;
+      qp.send_psn = w.needs_response() ? w.first_psn : psn;
+      qp.sr_resend.clear();
+      counters_[NicCounters::roce_adp_retrans]++;
+      activate(qp, now);
+      return;
+    }
+  }
+}
+
+void Nic::on_retry_timer(Qp& qp, Time now) {
+  if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
+  if (!qp.any_outstanding || qp.una_psn == qp.sent_high) {
+    qp.any_outstanding = false;
+    return;
+  }
+  counters_[NicCounters::local_ack_timeout_err]++;
+  counters_[NicCounters::roce_adp_retrans_to]++;
+  if (qp.retry_left == 0) {
+    fail_send_queue(qp, IBV_WC_RETRY_EXC_ERR, now);
+    return;
+  }
+  qp.retry_left--;
+  qp.read_rewind_pending = false;
+  if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
+    counters_[NicCounters::roce_adp_retrans]++;
+    qp.sr_resend.push_back(qp.una_psn);
+    activate(qp, now);
+  } else {
+    rewind(qp, qp.una_psn, now);
+  }
+  arm_retry_timer(qp, now);
+}
+
+void Nic::on_rnr_timer(Qp& qp, Time now) {
+  qp.rnr_waiting = false;
+  activate(qp, now);
+}
+
+void Nic::sq_doorbell(Qp& qp, Time now) {
+  if (qp.state == IBV_QPS_ERR) {
+    fetch_send_wqes(qp, now);
+    return;
+  }
+  activate(qp, now);
+}
+
+}  // namespace rocemu::nic

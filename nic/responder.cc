@@ -1,0 +1,586 @@
+// Responder: requests arriving at a QP. Checks the PSN (duplicates are
+// answered again, gaps NAKed once for go-back-N or kept for selective
+// repeat), the opcode sequence, the rkey/range/access of RDMA and atomic
+// requests and the receive WQE of a SEND; writes memory, posts receive
+// completions, and queues ACK/NAKs, READ responses and atomic ACKs.
+#include <algorithm>
+
+#include "nic/nic.h"
+
+namespace rocemu::nic {
+
+namespace {
+
+bool is_send(uint8_t op) { return wire::opcode_info(op).any(wire::kOpSend); }
+bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
+
+}  // namespace
+
+Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
+  Mr* mr = mrs_.find(rkey);
+  if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
+      !mr->contains(va, len)) {
+    counters_[NicCounters::resp_remote_access_errors]++;
+    return nullptr;
+  }
+  return mr;
+}
+
+bool Nic::take_recv(Qp& qp, RecvEntry& out) {
+  if (qp.srq != nullptr) {
+    Srq& srq = *qp.srq;
+    if (!srq.rq.pop(out)) return false;
+    if (srq.armed && srq.rq.available() < srq.limit) {
+      srq.armed = false;
+      if (qp.ctx->on_async_event) {
+        ibv_async_event ev{};
+        ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+        ev.element.srq = nullptr;
+        qp.ctx->on_async_event(ev);
+      }
+    }
+    return true;
+  }
+  return qp.rq.valid() && qp.rq.pop(out);
+}
+
+void Nic::rq_doorbell(Srq*, Time) {}
+
+bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err) {
+  if (r.num_sge == UINT32_MAX) {
+    err = IBV_WC_LOC_QP_OP_ERR;
+    return false;
+  }
+  if (offset + len > r.length) {
+    err = IBV_WC_LOC_LEN_ERR;
+    return false;
+  }
+  Pd* pd = qp.srq != nullptr ? qp.srq->pd : qp.pd;
+  for (uint32_t i = 0; i < r.num_sge && len > 0; i++) {
+    const Sge& s = r.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = uint32_t(std::min<uint64_t>(len, s.length - offset));
+    Mr* mr = mrs_.find(s.lkey);
+    if (mr == nullptr || mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr->contains(s.addr + offset, n)) {
+      err = IBV_WC_LOC_PROT_ERR;
+      return false;
+    }
+    if (!qp.ctx->memory->write(s.addr + offset, src, n)) {
+      err = IBV_WC_LOC_PROT_ERR;
+      return false;
+    }
+    src += n;
+    len -= n;
+    offset = 0;
+  }
+  return true;
+}
+
+void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
+                         uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
+  Cqe cqe{};
+  cqe.wr_id = r.wr_id;
+  cqe.status = status;
+  cqe.opcode = opcode;
+  cqe.byte_len = byte_len;
+  cqe.imm = imm;
+  cqe.qp_num = qp.qpn;
+  cqe.src_qp = src_qp;
+  cqe.wc_flags = uint32_t(wc_flags);
+  if (status == IBV_WC_WR_FLUSH_ERR) {
+    counters_[NicCounters::resp_cqe_flush_error]++;
+  } else if (status != IBV_WC_SUCCESS) {
+    counters_[NicCounters::resp_cqe_error]++;
+  }
+  if (!qp.recv_cq->push(cqe, solicited)) {
+    counters_[NicCounters::cq_overflow]++;
+    if (qp.ctx->on_async_event) {
+      ibv_async_event ev{};
+      ev.event_type = IBV_EVENT_CQ_ERR;
+      qp.ctx->on_async_event(ev);
+    }
+  }
+}
+
+void Nic::schedule_ack(Qp& qp, uint8_t syndrome, uint32_t psn, Time now) {
+  // Coalescing: one pending ACK per QP, moved forward by later requests
+  // until the QP gets its turn on the wire. A NAK is never replaced by an
+  // ACK.
+  if (qp.ack_pending && wire::aeth_kind(qp.ack_syndrome) != wire::AethKind::kAck &&
+      wire::aeth_kind(syndrome) == wire::AethKind::kAck)
+    return;
+  qp.ack_pending = true;
+  qp.ack_syndrome = syndrome;
+  qp.ack_psn = psn;
+  if (wire::aeth_kind(syndrome) == wire::AethKind::kNak && wire::aeth_value(syndrome) == 0)
+    counters_[NicCounters::nak_seq_sent]++;
+  if (wire::aeth_kind(syndrome) == wire::AethKind::kRnrNak) counters_[NicCounters::rnr_nak_sent]++;
+  activate(qp, now);
+}
+
+void Nic::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, uint32_t psn, Time now) {
+  // Class C/D errors: NAK the request, complete any receive in progress
+  // with the error, and take the QP to ERR (IBA 9.9.3).
+  schedule_ack(qp, nak_syndrome, psn, now);
+  if (qp.recv_valid) {
+    write_recv_cqe(qp, qp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
+    qp.recv_valid = false;
+  }
+  if (qp.ctx->on_async_event) {
+    ibv_async_event ev{};
+    ev.event_type = status == IBV_WC_REM_ACCESS_ERR ? IBV_EVENT_QP_ACCESS_ERR : IBV_EVENT_QP_REQ_ERR;
+    qp.ctx->on_async_event(ev);
+  }
+  qp_to_error(qp, now);
+}
+
+void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
+  if (!qp.can_receive()) {
+    counters_[NicCounters::rx_wrong_state]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const uint32_t psn = v.bth().psn();
+  const int32_t d = wire::psn_diff(psn, qp.epsn);
+  const bool rc = qp.type == QpType::kRc;
+
+  if (v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload)) {
+    // Trimmed by a switch: the payload is gone. NAK its PSN now rather than
+    // wait for the requester's timer.
+    counters_[NicCounters::rx_trimmed]++;
+    if (rc && d >= 0) {
+      if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
+        schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), d == 0 ? qp.epsn : psn, now);
+        if (d == 0) qp.sr_nak_psn = qp.epsn;
+      } else if (!qp.nak_sent || d == 0) {
+        qp.nak_sent = true;
+        schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+      }
+    }
+    rte_pktmbuf_free(m);
+    return;
+  }
+
+  if (d < 0) {
+    if (rc) handle_duplicate(qp, v, now);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (d > 0) {
+    counters_[NicCounters::out_of_sequence]++;
+    if (!rc) {
+      // UC: the message in progress is lost; start again at a FIRST/ONLY.
+      counters_[NicCounters::rx_discards_uc]++;
+      qp.in_message = false;
+      qp.write_mr = nullptr;
+      qp.epsn = psn;
+      if (v.op().any(wire::kOpFirst)) process_request(qp, v, now);
+      rte_pktmbuf_free(m);
+      return;
+    }
+    if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
+      handle_out_of_order(qp, m, v, now);
+      return;
+    }
+    if (!qp.nak_sent) {
+      qp.nak_sent = true;
+      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+    }
+    rte_pktmbuf_free(m);
+    return;
+  }
+  process_request(qp, v, now);
+  rte_pktmbuf_free(m);
+  if (rc && qp.ooo_count > 0) drain_reorder_buffer(qp, now);
+}
+
+void Nic::handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
+  const uint32_t psn = v.bth().psn();
+  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.epsn));
+  const uint32_t window = uint32_t(qp.ooo.size());
+  if (d >= window) {
+    counters_[NicCounters::rx_ooo_dropped]++;
+    rte_pktmbuf_free(m);
+  } else {
+    rte_mbuf*& slot = qp.ooo[psn % window];
+    if (slot != nullptr) {
+      rte_pktmbuf_free(m);  // already have it
+    } else {
+      slot = m;
+      qp.ooo_count++;
+      counters_[NicCounters::rx_ooo_buffered]++;
+    }
+  }
+  // Tell the requester which PSN is missing, once per hole.
+  if (qp.sr_nak_psn != qp.epsn) {
+    qp.sr_nak_psn = qp.epsn;
+    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+  }
+}
+
+void Nic::drain_reorder_buffer(Qp& qp, Time now) {
+  const uint32_t window = uint32_t(qp.ooo.size());
+  // Packets that fell behind epsn (covered by a READ's PSN range, or a
+  // duplicate) are dropped; in-order ones are processed.
+  while (qp.ooo_count > 0 && qp.state != IBV_QPS_ERR) {
+    rte_mbuf*& slot = qp.ooo[qp.epsn % window];
+    if (slot == nullptr) break;
+    rte_mbuf* m = slot;
+    slot = nullptr;
+    qp.ooo_count--;
+    wire::PacketView v;
+    if (wire::decode(dpdk::bytes(m), v) == wire::DecodeError::kOk && v.bth().psn() == qp.epsn) {
+      process_request(qp, v, now);
+    }
+    rte_pktmbuf_free(m);
+  }
+  // Drop anything now behind epsn.
+  if (qp.ooo_count > 0) {
+    for (rte_mbuf*& slot : qp.ooo) {
+      if (slot == nullptr) continue;
+      wire::PacketView v;
+      if (wire::decode(dpdk::bytes(slot), v) != wire::DecodeError::kOk ||
+          wire::psn_lt(v.bth().psn(), qp.epsn)) {
+        rte_pktmbuf_free(slot);
+        slot = nullptr;
+        qp.ooo_count--;
+      }
+    }
+  }
+  if (qp.ooo_count > 0 && qp.sr_nak_psn != qp.epsn && qp.state != IBV_QPS_ERR) {
+    qp.sr_nak_psn = qp.epsn;
+    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+  }
+}
+
+void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
+  counters_[NicCounters::duplicate_request]++;
+  const uint32_t psn = v.bth().psn();
+  const wire::OpcodeInfo& info = v.op();
+  if (info.any(wire::kOpRead) || info.any(wire::kOpAtomic)) {
+    // Answer again. Responses already queued for this PSN or later go:
+    // the requester resends those requests too.
+    std::erase_if(qp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
+    if (info.any(wire::kOpRead)) {
+      const wire::Reth& reth = v.reth();
+      const uint32_t len = reth.dma_length.get();
+      if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) return;
+      qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0});
+    } else {
+      for (const AtomicReplay& a : qp.atomic_log) {
+        if (a.valid && a.psn == psn) {
+          qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, true, a.orig, 0});
+          break;
+        }
+      }
+    }
+    activate(qp, now);
+    return;
+  }
+  // SEND/WRITE: acknowledge again, up to what has arrived.
+  if (v.bth().ack_req() || info.any(wire::kOpLast)) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
+}
+
+void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
+  const bool rc = qp.type == QpType::kRc;
+  const uint32_t psn = v.bth().psn();
+  const wire::OpcodeInfo& info = v.op();
+  const uint8_t op = v.opcode;
+  const uint8_t nak_inv = wire::aeth_nak(wire::NakCode::kInvalidRequest);
+  const uint8_t nak_access = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
+  const uint8_t nak_op = wire::aeth_nak(wire::NakCode::kRemoteOperationalError);
+
+  // Opcode sequence: MIDDLE/LAST only inside a message of the same kind.
+  const bool continues = info.any(wire::kOpMiddle) || (info.any(wire::kOpLast) && !info.any(wire::kOpFirst));
+  if (continues != qp.in_message ||
+      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode)))) {
+    if (rc) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+    } else {
+      counters_[NicCounters::rx_discards_uc]++;
+      qp.in_message = false;
+      qp.epsn = wire::psn_add(psn, 1);
+    }
+    return;
+  }
+  // Payload size: FIRST and MIDDLE carry exactly one MTU.
+  if ((info.any(wire::kOpMiddle) || (info.any(wire::kOpFirst) && !info.any(wire::kOpLast))) &&
+      v.payload_len != qp.mtu) {
+    if (rc) responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+    return;
+  }
+  if (v.payload_len > qp.mtu) {
+    if (rc) responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+    return;
+  }
+
+  if (info.any(wire::kOpRead)) {  // RC only (table)
+    counters_[NicCounters::rx_read_requests]++;
+    const wire::Reth& reth = v.reth();
+    const uint32_t len = reth.dma_length.get();
+    if (len > 0x80000000u) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+      return;
+    }
+    if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) {
+      responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
+      return;
+    }
+    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+      return;
+    }
+    qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0});
+    qp.epsn = wire::psn_add(qp.epsn, len == 0 ? 1 : (len + qp.mtu - 1) / qp.mtu);
+    qp.nak_sent = false;
+    activate(qp, now);
+    return;
+  }
+  if (info.any(wire::kOpAtomic)) {
+    counters_[NicCounters::rx_atomic_requests]++;
+    const wire::AtomicEth& a = v.atomic_eth();
+    const uint64_t va = a.va.get();
+    if ((va & 7) != 0) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+      return;
+    }
+    if (check_rkey(qp, a.rkey.get(), va, 8, IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
+      responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
+      return;
+    }
+    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+      return;
+    }
+    uint64_t orig = 0;
+    if (!qp.ctx->memory->read(va, &orig, 8)) {
+      responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
+      return;
+    }
+    uint64_t result = orig;
+    if (op == wire::op::kCmpSwap) {
+      if (orig == a.compare.get()) result = a.swap_add.get();
+    } else {
+      result = orig + a.swap_add.get();
+    }
+    if (result != orig && !qp.ctx->memory->write(va, &result, 8)) {
+      responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
+      return;
+    }
+    qp.atomic_log[qp.atomic_log_next++ % kMaxRdAtomic] = {true, psn, orig};
+    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, true, orig, 0});
+    qp.epsn = wire::psn_add(qp.epsn, 1);
+    qp.nak_sent = false;
+    activate(qp, now);
+    return;
+  }
+
+  const bool first = info.any(wire::kOpFirst);
+  const bool last = info.any(wire::kOpLast);
+  const bool imm = info.any(wire::kOpImm);
+  if (is_write(op)) {
+    if (first) {
+      counters_[NicCounters::rx_write_requests]++;
+      const wire::Reth& reth = v.reth();
+      const uint32_t len = reth.dma_length.get();
+      qp.write_va = reth.va.get();
+      qp.write_remaining = len;
+      qp.write_total = len;
+      qp.write_mr = nullptr;
+      if (len > 0) {
+        qp.write_mr = check_rkey(qp, reth.rkey.get(), qp.write_va, len, IBV_ACCESS_REMOTE_WRITE);
+        if (qp.write_mr == nullptr) {
+          if (rc) {
+            responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
+          } else {
+            counters_[NicCounters::rx_discards_uc]++;
+            qp.epsn = wire::psn_add(psn, 1);
+          }
+          return;
+        }
+      }
+    }
+    if (v.payload_len > qp.write_remaining || (last && v.payload_len != qp.write_remaining)) {
+      if (rc) {
+        responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
+      } else {
+        qp.in_message = false;
+        qp.epsn = wire::psn_add(psn, 1);
+      }
+      return;
+    }
+    // WRITE with immediate consumes a receive WQE: make sure there is one
+    // before touching memory, so an RNR retry finds things unchanged.
+    RecvEntry r;
+    if (last && imm && !take_recv(qp, r)) {
+      if (rc) {
+        schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), psn, now);
+      } else {
+        qp.in_message = false;
+        qp.epsn = wire::psn_add(psn, 1);
+      }
+      qp.in_message = !first && rc;
+      qp.last_req_opcode = op;
+      return;
+    }
+    if (v.payload_len > 0) {
+      if (qp.write_mr == nullptr || !mrs_.find(qp.write_mr->key) ||
+          !qp.ctx->memory->write(qp.write_va, v.data + v.payload_off, v.payload_len)) {
+        if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
+        return;
+      }
+      qp.write_va += v.payload_len;
+      qp.write_remaining -= v.payload_len;
+    }
+    if (last && imm) {
+      write_recv_cqe(qp, r, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp.write_total,
+                     __builtin_bswap32(v.imm().imm.get()), IBV_WC_WITH_IMM, 0, v.bth().se());
+    }
+  } else {  // SEND
+    if (first) {
+      if (!take_recv(qp, qp.recv)) {
+        if (rc) schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), psn, now);
+        else {
+          counters_[NicCounters::rx_discards_uc]++;
+          qp.epsn = wire::psn_add(psn, 1);
+        }
+        return;
+      }
+      qp.recv_valid = true;
+      qp.recv_offset = 0;
+    }
+    ibv_wc_status err = IBV_WC_SUCCESS;
+    if (v.payload_len > 0 && !scatter(qp, qp.recv, qp.recv_offset, v.data + v.payload_off, v.payload_len, err)) {
+      if (rc) {
+        if (err == IBV_WC_LOC_LEN_ERR) counters_[NicCounters::resp_local_length_error]++;
+        responder_error(qp, err, err == IBV_WC_LOC_LEN_ERR ? nak_inv : nak_op, psn, now);
+      } else {
+        write_recv_cqe(qp, qp.recv, err, IBV_WC_RECV, 0, 0, 0, 0, false);
+        qp.recv_valid = false;
+        qp.in_message = false;
+        qp.epsn = wire::psn_add(psn, 1);
+      }
+      return;
+    }
+    qp.recv_offset += v.payload_len;
+    if (last) {
+      int flags = 0;
+      uint32_t imm_or_rkey = 0;
+      if (imm) {
+        flags |= IBV_WC_WITH_IMM;
+        imm_or_rkey = __builtin_bswap32(v.imm().imm.get());
+      }
+      if (info.any(wire::kOpInv)) {
+        flags |= IBV_WC_WITH_INV;
+        imm_or_rkey = v.ieth().rkey.get();
+        if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) mr->invalidated = true;
+      }
+      write_recv_cqe(qp, qp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.recv_offset), imm_or_rkey, flags, 0,
+                     v.bth().se());
+      qp.recv_valid = false;
+    }
+  }
+  qp.in_message = !last;
+  qp.last_req_opcode = op;
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  qp.nak_sent = false;
+  if (last) qp.msn = (qp.msn + 1) & 0xffffff;
+  if (rc && (v.bth().ack_req() || last)) schedule_ack(qp, wire::aeth_ack(), psn, now);
+}
+
+void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
+  (void)now;
+  if (!qp.can_receive()) {
+    counters_[NicCounters::rx_wrong_state]++;
+    return;
+  }
+  const wire::Deth& deth = v.deth();
+  if (deth.qkey.get() != qp.qkey) return;  // Q_Key violation: silently dropped (IBA 10.2.5)
+  RecvEntry r;
+  if (!take_recv(qp, r)) return;  // UD: no receive WQE, no message
+  // The first 40 bytes take the GRH: the IPv6 header, or for IPv4 twenty
+  // zero bytes and the IPv4 header (as mlx5 and rxe deliver it).
+  uint8_t grh[40] = {};
+  if (v.is_ipv6()) std::memcpy(grh, v.data + v.l3_off, 40);
+  else std::memcpy(grh + 20, v.data + v.l3_off, 20);
+  ibv_wc_status err = IBV_WC_SUCCESS;
+  const uint32_t total = 40 + v.payload_len;
+  if (!scatter(qp, r, 0, grh, 40, err) ||
+      (v.payload_len > 0 && !scatter(qp, r, 40, v.data + v.payload_off, v.payload_len, err))) {
+    write_recv_cqe(qp, r, err, IBV_WC_RECV, 0, 0, 0, deth.src_qp(), false);
+    return;
+  }
+  int flags = IBV_WC_GRH;
+  uint32_t imm = 0;
+  if (v.op().any(wire::kOpImm)) {
+    flags |= IBV_WC_WITH_IMM;
+    imm = __builtin_bswap32(v.imm().imm.get());
+  }
+  write_recv_cqe(qp, r, IBV_WC_SUCCESS, IBV_WC_RECV, total, imm, flags, deth.src_qp(), v.bth().se());
+}
+
+rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
+  (void)now;
+  wire::RoceFields f;
+  f.dest_qp = qp.dest_qpn;
+  uint32_t len = 0;
+  uint64_t va = 0;
+  bool pop = false;
+  // Responses go out in PSN order before any ACK: an ACK beyond a READ
+  // would tell the requester the READ's answer was lost.
+  if (!qp.tasks.empty() && qp.state != IBV_QPS_ERR) {
+    ResponderTask& t = qp.tasks.front();
+    f.psn = t.psn;
+    if (t.kind == ResponderTask::kAtomicAck) {
+      f.opcode = wire::op::kAtomicAck;
+      f.aeth_syndrome = wire::aeth_ack();
+      f.aeth_msn = qp.msn = (qp.msn + 1) & 0xffffff;
+      f.atomic_orig = t.orig;
+      pop = true;
+    } else {
+      len = std::min(t.remaining, qp.mtu);
+      const bool last = t.remaining == len;
+      using namespace wire::op;
+      f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
+      if (last) qp.msn = (qp.msn + 1) & 0xffffff;
+      f.aeth_syndrome = wire::aeth_ack();
+      f.aeth_msn = qp.msn;
+      va = t.va;
+      t.va += len;
+      t.remaining -= len;
+      t.psn = wire::psn_add(t.psn, 1);
+      t.first = false;
+      pop = last;
+    }
+  } else if (qp.ack_pending) {
+    f.opcode = wire::op::kAck;
+    f.psn = qp.ack_psn;
+    f.aeth_syndrome = qp.ack_syndrome;
+    f.aeth_msn = qp.msn;
+    qp.ack_pending = false;
+  } else {
+    return nullptr;
+  }
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) {
+    return nullptr;
+  }
+  const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  const std::span<uint8_t> frame(data, frame_len);
+  const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
+  if (len > 0 && !qp.ctx->memory->read(va, data + hdr, len)) {
+    rte_pktmbuf_free(m);
+    qp.tasks.clear();
+    return nullptr;
+  }
+  wire::seal_roce(frame, qp.path, len);
+  rte_pktmbuf_append(m, uint16_t(frame_len));
+  if (pop) qp.tasks.pop_front();
+  return m;
+}
+
+}  // namespace rocemu::nic

@@ -1,0 +1,164 @@
+#include <arpa/inet.h>
+
+#include <numeric>
+
+#include "tests/nic/fabric.h"
+
+using namespace rocemu;
+using namespace rocemu::nic;
+using rocemu::test::sge;
+using rocemu::test::TwoNics;
+using rocemu::test::wait_cqes;
+
+namespace {
+
+constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC;
+
+struct RcPair {
+  SimHost::Cq *cq1, *cq2;
+  SimHost::Qp *q1, *q2;
+};
+
+RcPair make_pair(TwoNics& f, SimHost::ConnectOpts o = {}, uint32_t depth = 256) {
+  RcPair p{};
+  p.cq1 = f.h1->create_cq(4096);
+  p.cq2 = f.h2->create_cq(4096);
+  ibv_qp_cap cap{depth, depth, 4, 4, 64};
+  p.q1 = f.h1->create_qp(QpType::kRc, p.cq1, p.cq1, cap);
+  p.q2 = f.h2->create_qp(QpType::kRc, p.cq2, p.cq2, cap);
+  REQUIRE(p.q1 != nullptr);
+  REQUIRE(p.q2 != nullptr);
+  REQUIRE(SimHost::connect(*f.h1, p.q1, *f.h2, p.q2, o) == 0);
+  return p;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x = x * 1103515245u + 12345u;
+    b = uint8_t(x >> 16);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("RC RDMA WRITE moves every byte and completes once", "[sim][nic][rc]") {
+  TwoNics f;
+  auto p = make_pair(f);
+  auto src = pattern(100000, 1);
+  std::vector<uint8_t> dst(100000, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  ibv_sge s = sge(src.data(), uint32_t(src.size()), lkey);
+  ibv_send_wr wr{};
+  wr.wr_id = 0xabc;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  wr.wr.rdma.rkey = rkey;
+  REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  auto wcs = wait_cqes(f, *f.h1, p.cq1, 1);
+  REQUIRE(wcs.size() == 1);
+  CHECK(wcs[0].status == IBV_WC_SUCCESS);
+  CHECK(wcs[0].opcode == IBV_WC_RDMA_WRITE);
+  CHECK(wcs[0].wr_id == 0xabc);
+  CHECK(dst == src);
+  CHECK(f.n2->counters()[NicCounters::rx_write_requests] == 1);
+  // 100000 bytes at MTU 1024 = 98 packets, none resent.
+  CHECK(f.n1->counters()[NicCounters::tx_roce_packets] == 98);
+  CHECK(f.n1->counters()[NicCounters::retransmitted_packets] == 0);
+}
+
+TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
+  TwoNics f;
+  auto p = make_pair(f);
+  auto msg = pattern(5000, 2);
+  std::vector<uint8_t> rbuf(8192, 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  ibv_sge rs = sge(rbuf.data(), uint32_t(rbuf.size()), rlkey);
+  ibv_recv_wr rwr{};
+  rwr.wr_id = 77;
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  REQUIRE(f.h2->post_recv(p.q2, &rwr) == 0);
+  ibv_sge s = sge(msg.data(), uint32_t(msg.size()), lkey);
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htonl(0xdeadbeef);
+  wr.send_flags = IBV_SEND_SIGNALED;
+  REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  auto rw = wait_cqes(f, *f.h2, p.cq2, 1);
+  REQUIRE(rw.size() == 1);
+  CHECK(rw[0].status == IBV_WC_SUCCESS);
+  CHECK(rw[0].opcode == IBV_WC_RECV);
+  CHECK(rw[0].wr_id == 77);
+  CHECK(rw[0].byte_len == 5000);
+  CHECK((rw[0].wc_flags & IBV_WC_WITH_IMM));
+  CHECK(ntohl(rw[0].imm_data) == 0xdeadbeef);
+  CHECK(std::equal(msg.begin(), msg.end(), rbuf.begin()));
+  CHECK(wait_cqes(f, *f.h1, p.cq1, 1).size() == 1);
+
+  // READ back 3000 bytes of what h2 received, into a fresh buffer.
+  std::vector<uint8_t> back(3000, 0);
+  const uint32_t bkey = f.h1->reg_mr(back.data(), back.size(), kAll);
+  ibv_sge bs = sge(back.data(), 3000, bkey);
+  ibv_send_wr rd{};
+  rd.wr_id = 2;
+  rd.sg_list = &bs;
+  rd.num_sge = 1;
+  rd.opcode = IBV_WR_RDMA_READ;
+  rd.send_flags = IBV_SEND_SIGNALED;
+  rd.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(rbuf.data()) + 100;
+  rd.wr.rdma.rkey = rlkey;
+  REQUIRE(f.h1->post_send(p.q1, &rd) == 0);
+  auto rdw = wait_cqes(f, *f.h1, p.cq1, 1);
+  REQUIRE(rdw.size() == 1);
+  CHECK(rdw[0].status == IBV_WC_SUCCESS);
+  CHECK(rdw[0].opcode == IBV_WC_RDMA_READ);
+  CHECK(rdw[0].byte_len == 3000);
+  CHECK(std::equal(back.begin(), back.end(), msg.begin() + 100));
+
+  // FETCH_ADD then CMP_SWAP on a counter in h2's memory.
+  alignas(8) uint64_t counter[1] = {1000};
+  alignas(8) uint64_t result[2] = {0, 0};
+  const uint32_t ckey = f.h2->reg_mr(counter, sizeof counter, kAll);
+  const uint32_t reskey = f.h1->reg_mr(result, sizeof result, kAll);
+  ibv_sge as0 = sge(&result[0], 8, reskey), as1 = sge(&result[1], 8, reskey);
+  ibv_send_wr fa{}, cs{};
+  fa.wr_id = 3;
+  fa.sg_list = &as0;
+  fa.num_sge = 1;
+  fa.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  fa.send_flags = IBV_SEND_SIGNALED;
+  fa.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(counter);
+  fa.wr.atomic.rkey = ckey;
+  fa.wr.atomic.compare_add = 5;
+  cs = fa;
+  cs.wr_id = 4;
+  cs.sg_list = &as1;
+  cs.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+  cs.wr.atomic.compare_add = 1005;
+  cs.wr.atomic.swap = 42;
+  fa.next = &cs;
+  REQUIRE(f.h1->post_send(p.q1, &fa) == 0);
+  auto aw = wait_cqes(f, *f.h1, p.cq1, 2);
+  REQUIRE(aw.size() == 2);
+  CHECK(aw[0].wr_id == 3);
+  CHECK(aw[0].opcode == IBV_WC_FETCH_ADD);
+  CHECK(aw[1].wr_id == 4);
+  CHECK(aw[1].opcode == IBV_WC_COMP_SWAP);
+  CHECK(result[0] == 1000);
+  CHECK(result[1] == 1005);
+  CHECK(counter[0] == 42);
+  CHECK(f.n2->counters()[NicCounters::rx_atomic_requests] == 2);
+  CHECK(f.n2->counters()[NicCounters::rx_read_requests] == 1);
+}
