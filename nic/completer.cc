@@ -146,7 +146,7 @@ void Nic::flush_qp(Qp& qp, Time now) {
   }
 }
 
-void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now) {
+void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
   // Cumulative: every request PSN up to `psn` arrived. Ignore ACKs older
   // than what is already acknowledged and ACKs for PSNs never sent.
   if (!qp.any_outstanding) return;
@@ -157,9 +157,11 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now) {
     if (!w.started) break;
     if (wire::psn_lt(psn, w.first_psn)) break;
     if (w.needs_response()) {
-      // An ACK past a READ or atomic whose response has not (all) come
+      // An ACK covering a READ or atomic whose response has not (all) come
       // means the responder answered and the answer was lost: ask again.
-      if (!w.done && wire::psn_gt(psn, w.last_psn())) {
+      // (A response packet acknowledges up to itself: not a loss.)
+      if (!w.done && from_response && wire::psn_le(psn, w.last_psn())) break;
+      if (!w.done) {
         counters_[NicCounters::implied_nak_seq_err]++;
         const uint32_t missing = wire::psn_add(w.first_psn, w.resp_pkts);
         if (!(qp.read_rewind_pending && qp.read_rewind_psn == missing)) {
@@ -324,7 +326,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     w.done = true;
     qp.rd_atomic_outstanding--;
     if (qp.read_rewind_pending && qp.read_rewind_psn == psn) qp.read_rewind_pending = false;
-    ack_up_to(qp, psn, now);
+    ack_up_to(qp, psn, now, true);
     rte_pktmbuf_free(m);
     return;
   }
@@ -357,7 +359,9 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
   const bool last = info.any(wire::kOpLast);
   const uint32_t remaining = w.length - std::min(w.length, offset);
   if ((last && v.payload_len != remaining) || (!last && v.payload_len != qp.mtu) || v.payload_len > remaining ||
-      (info.any(wire::kOpFirst) != (w.resp_pkts == 0))) {
+      (w.resp_pkts == 0 && !info.any(wire::kOpFirst))) {
+    // (A FIRST later on is fine: it answers a READ asked again from the
+    // middle.)
     w.status = IBV_WC_BAD_RESP_ERR;
     fail_send_queue(qp, IBV_WC_BAD_RESP_ERR, now);
     rte_pktmbuf_free(m);
@@ -388,7 +392,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     w.done = true;
     qp.rd_atomic_outstanding--;
   }
-  ack_up_to(qp, psn, now);
+  ack_up_to(qp, psn, now, true);
   rte_pktmbuf_free(m);
 }
 

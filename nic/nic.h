@@ -171,7 +171,7 @@ class Nic final : public Node {
 
   // ---- completer.cc ----
   void handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
-  void ack_up_to(Qp& qp, uint32_t psn, Time now);
+  void ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response = false);
   void complete_send_queue(Qp& qp, Time now);
   void fail_send_queue(Qp& qp, ibv_wc_status status, Time now);
   void flush_qp(Qp& qp, Time now);

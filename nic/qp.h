@@ -184,6 +184,8 @@ struct Qp {
 
 constexpr uint32_t mtu_bytes(ibv_mtu m) { return 128u << int(m); }
 const char* qp_state_name(ibv_qp_state s);
+// The text libibverbs' ibv_wc_status_str gives.
+const char* wc_status_name(ibv_wc_status s);
 
 // The attribute check of ibv_modify_qp: which attributes a transition
 // requires and which it allows, for each QP type (IBA tables 91/92, as the

@@ -168,9 +168,13 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
     if (qp.state == IBV_QPS_SQD) return false;  // drained: no new WQEs
     if ((w.flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding > 0) return false;
     if (w.needs_response() && qp.rd_atomic_outstanding >= std::max<uint32_t>(qp.max_rd_atomic, 1)) return false;
-    const uint32_t window = cfg_.recovery == LossRecovery::kSelectiveRepeat ? cfg_.sr_window : (1u << 22);
-    if (uint32_t(wire::psn_diff(qp.next_new_psn, qp.una_psn)) >= window) return false;
   }
+  // In flight is bounded: by the BDP window with selective repeat (the
+  // receiver keeps no more out of order), and well inside the PSN space
+  // otherwise.
+  const uint32_t window = cfg_.recovery == LossRecovery::kSelectiveRepeat ? cfg_.sr_window : (1u << 22);
+  const uint32_t next = w.started ? qp.send_psn : qp.next_new_psn;
+  if (!(w.started && w.needs_response()) && uint32_t(wire::psn_diff(next, qp.una_psn)) >= window) return false;
   return true;
 }
 
@@ -258,6 +262,9 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
       break;
     }
   }
+  // A packet sent again always asks for an ACK: with selective repeat it
+  // may be the only packet resent.
+  if (wire::psn_lt(psn, qp.sent_high) && qp.any_outstanding) f.ack_req = true;
   if (!uc && (++qp.pkts_since_ack_req >= cfg_.ack_req_every || f.ack_req)) {
     f.ack_req = !wire::opcode_info(f.opcode).any(wire::kOpRead | wire::kOpAtomic);
     qp.pkts_since_ack_req = 0;

@@ -225,6 +225,7 @@ void Nic::drain_reorder_buffer(Qp& qp, Time now) {
   const uint32_t window = uint32_t(qp.ooo.size());
   // Packets that fell behind epsn (covered by a READ's PSN range, or a
   // duplicate) are dropped; in-order ones are processed.
+  const uint32_t before = qp.epsn;
   while (qp.ooo_count > 0 && qp.state != IBV_QPS_ERR) {
     rte_mbuf*& slot = qp.ooo[qp.epsn % window];
     if (slot == nullptr) break;
@@ -250,6 +251,9 @@ void Nic::drain_reorder_buffer(Qp& qp, Time now) {
       }
     }
   }
+  // A hole filled: tell the requester how far we are, whether or not the
+  // packets kept had AckReq set.
+  if (qp.epsn != before && qp.state != IBV_QPS_ERR) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
   if (qp.ooo_count > 0 && qp.sr_nak_psn != qp.epsn && qp.state != IBV_QPS_ERR) {
     qp.sr_nak_psn = qp.epsn;
     schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
@@ -261,22 +265,27 @@ void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
   const uint32_t psn = v.bth().psn();
   const wire::OpcodeInfo& info = v.op();
   if (info.any(wire::kOpRead) || info.any(wire::kOpAtomic)) {
-    // Answer again. Responses already queued for this PSN or later go:
-    // the requester resends those requests too.
-    std::erase_if(qp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
+    // Answer again: READs are executed again, atomics answered from the
+    // saved result. Go-back-N: the requester resends every request after
+    // this one, so responses queued for later PSNs go. Selective repeat:
+    // only this one is asked again; it goes in PSN order among the rest.
+    if (cfg_.recovery == LossRecovery::kGoBackN)
+      std::erase_if(qp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
+    ResponderTask task;
     if (info.any(wire::kOpRead)) {
       const wire::Reth& reth = v.reth();
       const uint32_t len = reth.dma_length.get();
       if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) return;
-      qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0});
+      task = {ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0};
     } else {
-      for (const AtomicReplay& a : qp.atomic_log) {
-        if (a.valid && a.psn == psn) {
-          qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, true, a.orig, 0});
-          break;
-        }
-      }
+      const auto it = std::find_if(qp.atomic_log.begin(), qp.atomic_log.end(),
+                                   [psn](const AtomicReplay& a) { return a.valid && a.psn == psn; });
+      if (it == qp.atomic_log.end()) return;  // too old to answer
+      task = {ResponderTask::kAtomicAck, psn, 0, 0, 0, true, it->orig, 0};
     }
+    auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
+                            [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
+    qp.tasks.insert(pos, task);
     activate(qp, now);
     return;
   }
