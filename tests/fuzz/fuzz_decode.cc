@@ -1,10 +1,10 @@
 // libFuzzer target: wire::decode() and everything a decoded view exposes,
 // plus FaultInjector::corrupt() on a copy (tests/fuzz/decode_check.h).
 // With ROCEMU_FUZZ=ON (clang) this is linked with -fsanitize=fuzzer;
-// otherwise replay_main.cc runs it over the seed corpus. A longer run:
-//   mkdir -p /tmp/corpus && build-asan/tests/fuzz/rocemu_fuzz_decode \
-//     -max_len=9300 /tmp/corpus build-asan/tests/fuzz/seed
-// and a crash file replays with `rocemu_fuzz_decode crash-...`.
+// otherwise replay_main.cc runs it over the seed corpus. A longer run,
+// from the build directory (a crash file replays when given as argument):
+//   mkdir -p /tmp/corpus
+//   tests/fuzz/rocemu_fuzz_decode -max_len=9300 /tmp/corpus tests/fuzz/seed
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
