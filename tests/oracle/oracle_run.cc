@@ -99,7 +99,11 @@ TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fi
   // socket sets no_check6_rx; RFC 6935/6936 allow it for tunnel protocols
   // with their own integrity check, here the ICRC). Wireshark flags it as an
   // error unless told so.
-  std::string cmd = "tshark -n -r '" + pcap + "' -o ip.check_checksum:TRUE -o udp.ignore_ipv6_zero_checksum:TRUE";
+  // An empty personal configuration, so a user's Wireshark preferences
+  // (disabled protocols, changed ports) do not change what is decoded.
+  const std::string profile = pcap + ".tshark-config";
+  std::string cmd = "mkdir -p '" + profile + "' && WIRESHARK_CONFIG_DIR='" + profile + "' tshark -n -r '" + pcap +
+                    "' -o ip.check_checksum:TRUE -o udp.ignore_ipv6_zero_checksum:TRUE";
   for (const char* h : kPayloadHeuristics) cmd += std::string(" --disable-heuristic ") + h;
   cmd += " -T fields -E separator=/t -E 'aggregator=|' -E occurrence=a";
   cmd += " -e _ws.malformed -e _ws.expert.severity -e _ws.expert.message";
