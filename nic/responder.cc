@@ -178,6 +178,7 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
       qp.write_mr = nullptr;
       qp.epsn = psn;
       if (v.op().any(wire::kOpFirst)) process_request(qp, v, now);
+      else qp.epsn = wire::psn_add(psn, 1);
       rte_pktmbuf_free(m);
       return;
     }
@@ -449,7 +450,10 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
                      __builtin_bswap32(v.imm().imm.get()), IBV_WC_WITH_IMM, 0, v.bth().se());
     }
   } else {  // SEND
-    if (first) {
+    if (first && qp.recv_valid && !rc) {
+      // UC: the receive WQE of a message lost halfway takes the next one.
+      qp.recv_offset = 0;
+    } else if (first) {
       if (!take_recv(qp, qp.recv)) {
         if (rc) schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), psn, now);
         else {

@@ -1,0 +1,271 @@
+// Errors reach the right side with the right status, and bad requests
+// never touch memory.
+#include <arpa/inet.h>
+
+#include "tests/nic/fabric.h"
+
+using namespace rocemu;
+using namespace rocemu::nic;
+using rocemu::test::sge;
+using rocemu::test::TwoNics;
+using rocemu::test::wait_cqes;
+
+namespace {
+
+constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     IBV_ACCESS_REMOTE_ATOMIC;
+
+struct Pair {
+  SimHost::Cq *cq1, *cq2;
+  SimHost::Qp *q1, *q2;
+};
+
+Pair connect(TwoNics& f, SimHost::ConnectOpts o = {}) {
+  Pair p{};
+  p.cq1 = f.h1->create_cq(256);
+  p.cq2 = f.h2->create_cq(256);
+  ibv_qp_cap cap{64, 64, 2, 2, 0};
+  p.q1 = f.h1->create_qp(QpType::kRc, p.cq1, p.cq1, cap);
+  p.q2 = f.h2->create_qp(QpType::kRc, p.cq2, p.cq2, cap);
+  REQUIRE(SimHost::connect(*f.h1, p.q1, *f.h2, p.q2, o) == 0);
+  return p;
+}
+
+ibv_send_wr write_wr(ibv_sge* s, uint64_t addr, uint32_t rkey, uint64_t id) {
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  return wr;
+}
+
+}  // namespace
+
+TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[sim][nic][errors]") {
+  TwoNics f;
+  SimHost::ConnectOpts o;
+  o.timeout = 8;  // 1.05 ms
+  o.retry_cnt = 3;
+  auto p = connect(f, o);
+  std::vector<uint8_t> src(4096, 1), dst(4096, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  f.run([] { return false; }, ms(5));  // ARP settles
+  FaultConfig down;
+  down.link_down = true;
+  f.link->set_faults(0, down);
+  ibv_sge s = sge(src.data(), 4096, lkey);
+  ibv_send_wr w1 = write_wr(&s, uint64_t(dst.data()), rkey, 1), w2 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+  w1.next = &w2;
+  const Time start = f.engine->now();
+  REQUIRE(f.h1->post_send(p.q1, &w1) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 2, ms(100));
+  REQUIRE(wc.size() == 2);
+  CHECK(wc[0].wr_id == 1);
+  CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(wc[1].wr_id == 2);
+  CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR);
+  // 1 try + 3 retries, each 4.096 us * 2^8.
+  CHECK(f.n1->counters()[NicCounters::local_ack_timeout_err] == 4);
+  CHECK(f.engine->now() - start >= ns(4096) * 256 * 4);
+  CHECK(p.q1->nic_qp->state == IBV_QPS_ERR);
+  // Posting on a QP in ERR completes at once with a flush error.
+  ibv_send_wr w3 = write_wr(&s, uint64_t(dst.data()), rkey, 3);
+  REQUIRE(f.h1->post_send(p.q1, &w3) == 0);
+  auto wc3 = wait_cqes(f, *f.h1, p.cq1, 1, ms(1));
+  REQUIRE(wc3.size() == 1);
+  CHECK(wc3[0].status == IBV_WC_WR_FLUSH_ERR);
+}
+
+TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_EXC_ERR", "[sim][nic][errors]") {
+  TwoNics f;
+  SimHost::ConnectOpts o;
+  o.rnr_retry = 2;
+  o.min_rnr_timer = 1;  // 10 us
+  auto p = connect(f, o);
+  std::vector<uint8_t> msg(100, 7), rbuf(100, 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  ibv_sge s = sge(msg.data(), 100, lkey);
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+
+  SECTION("a receive posted in time completes the SEND") {
+    REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+    f.run([&] { return f.n2->counters()[NicCounters::rnr_nak_sent] >= 1; }, ms(10));
+    CHECK(f.n2->counters()[NicCounters::rnr_nak_sent] == 1);
+    ibv_sge rs = sge(rbuf.data(), 100, rlkey);
+    ibv_recv_wr r{};
+    r.wr_id = 5;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    REQUIRE(f.h2->post_recv(p.q2, &r) == 0);
+    auto wc = wait_cqes(f, *f.h1, p.cq1, 1, ms(10));
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(rbuf == msg);
+    CHECK(f.n1->counters()[NicCounters::rnr_nak_retry_err] >= 1);
+  }
+  SECTION("no receive: retries run out") {
+    REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+    auto wc = wait_cqes(f, *f.h1, p.cq1, 1, ms(10));
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_RNR_RETRY_EXC_ERR);
+    CHECK(f.n1->counters()[NicCounters::rnr_nak_retry_err] == 3);  // first try + 2 retries
+    CHECK(f.n2->counters()[NicCounters::rnr_nak_sent] == 3);
+  }
+  SECTION("rnr_retry 7 retries forever") {
+    SimHost::ConnectOpts o7 = o;
+    o7.rnr_retry = 7;
+    TwoNics g;
+    auto q = connect(g, o7);
+    std::vector<uint8_t> m2(100, 3);
+    const uint32_t k2 = g.h1->reg_mr(m2.data(), m2.size(), kAll);
+    ibv_sge s2 = sge(m2.data(), 100, k2);
+    wr.sg_list = &s2;
+    REQUIRE(g.h1->post_send(q.q1, &wr) == 0);
+    auto wc = wait_cqes(g, *g.h1, q.cq1, 1, ms(20));
+    CHECK(wc.empty());
+    CHECK(g.n1->counters()[NicCounters::rnr_nak_retry_err] > 100);
+  }
+}
+
+TEST_CASE("Remote access errors: nothing written, both sides told", "[sim][nic][errors]") {
+  TwoNics f;
+  auto p = connect(f);
+  std::vector<uint8_t> src(2048, 0xaa), dst(4096, 0), guard(4096, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t ro_key = f.h2->reg_mr(guard.data(), guard.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  std::vector<ibv_async_event> events;
+  f.h2->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
+  // A receive on h2 that the error must flush.
+  std::vector<uint8_t> rbuf(64);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  ibv_sge rs = sge(rbuf.data(), 64, rlkey);
+  ibv_recv_wr r{};
+  r.wr_id = 44;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  REQUIRE(f.h2->post_recv(p.q2, &r) == 0);
+
+  ibv_sge s = sge(src.data(), 2048, lkey);
+  ibv_send_wr wr{};
+  const char* what = "";
+  SECTION("wrong rkey") {
+    what = "wrong rkey";
+    wr = write_wr(&s, uint64_t(dst.data()), rkey ^ 0x100, 1);
+  }
+  SECTION("out of bounds") {
+    what = "out of bounds";
+    wr = write_wr(&s, uint64_t(dst.data()) + 3000, rkey, 1);
+  }
+  SECTION("no remote write access") {
+    what = "no remote write access";
+    wr = write_wr(&s, uint64_t(guard.data()), ro_key, 1);
+  }
+  INFO(what);
+  ibv_send_wr after = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+  wr.next = &after;
+  REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 2);
+  REQUIRE(wc.size() == 2);
+  CHECK(wc[0].status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR);
+  CHECK(f.n1->counters()[NicCounters::req_remote_access_errors] == 1);
+  CHECK(f.n2->counters()[NicCounters::resp_remote_access_errors] == 1);
+  // Responder: QP in error, an async event, the posted receive flushed.
+  CHECK(p.q2->nic_qp->state == IBV_QPS_ERR);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].event_type == IBV_EVENT_QP_ACCESS_ERR);
+  auto rwc = wait_cqes(f, *f.h2, p.cq2, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].wr_id == 44);
+  CHECK(rwc[0].status == IBV_WC_WR_FLUSH_ERR);
+  // Not a byte written anywhere.
+  CHECK(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; }));
+  CHECK(std::all_of(guard.begin(), guard.end(), [](uint8_t b) { return b == 0; }));
+}
+
+TEST_CASE("A SEND longer than the receive buffer fails on both sides", "[sim][nic][errors]") {
+  TwoNics f;
+  auto p = connect(f);
+  std::vector<uint8_t> msg(3000, 1), rbuf(1000, 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  ibv_sge rs = sge(rbuf.data(), 1000, rlkey);
+  ibv_recv_wr r{};
+  r.wr_id = 8;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  REQUIRE(f.h2->post_recv(p.q2, &r) == 0);
+  ibv_sge s = sge(msg.data(), 3000, lkey);
+  ibv_send_wr wr{};
+  wr.wr_id = 1;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_REM_INV_REQ_ERR);
+  auto rwc = wait_cqes(f, *f.h2, p.cq2, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].status == IBV_WC_LOC_LEN_ERR);
+}
+
+TEST_CASE("Local errors: bad lkey and too many SGEs", "[sim][nic][errors]") {
+  TwoNics f;
+  auto p = connect(f);
+  std::vector<uint8_t> src(100, 1), dst(100, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  ibv_sge s = sge(src.data(), 100, lkey ^ 0x300);
+  ibv_send_wr wr = write_wr(&s, uint64_t(dst.data()), rkey, 1);
+  REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
+  CHECK(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; }));
+  // The provider refuses too many SGEs at post time with EINVAL.
+  ibv_sge many[3] = {s, s, s};
+  ibv_send_wr w2 = write_wr(many, uint64_t(dst.data()), rkey, 2);
+  w2.num_sge = 3;
+  ibv_send_wr* bad = nullptr;
+  CHECK(f.h1->post_send(p.q1, &w2, &bad) == EINVAL);
+  CHECK(bad == &w2);
+}
+
+TEST_CASE("CQ overflow is an async error and takes the QP to ERR", "[sim][nic][errors]") {
+  TwoNics f;
+  auto* cq_small = f.h1->create_cq(4);
+  auto* cq2 = f.h2->create_cq(64);
+  ibv_qp_cap cap{64, 16, 1, 1, 0};
+  auto* q1 = f.h1->create_qp(QpType::kRc, cq_small, cq_small, cap);
+  auto* q2 = f.h2->create_qp(QpType::kRc, cq2, cq2, cap);
+  REQUIRE(SimHost::connect(*f.h1, q1, *f.h2, q2) == 0);
+  std::vector<ibv_async_event> events;
+  f.h1->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
+  std::vector<uint8_t> src(64, 1), dst(64, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  ibv_sge s = sge(src.data(), 64, lkey);
+  for (uint64_t i = 0; i < 8; i++) {
+    ibv_send_wr wr = write_wr(&s, uint64_t(dst.data()), rkey, i);
+    REQUIRE(f.h1->post_send(q1, &wr) == 0);
+  }
+  f.run([&] { return !events.empty(); }, ms(10));
+  REQUIRE(!events.empty());
+  CHECK(events[0].event_type == IBV_EVENT_CQ_ERR);
+  CHECK(f.n1->counters()[NicCounters::cq_overflow] >= 1);
+  CHECK(q1->nic_qp->state == IBV_QPS_ERR);
+}
