@@ -1,0 +1,623 @@
+#include "switch/nvue.h"
+
+#include <charconv>
+
+#include "common/config/config.h"
+
+namespace rocemu::sw {
+namespace {
+
+// Walks the words of one command, remembering the path for messages.
+class Cursor {
+ public:
+  Cursor(const std::vector<std::string>& w) : w_(w) {}
+  bool done() const { return i_ >= w_.size(); }
+  const std::string& peek() const { return w_[i_]; }
+  bool accept(std::string_view s) {
+    if (done() || w_[i_] != s) return false;
+    i_++;
+    return true;
+  }
+  std::string path() const {
+    std::string p = "nv";
+    for (size_t k = 0; k < i_ && k < w_.size(); k++) p += " " + w_[k];
+    return p;
+  }
+  Status error(const std::string& expected) const {
+    return Status::error(path() + ": expected " + expected + (done() ? "" : ", got '" + w_[i_] + "'"));
+  }
+  // The next word as a value, or an error naming what was expected.
+  bool value(std::string& out) {
+    if (done()) return false;
+    out = w_[i_++];
+    return true;
+  }
+
+ private:
+  const std::vector<std::string>& w_;
+  size_t i_ = 0;
+};
+
+std::optional<int64_t> to_int(std::string_view s) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+template <typename T>
+Status read_int(Cursor& c, T& out, int64_t lo, int64_t hi, const char* what) {
+  std::string s;
+  if (!c.value(s)) return c.error(what);
+  auto v = to_int(s);
+  if (!v || *v < lo || *v > hi)
+    return Status::error(c.path() + ": '" + s + "' is not " + what + " (" + std::to_string(lo) + ".." +
+                         std::to_string(hi) + ")");
+  out = T(*v);
+  return {};
+}
+
+Status read_size(Cursor& c, uint64_t& out) {
+  std::string s;
+  if (!c.value(s)) return c.error("a size (e.g. 150000, 150KB)");
+  auto v = config::parse_size(s);
+  if (!v) return Status::error(c.path() + ": '" + s + "' is not a size (e.g. 150000, 150KB)");
+  out = *v;
+  return {};
+}
+
+Status read_duration(Cursor& c, Duration& out) {
+  std::string s;
+  if (!c.value(s)) return c.error("a duration (e.g. 200ms)");
+  auto v = config::parse_duration(s);
+  if (!v) return Status::error(c.path() + ": '" + s + "' is not a duration (e.g. 200ms)");
+  out = *v;
+  return {};
+}
+
+Status read_bool(Cursor& c, bool& out) {
+  std::string s;
+  if (!c.value(s)) return c.error("enable or disable");
+  if (s == "enable" || s == "enabled" || s == "on") {
+    out = true;
+  } else if (s == "disable" || s == "disabled" || s == "off") {
+    out = false;
+  } else {
+    return Status::error(c.path() + ": '" + s + "' is not enable or disable");
+  }
+  return {};
+}
+
+Status read_list(Cursor& c, uint8_t& out, const char* what) {
+  std::string s;
+  if (!c.value(s)) return c.error(what);
+  auto m = parse_index_list(s);
+  if (!m) return Status::error(c.path() + ": '" + s + "' is not " + what + " (e.g. 3, 0,3, 1-3)");
+  out = *m;
+  return {};
+}
+
+template <typename F>
+void for_each_bit(uint8_t mask, F f) {
+  for (int i = 0; i < 8; i++)
+    if ((mask >> i) & 1) f(i);
+}
+
+Status qos_roce(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (c.done()) {
+    if (!set) {
+      const BufferConfig keep = cfg.qos.buffer;
+      cfg.qos = qos_default_global();
+      cfg.qos.buffer.size = keep.size;
+      return {};
+    }
+    if (!cfg.qos.roce.enable) cfg.qos = qos_roce_profile(RoceMode::kLossless, cfg.qos.buffer);
+    return {};
+  }
+  if (c.accept("mode")) {
+    std::string s;
+    if (!set) {
+      cfg.qos = qos_roce_profile(RoceMode::kLossless, cfg.qos.buffer);
+      return {};
+    }
+    if (!c.value(s)) return c.error("lossless, lossy or lossy-multi-tc");
+    auto m = parse_roce_mode(s);
+    if (!m) return Status::error(c.path() + ": '" + s + "' is not lossless, lossy or lossy-multi-tc");
+    cfg.qos = qos_roce_profile(*m, cfg.qos.buffer);
+    return {};
+  }
+  if (c.accept("cable-length")) {
+    if (!set) {
+      cfg.qos.pfc.cable_length = 100;
+      return {};
+    }
+    return read_int(c, cfg.qos.pfc.cable_length, 0, 100000, "a cable length in metres");
+  }
+  return c.error("mode or cable-length");
+}
+
+Status qos_mapping(SwitchConfig& cfg, Cursor& c, bool set) {
+  Mapping& m = cfg.qos.mapping;
+  const Mapping def = qos_default_global().mapping;
+  if (c.accept("trust")) {
+    if (!set) {
+      m.trust = def.trust;
+      return {};
+    }
+    std::string s;
+    if (!c.value(s)) return c.error("l2, l3, both or port");
+    auto t = parse_trust(s);
+    if (!t) return Status::error(c.path() + ": '" + s + "' is not l2, l3, both or port");
+    m.trust = *t;
+    return {};
+  }
+  if (c.accept("port-default-sp")) {
+    if (!set) {
+      m.port_default_sp = 0;
+      return {};
+    }
+    return read_int(c, m.port_default_sp, 0, 7, "a switch priority");
+  }
+  const bool dscp = c.accept("dscp");
+  if (dscp || c.accept("pcp")) {
+    std::string s;
+    if (!c.value(s)) return c.error(dscp ? "a DSCP value (0..63)" : "a PCP value (0..7)");
+    auto v = to_int(s);
+    if (!v || *v < 0 || *v > (dscp ? 63 : 7))
+      return Status::error(c.path() + ": '" + s + "' is not a " + (dscp ? "DSCP (0..63)" : "PCP (0..7)"));
+    uint8_t& slot = dscp ? m.dscp_to_sp[size_t(*v)] : m.pcp_to_sp[size_t(*v)];
+    if (!set) {
+      slot = dscp ? def.dscp_to_sp[size_t(*v)] : def.pcp_to_sp[size_t(*v)];
+      return {};
+    }
+    if (!c.accept("switch-priority")) return c.error("switch-priority");
+    return read_int(c, slot, 0, 7, "a switch priority");
+  }
+  return c.error("trust, dscp, pcp or port-default-sp");
+}
+
+Status qos_egress_queue_mapping(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (!c.accept("switch-priority")) return c.error("switch-priority");
+  uint8_t sps;
+  if (Status s = read_list(c, sps, "switch priorities"); !s.ok()) return s;
+  uint8_t tc = 0;
+  if (set) {
+    if (!c.accept("traffic-class")) return c.error("traffic-class");
+    if (Status s = read_int(c, tc, 0, 7, "a traffic class"); !s.ok()) return s;
+  }
+  for_each_bit(sps, [&](int sp) { cfg.qos.sp_to_tc[sp] = set ? tc : uint8_t(sp); });
+  return {};
+}
+
+Status qos_egress_scheduler(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (!c.accept("traffic-class")) return c.error("traffic-class");
+  uint8_t tcs;
+  if (Status s = read_list(c, tcs, "traffic classes"); !s.ok()) return s;
+  if (!set) {
+    const auto def = qos_default_global().scheduler;
+    for_each_bit(tcs, [&](int tc) { cfg.qos.scheduler[tc] = def[tc]; });
+    return {};
+  }
+  while (!c.done()) {
+    if (c.accept("mode")) {
+      std::string s;
+      if (!c.value(s)) return c.error("strict or dwrr");
+      auto m = parse_scheduler_mode(s);
+      if (!m) return Status::error(c.path() + ": '" + s + "' is not strict or dwrr");
+      for_each_bit(tcs, [&](int tc) { cfg.qos.scheduler[tc].mode = *m; });
+    } else if (c.accept("bw-percent")) {
+      uint32_t bw;
+      if (Status s = read_int(c, bw, 0, 100, "a percentage"); !s.ok()) return s;
+      for_each_bit(tcs, [&](int tc) {
+        cfg.qos.scheduler[tc].mode = SchedulerMode::kDwrr;
+        cfg.qos.scheduler[tc].bw_percent = bw;
+      });
+    } else {
+      return c.error("mode or bw-percent");
+    }
+  }
+  return {};
+}
+
+Status qos_congestion_control(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (!c.accept("traffic-class")) return c.error("traffic-class");
+  uint8_t tcs;
+  if (Status s = read_list(c, tcs, "traffic classes"); !s.ok()) return s;
+  if (!set && c.done()) {
+    for_each_bit(tcs, [&](int tc) { cfg.qos.congestion[tc] = CongestionControl{}; });
+    return {};
+  }
+  if (c.done()) {  // `set ... traffic-class N`: ECN on with the current band
+    for_each_bit(tcs, [&](int tc) { cfg.qos.congestion[tc].ecn = true; });
+    return {};
+  }
+  while (!c.done()) {
+    if (c.accept("ecn") || c.accept("red")) {
+      const bool ecn = c.path().ends_with("ecn");
+      bool on = set;
+      if (set)
+        if (Status s = read_bool(c, on); !s.ok()) return s;
+      for_each_bit(tcs, [&](int tc) { (ecn ? cfg.qos.congestion[tc].ecn : cfg.qos.congestion[tc].red) = on; });
+    } else if (c.accept("min-threshold") || c.accept("max-threshold")) {
+      const bool min = c.path().ends_with("min-threshold");
+      uint64_t v = min ? 150000 : 1500000;
+      if (set)
+        if (Status s = read_size(c, v); !s.ok()) return s;
+      for_each_bit(tcs, [&](int tc) {
+        (min ? cfg.qos.congestion[tc].wred.min_threshold : cfg.qos.congestion[tc].wred.max_threshold) = v;
+      });
+    } else if (c.accept("probability")) {
+      uint32_t p = 100;
+      if (set)
+        if (Status s = read_int(c, p, 0, 100, "a percentage"); !s.ok()) return s;
+      for_each_bit(tcs, [&](int tc) { cfg.qos.congestion[tc].wred.probability = p; });
+    } else {
+      return c.error("ecn, red, min-threshold, max-threshold or probability");
+    }
+  }
+  return {};
+}
+
+Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
+  PfcConfig& p = cfg.qos.pfc;
+  if (c.done()) {
+    if (set) return c.error("switch-priority, cable-length, tx, rx, xoff-threshold or xon-threshold");
+    p = PfcConfig{};
+    return {};
+  }
+  while (!c.done()) {
+    if (c.accept("switch-priority")) {
+      if (!set) {
+        p.switch_priorities = 0;
+        continue;
+      }
+      if (Status s = read_list(c, p.switch_priorities, "switch priorities"); !s.ok()) return s;
+    } else if (c.accept("cable-length")) {
+      p.cable_length = 100;
+      if (set)
+        if (Status s = read_int(c, p.cable_length, 0, 100000, "a cable length in metres"); !s.ok()) return s;
+    } else if (c.accept("tx") || c.accept("rx")) {
+      const bool tx = c.path().ends_with("tx");
+      bool on = true;
+      if (set)
+        if (Status s = read_bool(c, on); !s.ok()) return s;
+      (tx ? p.tx : p.rx) = on;
+    } else if (c.accept("xoff-threshold") || c.accept("xon-threshold")) {
+      const bool xoff = c.path().ends_with("xoff-threshold");
+      std::optional<uint64_t>& slot = xoff ? p.xoff : p.xon;
+      if (!set) {
+        slot.reset();
+        continue;
+      }
+      uint64_t v;
+      if (Status s = read_size(c, v); !s.ok()) return s;
+      slot = v;
+    } else if (c.accept("pause-quanta")) {
+      p.pause_quanta = 0xffff;
+      if (set)
+        if (Status s = read_int(c, p.pause_quanta, 0, 0xffff, "a number of quanta"); !s.ok()) return s;
+    } else {
+      return c.error("switch-priority, cable-length, tx, rx, xoff-threshold, xon-threshold or pause-quanta");
+    }
+  }
+  return {};
+}
+
+Status qos_watchdog(SwitchConfig& cfg, Cursor& c, bool set) {
+  PfcWatchdog& w = cfg.qos.watchdog;
+  const PfcWatchdog def;
+  if (c.done()) {
+    if (set) {
+      w.enable = true;
+    } else {
+      w = def;
+    }
+    return {};
+  }
+  while (!c.done()) {
+    if (c.accept("polling-interval")) {
+      w.polling_interval = def.polling_interval;
+      if (set)
+        if (Status s = read_duration(c, w.polling_interval); !s.ok()) return s;
+    } else if (c.accept("detection-time")) {
+      w.detection_time = def.detection_time;
+      if (set)
+        if (Status s = read_duration(c, w.detection_time); !s.ok()) return s;
+    } else if (c.accept("restoration-time")) {
+      w.restoration_time = def.restoration_time;
+      if (set)
+        if (Status s = read_duration(c, w.restoration_time); !s.ok()) return s;
+    } else if (c.accept("action")) {
+      w.action = def.action;
+      if (!set) continue;
+      std::string s;
+      if (!c.value(s)) return c.error("drop or forward");
+      auto a = parse_watchdog_action(s);
+      if (!a) return Status::error(c.path() + ": '" + s + "' is not drop or forward");
+      w.action = *a;
+    } else if (c.accept("state")) {
+      w.enable = false;
+      if (set)
+        if (Status s = read_bool(c, w.enable); !s.ok()) return s;
+    } else {
+      return c.error("polling-interval, detection-time, restoration-time, action or state");
+    }
+  }
+  return {};
+}
+
+Status qos_buffer(SwitchConfig& cfg, Cursor& c, bool set) {
+  BufferConfig& b = cfg.qos.buffer;
+  const BufferConfig def;
+  if (c.accept("size")) {
+    b.size = def.size;
+    return set ? read_size(c, b.size) : Status{};
+  }
+  if (c.accept("roce-pool-percent")) {
+    b.roce_pool_percent = cfg.qos.roce.enable && cfg.qos.roce.mode == RoceMode::kLossless ? 50 : 0;
+    return set ? read_int(c, b.roce_pool_percent, 0, 100, "a percentage") : Status{};
+  }
+  for (auto [word, slot, d] : {std::tuple{"ingress-lossy-alpha", &b.ingress_lossy_alpha, def.ingress_lossy_alpha},
+                               {"ingress-lossless-alpha", &b.ingress_lossless_alpha, def.ingress_lossless_alpha},
+                               {"egress-lossy-alpha", &b.egress_lossy_alpha, def.egress_lossy_alpha}}) {
+    if (!c.accept(word)) continue;
+    *slot = d;
+    if (!set) return {};
+    std::string s;
+    if (!c.value(s)) return c.error("an alpha (e.g. 8, 0.5)");
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size()) return Status::error(c.path() + ": '" + s + "' is not a number");
+    *slot = v;
+    return {};
+  }
+  for (auto [word, slot] : {std::pair{"pg-reserved", &b.pg_reserved}, {"queue-reserved", &b.queue_reserved}}) {
+    if (!c.accept(word)) continue;
+    *slot = 0;
+    return set ? read_size(c, *slot) : Status{};
+  }
+  return c.error("size, roce-pool-percent, ingress-lossy-alpha, ingress-lossless-alpha, egress-lossy-alpha, "
+                 "pg-reserved or queue-reserved");
+}
+
+Status qos(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (c.accept("roce")) return qos_roce(cfg, c, set);
+  if (c.accept("pfc-watchdog")) return qos_watchdog(cfg, c, set);
+  if (c.accept("buffer")) return qos_buffer(cfg, c, set);
+  for (const char* group : {"mapping", "egress-queue-mapping", "egress-scheduler", "congestion-control", "pfc"}) {
+    if (!c.accept(group)) continue;
+    c.accept("default-global");  // the one profile there is
+    const std::string g = group;
+    if (g == "mapping") return qos_mapping(cfg, c, set);
+    if (g == "egress-queue-mapping") return qos_egress_queue_mapping(cfg, c, set);
+    if (g == "egress-scheduler") return qos_egress_scheduler(cfg, c, set);
+    if (g == "congestion-control") return qos_congestion_control(cfg, c, set);
+    return qos_pfc(cfg, c, set);
+  }
+  return c.error("roce, mapping, egress-queue-mapping, egress-scheduler, congestion-control, pfc, pfc-watchdog or buffer");
+}
+
+Status interface_fault(InterfaceConfig& f, Cursor& c, bool set) {
+  if (!set && c.done()) {
+    f.faults = FaultConfig{};
+    return {};
+  }
+  std::string key, s;
+  if (!c.value(key)) return c.error("loss, corrupt, duplicate, reorder, delay, jitter, link-down or rate");
+  FaultConfig& fc = f.faults;
+  auto prob = [&](double& slot) -> Status {
+    slot = 0;
+    if (!set) return {};
+    if (!c.value(s)) return c.error("a probability");
+    char* end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (end != s.c_str() + s.size() || v < 0 || v > 1) return Status::error(c.path() + ": '" + s + "' is not 0..1");
+    slot = v;
+    return {};
+  };
+  if (key == "loss") return prob(fc.loss);
+  if (key == "corrupt") return prob(fc.corrupt);
+  if (key == "duplicate") return prob(fc.duplicate);
+  if (key == "reorder") return prob(fc.reorder);
+  if (key == "delay" || key == "jitter") {
+    Duration& slot = key == "delay" ? fc.delay : fc.jitter;
+    slot = Duration(0);
+    return set ? read_duration(c, slot) : Status{};
+  }
+  if (key == "link-down") {
+    fc.link_down = set;
+    return {};
+  }
+  if (key == "rate") {
+    fc.rate_bps.reset();
+    if (!set) return {};
+    if (!c.value(s)) return c.error("a rate (e.g. 25G)");
+    auto r = config::parse_rate(s);
+    if (!r) return Status::error(c.path() + ": '" + s + "' is not a rate");
+    fc.rate_bps = r;
+    return {};
+  }
+  return Status::error(c.path() + ": '" + key + "' is not loss, corrupt, duplicate, reorder, delay, jitter, link-down or rate");
+}
+
+Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
+  std::string name;
+  if (!c.value(name)) return c.error("an interface name (swp0...)");
+  const int idx = cfg.find_interface(name);
+  if (idx < 0) return Status::error(c.path() + ": no interface '" + name + "'");
+  InterfaceConfig& f = cfg.interfaces[size_t(idx)];
+  if (c.accept("qos")) {
+    if (!c.accept("pfc-watchdog")) return c.error("pfc-watchdog");
+    if (!set) {
+      f.pfc_watchdog.reset();
+      return {};
+    }
+    bool on = true;
+    if (c.accept("state"))
+      if (Status s = read_bool(c, on); !s.ok()) return s;
+    f.pfc_watchdog = on;
+    return {};
+  }
+  if (c.accept("link")) {
+    if (c.accept("speed")) {
+      f.speed.reset();
+      if (!set) return {};
+      std::string s;
+      if (!c.value(s)) return c.error("a speed (e.g. 100G)");
+      auto r = config::parse_rate(s);
+      if (!r) return Status::error(c.path() + ": '" + s + "' is not a speed");
+      f.speed = r;
+      return {};
+    }
+    if (c.accept("mtu")) {
+      f.mtu.reset();
+      if (!set) return {};
+      uint32_t mtu;
+      if (Status s = read_int(c, mtu, 68, 9216, "an MTU"); !s.ok()) return s;
+      f.mtu = mtu;
+      return {};
+    }
+    return c.error("speed or mtu");
+  }
+  if (c.accept("cable-length")) {
+    f.cable_length.reset();
+    if (!set) return {};
+    uint32_t m;
+    if (Status s = read_int(c, m, 0, 100000, "a cable length in metres"); !s.ok()) return s;
+    f.cable_length = m;
+    return {};
+  }
+  if (c.accept("ip")) {
+    if (!c.accept("address")) return c.error("address");
+    f.address.reset();
+    if (!set) return {};
+    std::string s;
+    if (!c.value(s)) return c.error("an address with prefix (10.0.0.254/24)");
+    auto p = IpPrefix::parse(s);
+    if (!p) return Status::error(c.path() + ": '" + s + "' is not an address with prefix");
+    f.address = p;
+    return {};
+  }
+  if (c.accept("fault")) return interface_fault(f, c, set);
+  if (c.accept("pfc-storm")) {
+    if (!set) {
+      f.pfc_storm = PfcStorm{};
+      return {};
+    }
+    f.pfc_storm.enable = true;
+    while (!c.done()) {
+      if (c.accept("switch-priority")) {
+        if (Status s = read_list(c, f.pfc_storm.priorities, "switch priorities"); !s.ok()) return s;
+      } else if (c.accept("quanta")) {
+        if (Status s = read_int(c, f.pfc_storm.quanta, 1, 0xffff, "a number of quanta"); !s.ok()) return s;
+      } else if (c.accept("interval")) {
+        if (Status s = read_duration(c, f.pfc_storm.interval); !s.ok()) return s;
+      } else {
+        return c.error("switch-priority, quanta or interval");
+      }
+    }
+    return {};
+  }
+  return c.error("qos, link, cable-length, ip, fault or pfc-storm");
+}
+
+Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
+  PacketTrim& t = cfg.qos.trim;
+  const PacketTrim def;
+  if (c.done()) {
+    if (set) return c.error("state, size, remark, switch-priority or traffic-class");
+    t = def;
+    return {};
+  }
+  if (c.accept("state")) {
+    t.enable = false;
+    return set ? read_bool(c, t.enable) : Status{};
+  }
+  if (c.accept("size")) {
+    t.size = def.size;
+    return set ? read_int(c, t.size, 256, 1024, "a trim size in bytes") : Status{};
+  }
+  if (c.accept("remark")) {
+    if (!c.accept("dscp")) return c.error("dscp");
+    t.remark_dscp = def.remark_dscp;
+    return set ? read_int(c, t.remark_dscp, 0, 63, "a DSCP") : Status{};
+  }
+  if (c.accept("switch-priority")) {
+    t.switch_priority = def.switch_priority;
+    return set ? read_int(c, t.switch_priority, 0, 7, "a switch priority") : Status{};
+  }
+  if (c.accept("traffic-class") || (c.accept("egress-eligibility") && c.accept("traffic-class"))) {
+    t.eligible_tc = def.eligible_tc;
+    return set ? read_list(c, t.eligible_tc, "traffic classes") : Status{};
+  }
+  return c.error("state, size, remark, switch-priority or traffic-class");
+}
+
+Status static_route(SwitchConfig& cfg, Cursor& c, bool set) {
+  std::string s;
+  if (!c.value(s)) return c.error("a prefix (10.0.1.0/24)");
+  auto prefix = IpPrefix::parse(s);
+  if (!prefix) return Status::error(c.path() + ": '" + s + "' is not a prefix");
+  auto same = [&](const Route& r) { return r.prefix.addr == prefix->addr && r.prefix.length == prefix->length; };
+  std::erase_if(cfg.routes, same);
+  if (!set) return {};
+  Route r;
+  r.prefix = *prefix;
+  bool have_port = false;
+  while (!c.done()) {
+    if (c.accept("via")) {
+      if (!c.value(s)) return c.error("a next-hop address");
+      auto ip = wire::IpAddr::parse(s);
+      if (!ip) return Status::error(c.path() + ": '" + s + "' is not an address");
+      r.via = ip;
+    } else if (c.accept("interface")) {
+      if (!c.value(s)) return c.error("an interface");
+      const int idx = cfg.find_interface(s);
+      if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "'");
+      r.port = uint16_t(idx);
+      have_port = true;
+    } else {
+      return c.error("via or interface");
+    }
+  }
+  if (!have_port) return Status::error(c.path() + ": a static route needs an interface");
+  cfg.routes.push_back(r);
+  return {};
+}
+
+}  // namespace
+
+std::optional<uint8_t> parse_index_list(std::string_view s) {
+  if (s == "all") return uint8_t(0xff);
+  uint8_t mask = 0;
+  while (!s.empty()) {
+    const auto comma = s.find(',');
+    const std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view{} : s.substr(comma + 1);
+    const auto dash = item.find('-');
+    auto lo = to_int(item.substr(0, dash));
+    auto hi = dash == std::string_view::npos ? lo : to_int(item.substr(dash + 1));
+    if (!lo || !hi || *lo < 0 || *hi > 7 || *lo > *hi) return std::nullopt;
+    for (int64_t i = *lo; i <= *hi; i++) mask |= uint8_t(1u << i);
+  }
+  return mask == 0 ? std::nullopt : std::optional<uint8_t>(mask);
+}
+
+Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
+  Cursor c(words);
+  const bool set = c.accept("set");
+  if (!set && !c.accept("unset")) return c.error("set or unset");
+  if (c.accept("qos")) return qos(cfg, c, set);
+  if (c.accept("interface")) return interface(cfg, c, set);
+  if (c.accept("system")) {
+    if (!c.accept("forwarding") || !c.accept("packet-trim")) return c.error("forwarding packet-trim");
+    return packet_trim(cfg, c, set);
+  }
+  if (c.accept("vrf")) {
+    if (!c.accept("default") || !c.accept("router") || !c.accept("static")) return c.error("default router static");
+    return static_route(cfg, c, set);
+  }
+  return c.error("qos, interface, system or vrf");
+}
+
+}  // namespace rocemu::sw

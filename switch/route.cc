@@ -1,0 +1,172 @@
+#include "switch/route.h"
+
+#include <rte_errno.h>
+
+namespace rocemu::sw {
+namespace {
+
+constexpr uint32_t kMaxRules = 8192;
+
+}  // namespace
+
+Result<std::unique_ptr<RouteTable>> RouteTable::create(const std::string& name) {
+  rte_lpm_config cfg{};
+  cfg.max_rules = kMaxRules;
+  cfg.number_tbl8s = 256;
+  rte_lpm* lpm = rte_lpm_create(name.c_str(), SOCKET_ID_ANY, &cfg);
+  if (lpm == nullptr) return Status::error("route table " + name + ": " + rte_strerror(rte_errno));
+  return std::unique_ptr<RouteTable>(new RouteTable(name, lpm));
+}
+
+RouteTable::~RouteTable() {
+  rte_lpm_free(lpm_);
+  if (lpm6_ != nullptr) rte_lpm6_free(lpm6_);
+}
+
+Status RouteTable::ensure_lpm6() {
+  if (lpm6_ != nullptr) return {};
+  rte_lpm6_config cfg{};
+  cfg.max_rules = kMaxRules;
+  cfg.number_tbl8s = 1024;
+  const std::string n = name_ + "6";
+  lpm6_ = rte_lpm6_create(n.c_str(), SOCKET_ID_ANY, &cfg);
+  if (lpm6_ == nullptr) return Status::error("route table " + n + ": " + rte_strerror(rte_errno));
+  return {};
+}
+
+Status RouteTable::add(const IpPrefix& p, uint32_t nh) {
+  int rc;
+  if (p.is_v4()) {
+    const uint32_t a = p.addr.v4_host_order();
+    const uint32_t masked = p.length == 0 ? 0 : a & ~((p.length == 32 ? 0u : 0xffffffffu >> p.length));
+    rc = p.length == 0 ? rte_lpm_add(lpm_, 0, 1, nh) | rte_lpm_add(lpm_, 0x80000000u, 1, nh)
+                       : rte_lpm_add(lpm_, masked, p.length, nh);
+  } else {
+    if (Status s = ensure_lpm6(); !s.ok()) return s;
+    rc = p.length == 0 ? 0 : rte_lpm6_add(lpm6_, p.addr.b.data(), p.length, nh);
+    if (p.length == 0) {  // a default route: the two halves
+      std::array<uint8_t, 16> lo{}, hi{};
+      hi[0] = 0x80;
+      rc = rte_lpm6_add(lpm6_, lo.data(), 1, nh) | rte_lpm6_add(lpm6_, hi.data(), 1, nh);
+    }
+  }
+  if (rc != 0) return Status::error("route " + p.str() + ": " + rte_strerror(-rc));
+  return {};
+}
+
+uint32_t RouteTable::new_next_hop(const NextHop& nh) {
+  next_hops_.push_back(nh);
+  return uint32_t(next_hops_.size() - 1);
+}
+
+Status RouteTable::install_neighbor(const wire::IpAddr& ip, NeighborEntry& e) {
+  NextHop nh;
+  nh.port = e.port;
+  nh.mac = e.mac;
+  nh.resolved = true;
+  nh.ip = ip;
+  e.next_hop = new_next_hop(nh);
+  IpPrefix host{ip, uint8_t(ip.is_v4() ? 32 : 128)};
+  if (Status s = add(host, e.next_hop); !s.ok()) return s;
+  // Gateways of routes resolve through it.
+  for (NextHop& g : next_hops_) {
+    if (!g.glean && g.ip == ip && &g != &next_hops_[e.next_hop]) {
+      g.mac = e.mac;
+      g.port = e.port;
+      g.resolved = true;
+    }
+  }
+  return {};
+}
+
+Status RouteTable::load(const SwitchConfig& cfg) {
+  rte_lpm_delete_all(lpm_);
+  if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
+  next_hops_.clear();
+  next_hops_.reserve(256);
+  routes_ = cfg.routes;
+  num_ports_ = cfg.num_ports;
+  local_.clear();
+  // Connected subnets of the interfaces, then static routes (a later,
+  // longer or equal prefix wins: rte_lpm replaces equal prefixes).
+  for (uint16_t i = 0; i < cfg.interfaces.size(); i++) {
+    const auto& a = cfg.interfaces[i].address;
+    if (!a) continue;
+    local_.push_back(a->addr);
+    NextHop nh;
+    nh.port = i;
+    nh.glean = true;
+    if (Status s = add(*a, new_next_hop(nh)); !s.ok()) return s;
+  }
+  for (const Route& r : cfg.routes) {
+    NextHop nh;
+    nh.port = r.port;
+    if (r.mac) {
+      nh.mac = *r.mac;
+      nh.resolved = true;
+    } else if (r.via) {
+      nh.ip = *r.via;
+    } else {
+      nh.glean = true;
+    }
+    if (Status s = add(r.prefix, new_next_hop(nh)); !s.ok()) return s;
+  }
+  // Neighbours: learned ones survive if their port does; static ones are
+  // replaced.
+  std::map<wire::IpAddr, NeighborEntry> old;
+  old.swap(neighbors_);
+  for (auto& [ip, e] : old)
+    if (!e.is_static && e.port < cfg.num_ports) neighbors_[ip] = e;
+  for (const Neighbor& n : cfg.neighbors) neighbors_[n.ip] = NeighborEntry{n.mac, n.port, true, 0};
+  for (auto& [ip, e] : neighbors_)
+    if (Status s = install_neighbor(ip, e); !s.ok()) return s;
+  return {};
+}
+
+bool RouteTable::learn(const wire::IpAddr& ip, const wire::MacAddr& mac, uint16_t port) {
+  auto it = neighbors_.find(ip);
+  if (it != neighbors_.end()) {
+    NeighborEntry& e = it->second;
+    if (e.is_static || (e.mac == mac && e.port == port)) return false;
+    e.mac = mac;
+    e.port = port;
+    NextHop& nh = next_hops_[e.next_hop];
+    nh.mac = mac;
+    nh.port = port;
+    for (NextHop& g : next_hops_) {
+      if (!g.glean && g.ip == ip) {
+        g.mac = mac;
+        g.port = port;
+        g.resolved = true;
+      }
+    }
+    return true;
+  }
+  if (is_local(ip)) return false;
+  NeighborEntry e{mac, port, false, 0};
+  if (!install_neighbor(ip, e).ok()) return false;  // table full: keep gleaning
+  neighbors_[ip] = e;
+  return true;
+}
+
+bool RouteTable::is_local(const wire::IpAddr& ip) const {
+  for (const auto& a : local_)
+    if (a == ip) return true;
+  return false;
+}
+
+bool RouteTable::may_request(const wire::IpAddr& ip, Time now, Duration interval) {
+  for (Pending& p : pending_) {
+    if (p.last.count() >= 0 && p.ip == ip) {
+      if (now - p.last < interval) return false;
+      p.last = now;
+      return true;
+    }
+  }
+  Pending& slot = pending_[pending_next_++ % pending_.size()];
+  slot.ip = ip;
+  slot.last = now;
+  return true;
+}
+
+}  // namespace rocemu::sw

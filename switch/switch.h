@@ -1,0 +1,223 @@
+// The switch node: a Spectrum-class RoCE switch as a pipeline of small
+// batch stages over each received burst:
+//
+//   fault stage -> parse -> trust (DSCP/PCP) -> switch priority -> priority
+//   group -> route (LPM, MAC rewrite, TTL) -> egress admission (shared
+//   buffer, dynamic thresholds, PFC headroom) -> ECN (WRED) / trimming ->
+//   per-TC queues -> scheduler (strict + DWRR, PFC-paused TCs skipped) ->
+//   transmit at the port's line rate
+//
+// plus PFC generation (XOFF/XON per ingress PG), pause timers on receive,
+// the PFC watchdog, PFC storm injection, ARP, and the control API the CLI
+// calls on a running engine. Control calls must run on the engine thread
+// (Engine::post), between bursts, which is what makes apply() atomic.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/engine/fault.h"
+#include "common/engine/node.h"
+#include "common/log.h"
+#include "common/wire/packet.h"
+#include "switch/mmu.h"
+#include "switch/packet_queue.h"
+#include "switch/pfc.h"
+#include "switch/route.h"
+#include "switch/scheduler.h"
+#include "switch/switch_config.h"
+#include "switch/switch_counters.h"
+
+namespace rocemu::sw {
+
+class Switch final : public Node {
+ public:
+  Switch(std::string name, SwitchConfig cfg);
+  ~Switch() override;
+
+  std::string_view kind() const override { return "switch"; }
+  void on_start(Time now) override;
+  void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override;
+  void on_tx_ready(uint16_t port, Time now) override;
+  void report_counters(CounterSink& sink) const override;
+
+  // ---- control API (engine thread) ----
+  // Validates `cfg` whole and applies it between bursts; on error nothing
+  // changes and the message names the field.
+  Status apply(const SwitchConfig& cfg);
+  const SwitchConfig& config() const { return cfg_; }
+  // NVUE-style commands: {"set","qos","roce","mode","lossless"},
+  // {"unset","qos","roce"}, {"show","interface","swp1","qos","roce","counters"},
+  // {"action","clear","interface","swp1","qos","roce","counters"}. `set`
+  // and `unset` apply at once; `show` fills `out`.
+  Status nv(const std::vector<std::string>& words, nlohmann::json* out = nullptr);
+  void clear_counters();
+  void clear_counters(uint16_t port);
+
+  // `nv show qos roce`
+  nlohmann::json show_qos_roce() const;
+  // `nv show interface <if> qos roce counters` / `... status`
+  nlohmann::json show_roce_counters(uint16_t port) const;
+  nlohmann::json show_roce_status(uint16_t port) const;
+  // SONiC `show pfc counters`, `show queue counters`, `show pfcwd stats`,
+  // `show priority-group watermark`, buffer pools
+  nlohmann::json show_pfc_counters() const;
+  nlohmann::json show_queue_counters(uint16_t port) const;
+  nlohmann::json show_pfc_watchdog() const;
+  nlohmann::json show_pg_watermark(uint16_t port) const;
+  nlohmann::json show_buffer_pools() const;
+  nlohmann::json show_interface(uint16_t port) const;  // link, headroom, drops
+  nlohmann::json show_routes() const;
+
+  // ---- state for tests and tools ----
+  const Mmu& mmu() const { return mmu_; }
+  const PortCounters& counters(uint16_t port) const { return ports_[port]->counters; }
+  const QueueCounters& queue_counters(uint16_t port, uint8_t tc) const { return ports_[port]->queue_counters[tc]; }
+  const WatchdogCounters& watchdog_counters(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].counters; }
+  bool watchdog_storm(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].storm; }
+  Time watchdog_detected_at(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].detected_at; }
+  uint64_t pfc_rx_frames(uint16_t port, uint8_t prio) const { return ports_[port]->pfc_rx[prio]; }
+  uint64_t pfc_tx_frames(uint16_t port, uint8_t prio) const { return ports_[port]->pfc_tx[prio]; }
+  Duration rx_pause_duration(uint16_t port, uint8_t prio, Time now) const { return ports_[port]->pause[prio].duration(now); }
+  Duration tx_pause_duration(uint16_t port, uint8_t prio, Time now) const { return ports_[port]->xoff[prio].duration(now); }
+  uint32_t queue_length(uint16_t port, uint8_t tc) const { return ports_[port]->queue[tc].size(); }
+  const Headroom& headroom(uint16_t port) const { return ports_[port]->headroom; }
+  uint64_t port_speed(uint16_t port) const { return ports_[port]->speed; }
+  wire::MacAddr port_mac(uint16_t port) const { return ports_[port]->mac; }
+  const RouteTable* routes() const { return routes_.get(); }
+
+ private:
+  struct WatchdogQueue {
+    bool storm = false;
+    Time detected_at{0};
+    WatchdogCounters counters;
+  };
+  struct Delayed {
+    Time due;
+    uint64_t seq;
+    rte_mbuf* pkt;
+  };
+  struct PortRuntime {
+    Switch* sw = nullptr;
+    uint16_t index = 0;
+    // derived from the configuration and the attached port
+    wire::MacAddr mac{};
+    uint64_t speed = 0;
+    uint32_t mtu = 9216;
+    uint32_t cable_length = 0;
+    Headroom headroom;
+    bool watchdog = false;
+    bool batch_tx = false;  // DPDK ethdev: transmit in bursts
+    // egress
+    std::array<PacketQueue, kNumTc> queue;
+    std::array<Time, kNumTc> last_dequeue{};
+    Scheduler scheduler;
+    rte_mbuf* hold[32];
+    uint16_t n_hold = 0;
+    PacketQueue control{16};  // ARP and other frames the switch makes
+    Time next_tx{0};          // pacing when a fault lowers the rate
+    Timer pace_timer;
+    // PFC received: pause per priority
+    std::array<PauseTimer, kNumPriorities> pause;
+    std::array<Time, kNumPriorities> last_pause_rx{};
+    std::array<uint64_t, kNumPriorities> pfc_rx{};
+    Timer pause_timer;
+    // PFC sent: XOFF per priority
+    uint8_t xoff_mask = 0;
+    uint8_t xon_pending = 0;
+    bool pfc_pending = false;
+    std::array<XoffTimer, kNumPriorities> xoff;
+    std::array<uint64_t, kNumPriorities> pfc_tx{};
+    Timer refresh_timer;
+    // faults
+    FaultInjector fault;
+    std::vector<Delayed> delayed;
+    uint64_t delay_seq = 0;
+    Timer delay_timer;
+    bool storm_pending = false;
+    Timer storm_timer;
+    // watchdog
+    std::array<WatchdogQueue, kNumTc> wd;
+    // counters
+    PortCounters counters;
+    std::array<QueueCounters, kNumTc> queue_counters;
+
+    void on_pause_expiry(Time now);
+    void on_refresh(Time now);
+    void on_delay(Time now);
+    void on_storm(Time now);
+    void on_pace(Time now);
+  };
+
+  // The engine's time (control path; the data path is handed `now`).
+  Time current_time() const;
+  // configuration -> runtime
+  Status rebuild(const SwitchConfig& cfg, Time now);
+  void derive_port(PortRuntime& p, const SwitchConfig& cfg);
+
+  // receive path (switch_rx.cc)
+  void process(uint16_t in, rte_mbuf** pkts, uint16_t n, Time now);
+  void fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now);
+  void forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Time now);
+  uint8_t classify(const wire::PacketView& v) const;
+  bool enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v, uint8_t pg,
+                       uint8_t tc, Time now);
+  void enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp, uint8_t pg, uint8_t tc,
+               IngressPlace where, Time now);
+  void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
+  void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
+  void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);
+  void send_arp(PortRuntime& out, uint16_t oper, const wire::IpAddr& target, const wire::MacAddr& tha,
+                const wire::IpAddr& spa, const wire::MacAddr& dst, Time now);
+  void glean(const NextHop& nh, const wire::IpAddr& dst, Time now);
+
+  // transmit path (switch_tx.cc)
+  // Marks a port as having something to send; flush_kicks() transmits on
+  // every marked port (never re-entered from inside a transmit).
+  void mark(PortRuntime& p);
+  void flush_kicks(Time now);
+  void kick(PortRuntime& p, Time now) {
+    mark(p);
+    flush_kicks(now);
+  }
+  void transmit(PortRuntime& p, Time now);
+  rte_mbuf* next_frame(PortRuntime& p, Time now);
+  uint8_t pg_priorities(uint8_t pg) const;
+  uint8_t paused_tcs(PortRuntime& p, Time now);
+  rte_mbuf* dequeue(PortRuntime& p, Time now);
+  rte_mbuf* make_pfc_frame(PortRuntime& p, Time now);
+  void update_xoff(PortRuntime& in, uint8_t pg, Time now);
+  void check_xon(PortRuntime& in, uint8_t pg, Time now);
+  void on_watchdog(Time now);
+  void watchdog_detect(PortRuntime& p, uint8_t tc, Time now);
+  void flush_queue(PortRuntime& p, uint8_t tc);
+  void account_tx(PortRuntime& p, rte_mbuf* m);
+
+  // json helpers (switch_show.cc)
+  nlohmann::json queue_json(const PortRuntime& p, uint8_t tc) const;
+
+  SwitchConfig cfg_;
+  bool started_ = false;
+  Mmu mmu_;
+  std::unique_ptr<RouteTable> routes_;
+  Status route_status_;
+  std::vector<std::unique_ptr<PortRuntime>> ports_;
+  // lookup tables derived from the QoS configuration
+  std::array<uint8_t, kNumSwitchPriorities> sp_pg_{};
+  uint8_t lossless_tcs_ = 0;
+  uint8_t pfc_rx_prios_ = 0;  // priorities whose received PFC is honoured
+  uint8_t pfc_tx_prios_ = 0;  // priorities this switch sends PFC for
+  uint8_t roce_pg_ = 3, roce_tc_ = 3, cnp_tc_ = 6;
+  uint8_t trim_tc_ = 0;
+  Duration refresh_interval_{0};
+  Timer watchdog_timer_;
+  std::vector<uint16_t> touched_;
+  std::vector<uint8_t> is_touched_;
+  bool kicking_ = false;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+}  // namespace rocemu::sw

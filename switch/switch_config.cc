@@ -1,0 +1,186 @@
+#include "switch/switch_config.h"
+
+#include <set>
+
+namespace rocemu::sw {
+namespace {
+
+std::string field_tc(const char* group, int tc, const char* key) {
+  return std::string("qos.") + group + ".traffic-class." + std::to_string(tc) + "." + key;
+}
+
+Status err(const std::string& field, const std::string& message) { return Status::error(field + ": " + message); }
+
+}  // namespace
+
+std::optional<IpPrefix> IpPrefix::parse(std::string_view text) {
+  const auto slash = text.find('/');
+  auto addr = wire::IpAddr::parse(text.substr(0, slash));
+  if (!addr) return std::nullopt;
+  IpPrefix p;
+  p.addr = *addr;
+  const int max = addr->is_v4() ? 32 : 128;
+  if (slash == std::string_view::npos) {
+    p.length = uint8_t(max);
+    return p;
+  }
+  const std::string_view len = text.substr(slash + 1);
+  if (len.empty() || len.size() > 3) return std::nullopt;
+  int v = 0;
+  for (char c : len) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > max) return std::nullopt;
+  p.length = uint8_t(v);
+  return p;
+}
+
+bool IpPrefix::contains(const wire::IpAddr& a) const {
+  if (a.is_v4() != is_v4()) return false;
+  const int base = is_v4() ? 96 : 0;
+  const int bits = base + length;
+  for (int i = 0; i < bits; i++) {
+    const uint8_t m = uint8_t(0x80u >> (i % 8));
+    if ((a.b[size_t(i / 8)] & m) != (addr.b[size_t(i / 8)] & m)) return false;
+  }
+  return true;
+}
+
+std::string IpPrefix::str() const { return addr.str() + "/" + std::to_string(length); }
+
+SwitchConfig SwitchConfig::with_ports(uint16_t ports) {
+  SwitchConfig c;
+  c.num_ports = ports;
+  c.interfaces.resize(ports);
+  for (uint16_t i = 0; i < ports; i++) c.interfaces[i].name = "swp" + std::to_string(i);
+  return c;
+}
+
+int SwitchConfig::find_interface(std::string_view name) const {
+  for (size_t i = 0; i < interfaces.size(); i++)
+    if (interfaces[i].name == name) return int(i);
+  if (!name.empty() && name.size() < 6 && name.find_first_not_of("0123456789") == std::string_view::npos) {
+    const int v = std::stoi(std::string(name));
+    if (v < num_ports) return v;
+  }
+  return -1;
+}
+
+wire::MacAddr SwitchConfig::port_mac(uint16_t port) const {
+  if (port < interfaces.size() && interfaces[port].mac) return *interfaces[port].mac;
+  wire::MacAddr m = mac;
+  uint32_t low = uint32_t(m.b[3]) << 16 | uint32_t(m.b[4]) << 8 | m.b[5];
+  low = (low + port) & 0xffffff;
+  m.b[3] = uint8_t(low >> 16);
+  m.b[4] = uint8_t(low >> 8);
+  m.b[5] = uint8_t(low);
+  return m;
+}
+
+Status SwitchConfig::validate() const {
+  if (num_ports == 0 || num_ports > 256) return err("ports", "a switch has 1 to 256 ports");
+  if (interfaces.size() != num_ports) return err("interfaces", "there must be one interface per port");
+  if (mac.is_multicast()) return err("mac", "must be a unicast address");
+  std::set<std::string> names;
+  for (size_t i = 0; i < interfaces.size(); i++) {
+    const InterfaceConfig& f = interfaces[i];
+    const std::string at = "interfaces." + (f.name.empty() ? std::to_string(i) : f.name);
+    if (f.name.empty()) return err(at + ".name", "every interface needs a name");
+    if (!names.insert(f.name).second) return err(at + ".name", "'" + f.name + "' is used twice");
+    if (f.mac && f.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
+    if (f.speed && (*f.speed < 1000000 || *f.speed > 1600000000000ull))
+      return err(at + ".speed", "must be between 1M and 1600G");
+    if (f.mtu && (*f.mtu < 68 || *f.mtu > 9216)) return err(at + ".mtu", "must be between 68 and 9216");
+    if (f.cable_length && *f.cable_length > 100000) return err(at + ".cable-length", "at most 100000 m");
+    if (Status s = f.faults.validate(); !s.ok()) return err(at + ".faults", s.message());
+    if (f.pfc_storm.enable && f.pfc_storm.priorities == 0)
+      return err(at + ".pfc-storm.switch-priority", "a storm needs at least one priority");
+    if (f.pfc_storm.interval.count() < 0) return err(at + ".pfc-storm.interval", "must not be negative");
+  }
+  for (size_t i = 0; i < routes.size(); i++) {
+    const Route& r = routes[i];
+    const std::string at = "routes[" + std::to_string(i) + "]";
+    if (r.port >= num_ports) return err(at + ".interface", "no such port " + std::to_string(r.port));
+    if (r.via && r.via->is_v4() != r.prefix.is_v4()) return err(at + ".via", "address family differs from the prefix");
+    if (r.mac && r.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
+  }
+  if (routes.size() + neighbors.size() + interfaces.size() > 8000)
+    return err("routes", "at most 8000 routes, neighbors and interface addresses in all");
+  for (size_t i = 0; i < neighbors.size(); i++) {
+    const Neighbor& n = neighbors[i];
+    const std::string at = "neighbors[" + std::to_string(i) + "]";
+    if (n.port >= num_ports) return err(at + ".interface", "no such port " + std::to_string(n.port));
+    if (n.mac.is_multicast()) return err(at + ".mac", "must be a unicast address");
+  }
+
+  const QosConfig& q = qos;
+  for (int d = 0; d < kNumDscp; d++)
+    if (q.mapping.dscp_to_sp[d] > 7)
+      return err("qos.mapping.dscp." + std::to_string(d) + ".switch-priority", "must be 0..7");
+  for (int p = 0; p < kNumSwitchPriorities; p++) {
+    if (q.mapping.pcp_to_sp[p] > 7)
+      return err("qos.mapping.pcp." + std::to_string(p) + ".switch-priority", "must be 0..7");
+    if (q.sp_to_tc[p] > 7)
+      return err("qos.egress-queue-mapping.switch-priority." + std::to_string(p) + ".traffic-class", "must be 0..7");
+  }
+  if (q.mapping.port_default_sp > 7) return err("qos.mapping.port-default-sp", "must be 0..7");
+  uint32_t bw = 0;
+  for (int tc = 0; tc < kNumTc; tc++) {
+    if (q.scheduler[tc].mode == SchedulerMode::kDwrr) {
+      if (q.scheduler[tc].bw_percent > 100) return err(field_tc("egress-scheduler", tc, "bw-percent"), "must be 0..100");
+      bw += q.scheduler[tc].bw_percent;
+    }
+    const CongestionControl& c = q.congestion[tc];
+    if (c.ecn || c.red) {
+      if (c.wred.min_threshold >= c.wred.max_threshold)
+        return err(field_tc("congestion-control", tc, "min-threshold"), "must be below max-threshold (" +
+                                                                            std::to_string(c.wred.max_threshold) + ")");
+      if (c.wred.probability > 100) return err(field_tc("congestion-control", tc, "probability"), "must be 0..100");
+    }
+  }
+  if (bw > 100) return err("qos.egress-scheduler.traffic-class", "dwrr bw-percent adds up to " + std::to_string(bw) + ", more than 100");
+  for (int sp = 0; sp < kNumSwitchPriorities; sp++) {
+    const uint8_t tc = q.sp_to_tc[sp];
+    if (((q.pfc.switch_priorities >> sp) & 1) == 0) continue;
+    for (int other = 0; other < kNumSwitchPriorities; other++) {
+      if (other != sp && q.sp_to_tc[other] == tc && ((q.pfc.switch_priorities >> other) & 1) == 0)
+        return err("qos.egress-queue-mapping.switch-priority." + std::to_string(other) + ".traffic-class",
+                   "TC" + std::to_string(tc) + " carries PFC priority " + std::to_string(sp) +
+                       "; a lossy priority cannot share a lossless queue");
+    }
+  }
+  if (q.pfc.switch_priorities == 0xff) return err("qos.pfc.switch-priority", "at least one priority must stay lossy");
+  if (q.pfc.cable_length > 100000) return err("qos.pfc.cable-length", "at most 100000 m");
+  if (q.pfc.xoff && *q.pfc.xoff < 1024) return err("qos.pfc.xoff-threshold", "at least 1024 bytes");
+  if (q.pfc.pause_quanta < 2) return err("qos.pfc.pause-quanta", "at least 2 (it is refreshed at half)");
+  const PfcWatchdog& w = q.watchdog;
+  if (w.polling_interval < ms(1) || w.polling_interval > ms(1000))
+    return err("qos.pfc-watchdog.polling-interval", "must be between 1ms and 1000ms");
+  if (w.detection_time < ms(1) || w.detection_time > ms(5000))
+    return err("qos.pfc-watchdog.detection-time", "must be between 1ms and 5000ms");
+  if (w.restoration_time < ms(1) || w.restoration_time > ms(60000))
+    return err("qos.pfc-watchdog.restoration-time", "must be between 1ms and 60000ms");
+  const PacketTrim& t = q.trim;
+  if (t.size < 64 || t.size > 9216) return err("system.forwarding.packet-trim.size", "must be between 64 and 9216");
+  if (t.remark_dscp > 63) return err("system.forwarding.packet-trim.remark.dscp", "must be 0..63");
+  if (t.switch_priority > 7) return err("system.forwarding.packet-trim.switch-priority", "must be 0..7");
+  if (t.enable && ((q.pfc.switch_priorities >> t.switch_priority) & 1))
+    return err("system.forwarding.packet-trim.switch-priority", "must not be a PFC (lossless) priority");
+  const BufferConfig& b = q.buffer;
+  if (b.size < 64 * 1024 || b.size > (uint64_t(1) << 34)) return err("qos.buffer.size", "must be between 64KiB and 16GiB");
+  if (b.roce_pool_percent > 90) return err("qos.buffer.roce-pool-percent", "must be 0..90");
+  for (auto [a, name] : {std::pair{b.ingress_lossy_alpha, "qos.buffer.ingress-lossy-alpha"},
+                         {b.ingress_lossless_alpha, "qos.buffer.ingress-lossless-alpha"},
+                         {b.egress_lossy_alpha, "qos.buffer.egress-lossy-alpha"}}) {
+    if (!(a >= 0 && a <= 128)) return err(name, "must be between 0 and 128 (alpha = 2^dynamic_th)");
+  }
+  if (b.pg_reserved > b.size / 64) return err("qos.buffer.pg-reserved", "too large for the buffer");
+  if (b.queue_reserved > b.size / 64) return err("qos.buffer.queue-reserved", "too large for the buffer");
+  const HeadroomParams& h = q.headroom;
+  if (h.cell_size == 0) return err("qos.headroom.cell-size", "must be above 0");
+  if (h.small_packet_percentage > 100) return err("qos.headroom.small-packet-percentage", "must be 0..100");
+  return {};
+}
+
+}  // namespace rocemu::sw

@@ -1,0 +1,85 @@
+// A switch's whole configuration: interfaces, routes, neighbours and QoS.
+// It is validated whole before anything is applied (Switch::apply), and
+// every error names the field, in the words the YAML and NVUE use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/engine/fault.h"
+#include "common/status.h"
+#include "common/wire/ethernet.h"
+#include "common/wire/ip.h"
+#include "switch/qos_config.h"
+
+namespace rocemu::sw {
+
+struct IpPrefix {
+  wire::IpAddr addr;  // IPv4 held IPv4-mapped
+  uint8_t length = 0; // bits of the family (0..32 or 0..128)
+
+  // "10.0.0.0/24", "fd00::/64"; a bare address is a host prefix.
+  static std::optional<IpPrefix> parse(std::string_view text);
+  bool is_v4() const { return addr.is_v4(); }
+  bool contains(const wire::IpAddr& a) const;
+  std::string str() const;
+};
+
+// A switch emitting PFC on its own, whatever its buffer says: the fault
+// that makes a PFC storm.
+struct PfcStorm {
+  bool enable = false;
+  uint8_t priorities = 0x08;
+  uint16_t quanta = 0xffff;
+  Duration interval{0};  // 0: half the pause time of `quanta`
+};
+
+struct InterfaceConfig {
+  std::string name;                  // "swp0"... by port index
+  std::optional<wire::MacAddr> mac;  // default: switch mac + port index
+  std::optional<IpPrefix> address;   // answered to ARP as the host's gateway
+  std::optional<uint64_t> speed;     // default: the attached link's rate
+  std::optional<uint32_t> mtu;       // default: the attached link's MTU
+  std::optional<uint32_t> cable_length;  // default: qos pfc cable-length
+  std::optional<bool> pfc_watchdog;  // default: qos pfc-watchdog state
+  FaultConfig faults;                // fault stage on frames this port receives
+  PfcStorm pfc_storm;
+};
+
+// A static route: to `prefix` out of `port`, to the neighbour `via` (or to
+// the destination itself when `via` is unset: a connected route), with the
+// next-hop MAC given or learned by ARP.
+struct Route {
+  IpPrefix prefix;
+  uint16_t port = 0;
+  std::optional<wire::IpAddr> via;
+  std::optional<wire::MacAddr> mac;
+};
+
+struct Neighbor {
+  wire::IpAddr ip;
+  wire::MacAddr mac;
+  uint16_t port = 0;
+};
+
+struct SwitchConfig {
+  uint16_t num_ports = 0;
+  wire::MacAddr mac{{0x02, 0x53, 0x57, 0x00, 0x00, 0x00}};  // port i = mac + i
+  std::vector<InterfaceConfig> interfaces;                   // one per port
+  std::vector<Route> routes;
+  std::vector<Neighbor> neighbors;
+  bool proxy_arp = true;  // answer ARP for any routed address (hosts may ARP for their peer)
+  QosConfig qos = qos_default_global();
+
+  // A configuration with `ports` interfaces named swp0..swpN-1.
+  static SwitchConfig with_ports(uint16_t ports);
+  // Checks every value; the message names the field ("qos.pfc.cable-length: ...").
+  Status validate() const;
+  // Port index of "swp3" or "3"; -1 if none.
+  int find_interface(std::string_view name) const;
+  wire::MacAddr port_mac(uint16_t port) const;
+};
+
+}  // namespace rocemu::sw

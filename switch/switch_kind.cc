@@ -1,0 +1,373 @@
+#include "switch/switch_kind.h"
+
+#include "switch/nvue.h"
+#include "switch/switch.h"
+
+namespace rocemu::sw {
+namespace {
+
+using config::Context;
+
+std::string join(std::string_view a, std::string_view b) { return std::string(a) + "." + std::string(b); }
+
+// A list of 0..7 as a YAML sequence ([0, 3]) or a string ("0,3", "1-3").
+std::optional<uint8_t> index_list(const YAML::Node& n, const std::string& field, Context& ctx) {
+  if (n.IsSequence()) {
+    uint8_t m = 0;
+    for (size_t i = 0; i < n.size(); i++) {
+      auto v = ctx.integer(n[i], field + "[" + std::to_string(i) + "]", 0, 7);
+      if (!v) return std::nullopt;
+      m |= uint8_t(1u << *v);
+    }
+    return m;
+  }
+  if (n.IsScalar()) {
+    if (n.Scalar() == "none" || n.Scalar().empty()) return uint8_t(0);
+    if (auto m = parse_index_list(n.Scalar())) return m;
+  }
+  ctx.error(n, field, "expected a list of values 0..7 (e.g. [0, 3], \"1-3\")");
+  return std::nullopt;
+}
+
+template <typename T>
+void read_int(const YAML::Node& n, const char* key, const std::string& field, Context& ctx, T& out, int64_t lo,
+              int64_t hi) {
+  if (const YAML::Node v = n[key])
+    if (auto x = ctx.integer(v, join(field, key), lo, hi)) out = T(*x);
+}
+void read_bool(const YAML::Node& n, const char* key, const std::string& field, Context& ctx, bool& out) {
+  if (const YAML::Node v = n[key]) {
+    if (v.IsScalar() && (v.Scalar() == "enabled" || v.Scalar() == "enable")) {
+      out = true;
+    } else if (v.IsScalar() && (v.Scalar() == "disabled" || v.Scalar() == "disable")) {
+      out = false;
+    } else if (auto x = ctx.boolean(v, join(field, key))) {
+      out = *x;
+    }
+  }
+}
+void read_size(const YAML::Node& n, const char* key, const std::string& field, Context& ctx, uint64_t& out) {
+  if (const YAML::Node v = n[key])
+    if (auto x = ctx.size(v, join(field, key))) out = *x;
+}
+void read_duration(const YAML::Node& n, const char* key, const std::string& field, Context& ctx, Duration& out) {
+  if (const YAML::Node v = n[key])
+    if (auto x = ctx.duration(v, join(field, key))) out = *x;
+}
+void read_double(const YAML::Node& n, const char* key, const std::string& field, Context& ctx, double& out,
+                 double lo, double hi) {
+  if (const YAML::Node v = n[key])
+    if (auto x = ctx.number(v, join(field, key), lo, hi)) out = *x;
+}
+
+// Keys of a map by integer index 0..hi ("26: 3").
+template <typename F>
+void for_index_keys(const YAML::Node& n, const std::string& field, Context& ctx, int hi, F f) {
+  if (!n.IsMap()) {
+    ctx.error(n, field, "expected a mapping by number");
+    return;
+  }
+  for (const auto& kv : n) {
+    auto k = ctx.integer(kv.first, field, 0, hi);
+    if (k) f(int(*k), kv.second, field + "." + std::to_string(*k));
+  }
+}
+
+void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfig& qos) {
+  ctx.check_keys(q, f, {"roce", "mapping", "egress-queue-mapping", "egress-scheduler", "congestion-control", "pfc",
+                        "pfc-watchdog", "packet-trim", "buffer", "headroom"});
+  // The RoCE profile first; the other sections adjust it.
+  if (const YAML::Node buf = q["buffer"]) read_size(buf, "size", f + ".buffer", ctx, qos.buffer.size);
+  if (const YAML::Node r = q["roce"]) {
+    const std::string rf = f + ".roce";
+    std::optional<std::string> mode;
+    if (r.IsScalar()) {
+      mode = r.Scalar();
+    } else if (r.IsMap()) {
+      ctx.check_keys(r, rf, {"mode", "enable"});
+      bool enable = true;
+      read_bool(r, "enable", rf, ctx, enable);
+      mode = enable ? (r["mode"] ? ctx.str(r["mode"], rf + ".mode") : std::string("lossless")) : "off";
+    } else {
+      ctx.error(r, rf, "expected a mode (lossless, lossy, lossy-multi-tc, off) or {mode: ...}");
+    }
+    if (mode && *mode != "off") {
+      if (auto m = parse_roce_mode(*mode)) {
+        qos = qos_roce_profile(*m, qos.buffer);
+      } else {
+        ctx.error(r.IsMap() ? r["mode"] : r, rf + ".mode", "'" + *mode + "' is not lossless, lossy, lossy-multi-tc or off");
+      }
+    }
+  }
+  if (const YAML::Node m = q["mapping"]) {
+    const std::string mf = f + ".mapping";
+    ctx.check_keys(m, mf, {"trust", "dscp", "pcp", "port-default-sp"});
+    if (m["trust"])
+      if (auto t = ctx.choice(m["trust"], mf + ".trust", {"l2", "l3", "both", "port"}))
+        qos.mapping.trust = *parse_trust(*t);
+    if (m["dscp"])
+      for_index_keys(m["dscp"], mf + ".dscp", ctx, 63, [&](int d, const YAML::Node& v, const std::string& vf) {
+        if (auto sp = ctx.integer(v, vf, 0, 7)) qos.mapping.dscp_to_sp[size_t(d)] = uint8_t(*sp);
+      });
+    if (m["pcp"])
+      for_index_keys(m["pcp"], mf + ".pcp", ctx, 7, [&](int p, const YAML::Node& v, const std::string& vf) {
+        if (auto sp = ctx.integer(v, vf, 0, 7)) qos.mapping.pcp_to_sp[size_t(p)] = uint8_t(*sp);
+      });
+    read_int(m, "port-default-sp", mf, ctx, qos.mapping.port_default_sp, 0, 7);
+  }
+  if (const YAML::Node m = q["egress-queue-mapping"])
+    for_index_keys(m, f + ".egress-queue-mapping", ctx, 7, [&](int sp, const YAML::Node& v, const std::string& vf) {
+      if (auto tc = ctx.integer(v, vf, 0, 7)) qos.sp_to_tc[size_t(sp)] = uint8_t(*tc);
+    });
+  if (const YAML::Node m = q["egress-scheduler"])
+    for_index_keys(m, f + ".egress-scheduler", ctx, 7, [&](int tc, const YAML::Node& v, const std::string& vf) {
+      ctx.check_keys(v, vf, {"mode", "bw-percent"});
+      TcSchedule& s = qos.scheduler[size_t(tc)];
+      if (v["mode"])
+        if (auto mode = ctx.choice(v["mode"], vf + ".mode", {"strict", "dwrr"})) s.mode = *parse_scheduler_mode(*mode);
+      read_int(v, "bw-percent", vf, ctx, s.bw_percent, 0, 100);
+    });
+  if (const YAML::Node m = q["congestion-control"])
+    for_index_keys(m, f + ".congestion-control", ctx, 7, [&](int tc, const YAML::Node& v, const std::string& vf) {
+      ctx.check_keys(v, vf, {"ecn", "red", "min-threshold", "max-threshold", "probability"});
+      CongestionControl& c = qos.congestion[size_t(tc)];
+      c.ecn = true;
+      read_bool(v, "ecn", vf, ctx, c.ecn);
+      read_bool(v, "red", vf, ctx, c.red);
+      read_size(v, "min-threshold", vf, ctx, c.wred.min_threshold);
+      read_size(v, "max-threshold", vf, ctx, c.wred.max_threshold);
+      read_int(v, "probability", vf, ctx, c.wred.probability, 0, 100);
+    });
+  if (const YAML::Node p = q["pfc"]) {
+    const std::string pf = f + ".pfc";
+    ctx.check_keys(p, pf, {"switch-priority", "cable-length", "tx", "rx", "xoff-threshold", "xon-threshold", "pause-quanta"});
+    if (p["switch-priority"])
+      if (auto m = index_list(p["switch-priority"], pf + ".switch-priority", ctx)) qos.pfc.switch_priorities = *m;
+    read_int(p, "cable-length", pf, ctx, qos.pfc.cable_length, 0, 100000);
+    read_bool(p, "tx", pf, ctx, qos.pfc.tx);
+    read_bool(p, "rx", pf, ctx, qos.pfc.rx);
+    if (p["xoff-threshold"])
+      if (auto v = ctx.size(p["xoff-threshold"], pf + ".xoff-threshold")) qos.pfc.xoff = v;
+    if (p["xon-threshold"])
+      if (auto v = ctx.size(p["xon-threshold"], pf + ".xon-threshold")) qos.pfc.xon = v;
+    read_int(p, "pause-quanta", pf, ctx, qos.pfc.pause_quanta, 2, 0xffff);
+  }
+  if (const YAML::Node w = q["pfc-watchdog"]) {
+    const std::string wf = f + ".pfc-watchdog";
+    ctx.check_keys(w, wf, {"state", "polling-interval", "detection-time", "restoration-time", "action"});
+    read_bool(w, "state", wf, ctx, qos.watchdog.enable);
+    read_duration(w, "polling-interval", wf, ctx, qos.watchdog.polling_interval);
+    read_duration(w, "detection-time", wf, ctx, qos.watchdog.detection_time);
+    read_duration(w, "restoration-time", wf, ctx, qos.watchdog.restoration_time);
+    if (w["action"])
+      if (auto a = ctx.choice(w["action"], wf + ".action", {"drop", "forward"}))
+        qos.watchdog.action = *parse_watchdog_action(*a);
+  }
+  if (const YAML::Node t = q["packet-trim"]) {
+    const std::string tf = f + ".packet-trim";
+    ctx.check_keys(t, tf, {"state", "size", "remark-dscp", "switch-priority", "traffic-class"});
+    read_bool(t, "state", tf, ctx, qos.trim.enable);
+    read_int(t, "size", tf, ctx, qos.trim.size, 64, 9216);
+    read_int(t, "remark-dscp", tf, ctx, qos.trim.remark_dscp, 0, 63);
+    read_int(t, "switch-priority", tf, ctx, qos.trim.switch_priority, 0, 7);
+    if (t["traffic-class"])
+      if (auto m = index_list(t["traffic-class"], tf + ".traffic-class", ctx)) qos.trim.eligible_tc = *m;
+  }
+  if (const YAML::Node b = q["buffer"]) {
+    const std::string bf = f + ".buffer";
+    ctx.check_keys(b, bf, {"size", "roce-pool-percent", "ingress-lossy-alpha", "ingress-lossless-alpha",
+                           "egress-lossy-alpha", "pg-reserved", "queue-reserved"});
+    read_int(b, "roce-pool-percent", bf, ctx, qos.buffer.roce_pool_percent, 0, 90);
+    read_double(b, "ingress-lossy-alpha", bf, ctx, qos.buffer.ingress_lossy_alpha, 0, 128);
+    read_double(b, "ingress-lossless-alpha", bf, ctx, qos.buffer.ingress_lossless_alpha, 0, 128);
+    read_double(b, "egress-lossy-alpha", bf, ctx, qos.buffer.egress_lossy_alpha, 0, 128);
+    read_size(b, "pg-reserved", bf, ctx, qos.buffer.pg_reserved);
+    read_size(b, "queue-reserved", bf, ctx, qos.buffer.queue_reserved);
+  }
+  if (const YAML::Node h = q["headroom"]) {
+    const std::string hf = f + ".headroom";
+    ctx.check_keys(h, hf, {"cell-size", "pipeline-latency", "mac-phy-delay", "lossless-mtu", "small-packet-percentage"});
+    HeadroomParams& hp = qos.headroom;
+    read_int(h, "cell-size", hf, ctx, hp.cell_size, 1, 4096);
+    uint64_t v = hp.pipeline_latency;
+    read_size(h, "pipeline-latency", hf, ctx, v);
+    hp.pipeline_latency = uint32_t(v);
+    v = hp.mac_phy_delay;
+    read_size(h, "mac-phy-delay", hf, ctx, v);
+    hp.mac_phy_delay = uint32_t(v);
+    read_int(h, "lossless-mtu", hf, ctx, hp.lossless_mtu, 64, 9216);
+    read_int(h, "small-packet-percentage", hf, ctx, hp.small_packet_percentage, 0, 100);
+  }
+}
+
+void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, InterfaceConfig& i) {
+  ctx.check_keys(n, f, {"name", "mac", "address", "speed", "mtu", "cable-length", "pfc-watchdog", "faults", "pfc-storm"});
+  if (n["name"])
+    if (auto s = ctx.str(n["name"], f + ".name")) i.name = *s;
+  if (n["mac"]) {
+    auto s = ctx.str(n["mac"], f + ".mac");
+    if (s && !(i.mac = wire::MacAddr::parse(*s))) ctx.error(n["mac"], f + ".mac", "'" + *s + "' is not a MAC address");
+  }
+  if (n["address"]) {
+    auto s = ctx.str(n["address"], f + ".address");
+    if (s && !(i.address = IpPrefix::parse(*s)))
+      ctx.error(n["address"], f + ".address", "'" + *s + "' is not an address with prefix (10.0.0.254/24)");
+  }
+  if (n["speed"]) i.speed = ctx.rate(n["speed"], f + ".speed");
+  if (n["mtu"])
+    if (auto v = ctx.integer(n["mtu"], f + ".mtu", 68, 9216)) i.mtu = uint32_t(*v);
+  if (n["cable-length"])
+    if (auto v = ctx.integer(n["cable-length"], f + ".cable-length", 0, 100000)) i.cable_length = uint32_t(*v);
+  if (n["pfc-watchdog"]) {
+    bool on = false;
+    read_bool(n, "pfc-watchdog", f, ctx, on);
+    i.pfc_watchdog = on;
+  }
+  if (n["faults"]) i.faults = parse_faults(n["faults"], f + ".faults", ctx);
+  if (const YAML::Node s = n["pfc-storm"]) {
+    const std::string sf = f + ".pfc-storm";
+    ctx.check_keys(s, sf, {"state", "switch-priority", "quanta", "interval"});
+    i.pfc_storm.enable = true;
+    read_bool(s, "state", sf, ctx, i.pfc_storm.enable);
+    if (s["switch-priority"])
+      if (auto m = index_list(s["switch-priority"], sf + ".switch-priority", ctx)) i.pfc_storm.priorities = *m;
+    read_int(s, "quanta", sf, ctx, i.pfc_storm.quanta, 1, 0xffff);
+    read_duration(s, "interval", sf, ctx, i.pfc_storm.interval);
+  }
+}
+
+std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& field, const SwitchConfig& cfg,
+                                      Context& ctx) {
+  auto s = ctx.str(n, field);
+  if (!s) return std::nullopt;
+  const int idx = cfg.find_interface(*s);
+  if (idx < 0) {
+    ctx.error(n, field, "no interface '" + *s + "'");
+    return std::nullopt;
+  }
+  return uint16_t(idx);
+}
+
+}  // namespace
+
+std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string_view field, Context& ctx) {
+  const std::string f(field);
+  const bool was_ok = ctx.ok();
+  ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "interfaces", "routes", "neighbors", "qos"});
+  uint16_t ports = 4;
+  read_int(n, "ports", f, ctx, ports, 1, 256);
+  SwitchConfig cfg = SwitchConfig::with_ports(ports);
+  if (n["mac"]) {
+    auto s = ctx.str(n["mac"], f + ".mac");
+    auto m = s ? wire::MacAddr::parse(*s) : std::nullopt;
+    if (m) cfg.mac = *m;
+    else if (s) ctx.error(n["mac"], f + ".mac", "'" + *s + "' is not a MAC address");
+  }
+  read_bool(n, "proxy-arp", f, ctx, cfg.proxy_arp);
+  if (const YAML::Node ifs = n["interfaces"]) {
+    if (!ifs.IsMap()) {
+      ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp0, ...) to settings");
+    } else {
+      for (const auto& kv : ifs) {
+        const std::string key = kv.first.Scalar();
+        const int idx = cfg.find_interface(key);
+        if (idx < 0) {
+          ctx.error(kv.first, f + ".interfaces." + key, "no such port (the switch has swp0..swp" +
+                                                         std::to_string(ports - 1) + ")");
+          continue;
+        }
+        parse_interface(kv.second, f + ".interfaces." + key, ctx, cfg.interfaces[size_t(idx)]);
+      }
+    }
+  }
+  if (const YAML::Node rs = n["routes"]) {
+    for (size_t i = 0; rs.IsSequence() && i < rs.size(); i++) {
+      const std::string rf = f + ".routes[" + std::to_string(i) + "]";
+      const YAML::Node r = rs[i];
+      ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac"});
+      Route route;
+      bool ok = true;
+      if (!r["prefix"] || !r["interface"]) {
+        ctx.error(r, rf, "a route needs prefix and interface");
+        continue;
+      }
+      auto s = ctx.str(r["prefix"], rf + ".prefix");
+      auto p = s ? IpPrefix::parse(*s) : std::nullopt;
+      if (!p) {
+        if (s) ctx.error(r["prefix"], rf + ".prefix", "'" + *s + "' is not a prefix (10.0.1.0/24)");
+        ok = false;
+      } else {
+        route.prefix = *p;
+      }
+      if (auto port = interface_ref(r["interface"], rf + ".interface", cfg, ctx)) route.port = *port;
+      else ok = false;
+      if (r["via"]) {
+        auto v = ctx.str(r["via"], rf + ".via");
+        if (v && !(route.via = wire::IpAddr::parse(*v))) {
+          ctx.error(r["via"], rf + ".via", "'" + *v + "' is not an address");
+          ok = false;
+        }
+      }
+      if (r["mac"]) {
+        auto v = ctx.str(r["mac"], rf + ".mac");
+        if (v && !(route.mac = wire::MacAddr::parse(*v))) {
+          ctx.error(r["mac"], rf + ".mac", "'" + *v + "' is not a MAC address");
+          ok = false;
+        }
+      }
+      if (ok) cfg.routes.push_back(route);
+    }
+    if (!rs.IsSequence()) ctx.error(rs, f + ".routes", "expected a list of routes");
+  }
+  if (const YAML::Node ns = n["neighbors"]) {
+    for (size_t i = 0; ns.IsSequence() && i < ns.size(); i++) {
+      const std::string nf = f + ".neighbors[" + std::to_string(i) + "]";
+      const YAML::Node e = ns[i];
+      ctx.check_keys(e, nf, {"ip", "mac", "interface"});
+      if (!e["ip"] || !e["mac"] || !e["interface"]) {
+        ctx.error(e, nf, "a neighbor needs ip, mac and interface");
+        continue;
+      }
+      auto ip_s = ctx.str(e["ip"], nf + ".ip");
+      auto mac_s = ctx.str(e["mac"], nf + ".mac");
+      auto ip = ip_s ? wire::IpAddr::parse(*ip_s) : std::nullopt;
+      auto mac = mac_s ? wire::MacAddr::parse(*mac_s) : std::nullopt;
+      auto port = interface_ref(e["interface"], nf + ".interface", cfg, ctx);
+      if (!ip && ip_s) ctx.error(e["ip"], nf + ".ip", "'" + *ip_s + "' is not an address");
+      if (!mac && mac_s) ctx.error(e["mac"], nf + ".mac", "'" + *mac_s + "' is not a MAC address");
+      if (ip && mac && port) cfg.neighbors.push_back(Neighbor{*ip, *mac, *port});
+    }
+  }
+  if (const YAML::Node q = n["qos"]) parse_qos(q, f + ".qos", ctx, cfg.qos);
+  if (was_ok && ctx.ok()) {
+    if (Status s = cfg.validate(); !s.ok()) ctx.error(n, f + "." + s.message().substr(0, s.message().find(':')),
+                                                      s.message().substr(s.message().find(':') + 2));
+  }
+  if (!ctx.ok()) return std::nullopt;
+  return cfg;
+}
+
+namespace {
+
+class SwitchKind final : public NodeKind {
+ public:
+  std::string_view name() const override { return "switch"; }
+  std::any parse(const YAML::Node& n, std::string_view field, Context& ctx) const override {
+    auto cfg = parse_switch_config(n, field, ctx);
+    if (!cfg) return {};
+    return *cfg;
+  }
+  uint16_t num_ports(const std::any& cfg) const override { return std::any_cast<const SwitchConfig&>(cfg).num_ports; }
+  std::unique_ptr<Node> create(const std::string& name, const std::any& cfg) const override {
+    return std::make_unique<Switch>(name, std::any_cast<const SwitchConfig&>(cfg));
+  }
+};
+
+}  // namespace
+}  // namespace rocemu::sw
+
+namespace rocemu {
+
+void register_switch_kinds(NodeKindRegistry& reg) { reg.add(std::make_unique<sw::SwitchKind>()); }
+
+}  // namespace rocemu

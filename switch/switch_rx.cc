@@ -1,0 +1,405 @@
+// The receive side of the pipeline: fault stage, parse, trust, priority
+// group, route, admission, ECN/trimming, enqueue; and the frames the
+// switch consumes (PFC, ARP).
+#include <algorithm>
+
+#include "common/wire/build.h"
+#include "switch/ecn.h"
+#include "switch/switch.h"
+#include "switch/trim.h"
+
+namespace rocemu::sw {
+namespace {
+
+constexpr uint8_t kFlagTrimmed = 1;
+constexpr Duration kArpInterval = ms(1);
+
+bool later(const auto& a, const auto& b) { return a.due != b.due ? a.due > b.due : a.seq > b.seq; }
+
+void set_ce(uint8_t* data, const wire::PacketView& v) {
+  if (v.is_ipv4()) {
+    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(data + v.l3_off);
+    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
+    ip.set_ecn(wire::Ecn::kCe);
+    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
+  } else {
+    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(data + v.l3_off);
+    ip.set_traffic_class(uint8_t(ip.traffic_class() | 3));
+  }
+}
+
+}  // namespace
+
+void Switch::on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
+  if (port >= ports_.size() || routes_ == nullptr) {
+    dpdk::free_burst(pkts, n);
+    return;
+  }
+  PortRuntime& in = *ports_[port];
+  if (in.fault.active()) fault_stage(in, pkts, n, now);
+  process(port, pkts, n, now);
+}
+
+void Switch::fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now) {
+  uint16_t kept = 0;
+  auto delay = [&](rte_mbuf* m, Time due) {
+    in.delayed.push_back({due, in.delay_seq++, m});
+    std::push_heap(in.delayed.begin(), in.delayed.end(), [](const auto& a, const auto& b) { return later(a, b); });
+    if (!in.delay_timer.armed() || due < in.delay_timer.expiry()) timers().schedule(in.delay_timer, due);
+  };
+  for (uint16_t i = 0; i < n; i++) {
+    rte_mbuf* m = pkts[i];
+    uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    const FaultDecision d = in.fault.decide(data, len);
+    if (d.drop) {
+      in.counters[PortCounters::drop_fault]++;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    if (d.corrupt) {
+      in.fault.corrupt(data, len);
+      in.counters[PortCounters::fault_corrupted]++;
+    }
+    if (d.duplicate) {
+      if (rte_mbuf* copy = pool().alloc_copy({data, len}); copy != nullptr) {
+        in.counters[PortCounters::fault_duplicated]++;
+        delay(copy, now + d.extra_delay);
+      }
+    }
+    if (d.delayed) {
+      in.counters[PortCounters::fault_delayed]++;
+      delay(m, now + d.extra_delay);
+      continue;
+    }
+    pkts[kept++] = m;
+  }
+  n = kept;
+}
+
+void Switch::PortRuntime::on_delay(Time now) {
+  constexpr uint16_t kBurst = 32;
+  rte_mbuf* burst[kBurst];
+  auto cmp = [](const auto& a, const auto& b) { return later(a, b); };
+  while (!delayed.empty() && delayed.front().due <= now) {
+    uint16_t k = 0;
+    while (k < kBurst && !delayed.empty() && delayed.front().due <= now) {
+      std::pop_heap(delayed.begin(), delayed.end(), cmp);
+      burst[k++] = delayed.back().pkt;
+      delayed.pop_back();
+    }
+    sw->process(index, burst, k, now);
+  }
+  if (!delayed.empty()) sw->timers().schedule(delay_timer, delayed.front().due);
+}
+
+void Switch::process(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
+  PortRuntime& in = *ports_[port];
+  for (uint16_t i = 0; i < n; i++) {
+    rte_mbuf* m = pkts[i];
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    wire::PacketView v;
+    const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
+    if (e != wire::DecodeError::kOk) {
+      // A switch forwards IP whatever the transport says; only layer 2
+      // and layer 3 faults stop it.
+      if (!(v.is_ip() && e >= wire::DecodeError::kTruncatedUdp)) {
+        in.counters[PortCounters::drop_parse_error]++;
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      v.is_roce = false;
+    }
+    switch (v.kind) {
+      case wire::PacketKind::kIpv4:
+      case wire::PacketKind::kIpv6:
+        forward(in, m, v, now);
+        continue;
+      case wire::PacketKind::kPfc:
+        on_pfc(in, v, now);
+        break;
+      case wire::PacketKind::kPause:
+        in.counters[PortCounters::rx_pause_frames]++;
+        break;
+      case wire::PacketKind::kArp:
+        on_arp(in, v, now);
+        break;
+      default:
+        in.counters[PortCounters::drop_not_ip]++;
+        break;
+    }
+    rte_pktmbuf_free(m);
+  }
+  flush_kicks(now);
+}
+
+uint8_t Switch::classify(const wire::PacketView& v) const {
+  const Mapping& map = cfg_.qos.mapping;
+  switch (map.trust) {
+    case Trust::kL3:
+      return v.is_ip() ? map.dscp_to_sp[v.dscp] : map.port_default_sp;
+    case Trust::kL2:
+      return v.has_vlan ? map.pcp_to_sp[v.pcp] : map.port_default_sp;
+    case Trust::kBoth:
+      if (v.is_ip()) return map.dscp_to_sp[v.dscp];
+      return v.has_vlan ? map.pcp_to_sp[v.pcp] : map.port_default_sp;
+    case Trust::kPort:
+      break;
+  }
+  return map.port_default_sp;
+}
+
+void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Time now) {
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  // trust -> switch priority -> priority group / traffic class
+  const uint8_t sp = classify(v);
+  const uint8_t pg = sp_pg_[sp];
+  const uint8_t tc = cfg_.qos.sp_to_tc[sp];
+  if (pg == roce_pg_) {
+    in.counters[PortCounters::rx_roce_packets]++;
+    in.counters[PortCounters::rx_roce_bytes] += len;
+  } else {
+    in.counters[PortCounters::rx_non_roce_packets]++;
+    in.counters[PortCounters::rx_non_roce_bytes] += len;
+  }
+  if (in.watchdog && in.wd[tc].storm) {
+    if (cfg_.qos.watchdog.action == WatchdogAction::kDrop) {
+      in.wd[tc].counters[WatchdogCounters::rx_drop]++;
+      in.counters[PortCounters::drop_pfc_watchdog]++;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    in.wd[tc].counters[WatchdogCounters::rx_ok]++;
+  }
+
+  // route
+  const NextHop* nh = v.is_ipv4() ? routes_->lookup_v4(v.ipv4().dst.get()) : routes_->lookup_v6(v.ipv6().dst.data());
+  if (nh == nullptr) {
+    in.counters[routes_->is_local(v.dst_ip()) ? PortCounters::drop_to_switch : PortCounters::drop_no_route]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (!nh->resolved) {
+    glean(*nh, v.dst_ip(), now);
+    in.counters[PortCounters::drop_neighbor_miss]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const uint8_t ttl = v.is_ipv4() ? v.ipv4().ttl : v.ipv6().hop_limit;
+  if (ttl <= 1) {
+    in.counters[PortCounters::drop_ttl_expired]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  PortRuntime& out = *ports_[nh->port];
+  if (port(out.index) == nullptr || out.fault.config().link_down) {
+    in.counters[PortCounters::drop_link_down]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (uint32_t(v.ip_end - v.l3_off) > out.mtu) {
+    in.counters[PortCounters::drop_mtu_exceeded]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  auto& eth = *reinterpret_cast<wire::EthHdr*>(data);
+  eth.dst = nh->mac;
+  eth.src = out.mac;
+  if (v.is_ipv4()) {
+    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(data + v.l3_off);
+    const uint16_t old_word = uint16_t(ip.ttl << 8 | ip.protocol);
+    ip.ttl--;
+    ipv4_checksum_update(ip, old_word, uint16_t(ip.ttl << 8 | ip.protocol));
+  } else {
+    reinterpret_cast<wire::Ipv6Hdr*>(data + v.l3_off)->hop_limit--;
+  }
+
+  // egress admission
+  if (out.watchdog && out.wd[tc].storm && cfg_.qos.watchdog.action == WatchdogAction::kDrop) {
+    out.wd[tc].counters[WatchdogCounters::tx_drop]++;
+    out.queue_counters[tc][QueueCounters::drop_packets]++;
+    out.queue_counters[tc][QueueCounters::drop_bytes] += len;
+    in.counters[PortCounters::drop_pfc_watchdog]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const Admission adm = mmu_.check(in.index, pg, out.index, tc, len);
+  if (!adm.ok()) {
+    const bool ingress = adm.ingress == IngressPlace::kNone;
+    const PacketTrim& trim = cfg_.qos.trim;
+    if (!ingress && trim.enable && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_ &&
+        !(v.is_roce && v.opcode == wire::op::kCnp)) {
+      enqueue_trimmed(in, out, m, v, pg, tc, now);
+      return;
+    }
+    drop_no_buffer(in, out, m, pg, tc, ingress);
+    return;
+  }
+
+  // ECN / WRED on the egress queue's depth
+  const CongestionControl& cc = cfg_.qos.congestion[tc];
+  if (cc.ecn || cc.red) {
+    const bool ect = cc.ecn && v.ecn != wire::Ecn::kNotEct;
+    const bool lossy = ((lossless_tcs_ >> tc) & 1) == 0;
+    switch (wred_decide(cc.wred, mmu_.queue(out.index, tc).total(), ect, lossy, cc.red, rng())) {
+      case EcnVerdict::kPass:
+        break;
+      case EcnVerdict::kMark:
+        if (v.ecn != wire::Ecn::kCe) {
+          set_ce(data, v);
+          out.queue_counters[tc][QueueCounters::ecn_marked_packets]++;
+          out.counters[PortCounters::tx_ecn_marked_packets]++;
+        }
+        break;
+      case EcnVerdict::kDrop:
+        out.queue_counters[tc][QueueCounters::wred_dropped_packets]++;
+        out.queue_counters[tc][QueueCounters::drop_packets]++;
+        out.queue_counters[tc][QueueCounters::drop_bytes] += len;
+        out.counters[PortCounters::drop_wred]++;
+        rte_pktmbuf_free(m);
+        return;
+    }
+  }
+  enqueue(in, out, m, sp, pg, tc, adm.ingress, now);
+}
+
+void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp, uint8_t pg, uint8_t tc,
+                     IngressPlace where, Time now) {
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  mmu_.commit(in.index, pg, out.index, tc, len, where);
+  dpdk::PktMeta& meta = dpdk::meta(m);
+  meta.stamp = now;
+  meta.in_port = in.index;
+  meta.out_port = out.index;
+  meta.prio = sp;
+  meta.tc = tc;
+  meta.pg = pg;
+  meta.aux = len;
+  meta.flags = 0;
+  out.queue[tc].push(m);
+  mark(out);
+  update_xoff(in, pg, now);
+}
+
+bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v, uint8_t pg,
+                             uint8_t tc, Time now) {
+  const PacketTrim& trim = cfg_.qos.trim;
+  out.queue_counters[tc][QueueCounters::trim_packets]++;
+  out.counters[PortCounters::trim_packets]++;
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  const uint32_t cut = trim_frame(dpdk::bytes(m), v, trim.size, trim.remark_dscp);
+  uint32_t new_len = len;
+  if (cut != 0) {
+    rte_pktmbuf_trim(m, uint16_t(len - cut));
+    new_len = cut;
+  }
+  const Admission adm = mmu_.check(in.index, pg, out.index, trim_tc_, new_len);
+  if (!adm.ok()) {
+    out.queue_counters[tc][QueueCounters::trim_drop_packets]++;
+    out.queue_counters[tc][QueueCounters::drop_packets]++;
+    out.queue_counters[tc][QueueCounters::drop_bytes] += len;
+    out.counters[PortCounters::trim_drop_packets]++;
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  enqueue(in, out, m, trim.switch_priority, pg, trim_tc_, adm.ingress, now);
+  dpdk::meta(m).flags |= kFlagTrimmed;
+  return true;
+}
+
+void Switch::drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress) {
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  if (ingress) {
+    in.counters[pg == roce_pg_ ? PortCounters::rx_roce_no_buffer_discard
+                               : PortCounters::rx_non_roce_no_buffer_discard]++;
+  } else {
+    out.counters[tc == roce_tc_   ? PortCounters::tx_roce_no_buffer_discard
+                 : tc == cnp_tc_ ? PortCounters::tx_cnp_no_buffer_discard
+                                 : PortCounters::tx_non_roce_no_buffer_discard]++;
+  }
+  out.queue_counters[tc][QueueCounters::drop_packets]++;
+  out.queue_counters[tc][QueueCounters::drop_bytes] += len;
+  rte_pktmbuf_free(m);
+}
+
+void Switch::on_pfc(PortRuntime& in, const wire::PacketView& v, Time now) {
+  in.counters[PortCounters::rx_pfc_frames]++;
+  const wire::PfcHdr& h = v.pfc();
+  bool released = false;
+  for (int prio = 0; prio < kNumPriorities; prio++) {
+    if (!h.enabled(prio)) continue;
+    in.pfc_rx[prio]++;
+    if (((pfc_rx_prios_ >> prio) & 1) == 0) continue;
+    const uint16_t quanta = h.time[prio].get();
+    if (quanta != 0) in.last_pause_rx[prio] = now;
+    const uint8_t tc = cfg_.qos.sp_to_tc[prio];
+    if (in.watchdog && in.wd[tc].storm) continue;  // ignored while the watchdog holds the queue
+    released |= quanta == 0 && in.pause[prio].paused(now);
+    in.pause[prio].on_frame(quanta, in.speed, now);
+  }
+  Time next = kTimeNever;
+  for (const PauseTimer& t : in.pause)
+    if (t.paused(now)) next = std::min(next, t.until());
+  if (next != kTimeNever) timers().schedule(in.pause_timer, next);
+  if (released) mark(in);
+}
+
+void Switch::on_arp(PortRuntime& in, const wire::PacketView& v, Time now) {
+  in.counters[PortCounters::rx_arp]++;
+  const wire::ArpHdr& a = v.arp();
+  if (a.htype.get() != 1 || a.ptype.get() != 0x0800 || a.hlen != 6 || a.plen != 4) {
+    in.counters[PortCounters::drop_arp]++;
+    return;
+  }
+  const wire::IpAddr spa = wire::IpAddr::v4(a.spa.get());
+  const wire::IpAddr tpa = wire::IpAddr::v4(a.tpa.get());
+  if (a.spa.get() != 0 && !a.sha.is_multicast()) routes_->learn(spa, a.sha, in.index);
+  if (a.oper.get() != wire::kArpRequest || a.tpa.get() == a.spa.get()) return;
+  const auto& own = cfg_.interfaces[in.index].address;
+  bool answer = own && own->addr == tpa;
+  if (!answer && cfg_.proxy_arp) {
+    const NextHop* nh = routes_->lookup_v4(a.tpa.get());
+    if (nh != nullptr) {
+      answer = nh->port != in.index;
+    } else if (routes_->may_request(tpa, now, kArpInterval)) {
+      // Unknown target: ask every other port, so the next request finds it.
+      for (auto& p : ports_) {
+        if (p->index == in.index || port(p->index) == nullptr) continue;
+        const auto& src = cfg_.interfaces[p->index].address;
+        send_arp(*p, wire::kArpRequest, tpa, wire::MacAddr{}, src ? src->addr : wire::IpAddr::v4(0),
+                 wire::kBroadcastMac, now);
+      }
+    }
+  }
+  if (answer) send_arp(in, wire::kArpReply, spa, a.sha, tpa, a.sha, now);
+}
+
+void Switch::send_arp(PortRuntime& out, uint16_t oper, const wire::IpAddr& target, const wire::MacAddr& tha,
+                      const wire::IpAddr& spa, const wire::MacAddr& dst, Time /*now*/) {
+  if (out.control.size() >= 64) return;
+  rte_mbuf* m = pool().alloc();
+  if (m == nullptr) return;
+  uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
+  const uint32_t n = wire::encode_arp({p, 60}, oper, out.mac, spa.is_v4() ? spa.v4_host_order() : 0, tha,
+                                      target.v4_host_order(), dst);
+  if (n == 0) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  out.control.push(m);
+  out.counters[PortCounters::tx_arp]++;
+  mark(out);
+}
+
+void Switch::glean(const NextHop& nh, const wire::IpAddr& dst, Time now) {
+  const wire::IpAddr target = nh.glean ? dst : nh.ip;
+  if (!target.is_v4() || !routes_->may_request(target, now, kArpInterval)) return;  // IPv6: static neighbours only
+  PortRuntime& out = *ports_[nh.port];
+  if (port(out.index) == nullptr) return;
+  const auto& src = cfg_.interfaces[out.index].address;
+  send_arp(out, wire::kArpRequest, target, wire::MacAddr{}, src ? src->addr : wire::IpAddr::v4(0),
+           wire::kBroadcastMac, now);
+}
+
+}  // namespace rocemu::sw

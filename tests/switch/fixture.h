@@ -1,0 +1,55 @@
+// A star fabric for switch scenarios: one switch, host i on port i
+// (10.0.i.1, gateway 10.0.i.254 on swp<i>), 100G links.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/engine/engine.h"
+#include "switch/switch.h"
+#include "tests/support/eal.h"
+#include "tests/switch/traffic.h"
+
+namespace rocemu::test {
+
+struct Star {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  std::vector<TestHost*> hosts;
+  std::vector<InternalLink*> links;
+
+  TestHost& host(int i) { return *hosts[size_t(i)]; }
+  Time now() const { return engine->now(); }
+};
+
+// A switch configuration for `n` ports with the star's addresses and `qos`.
+inline sw::SwitchConfig star_config(int n, const sw::QosConfig& qos) {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(uint16_t(n));
+  for (int i = 0; i < n; i++) {
+    sw::IpPrefix p;
+    p.addr = gateway_ip(i);
+    p.length = 24;
+    cfg.interfaces[size_t(i)].address = p;
+  }
+  cfg.qos = qos;
+  return cfg;
+}
+
+inline Star make_star(const sw::SwitchConfig& cfg, uint64_t seed = 1, LinkParams lp = {}, uint32_t mbufs = 16384) {
+  Star s;
+  s.engine = make_engine(seed, mbufs);
+  s.sw = &s.engine->add<sw::Switch>("sw1", cfg);
+  for (int i = 0; i < cfg.num_ports; i++) {
+    auto& h = s.engine->add<TestHost>("h" + std::to_string(i), host_ip(i), host_mac(i), gateway_ip(i));
+    s.hosts.push_back(&h);
+    auto link = s.engine->connect(h, 0, *s.sw, uint16_t(i), lp);
+    REQUIRE(link.ok());
+    s.links.push_back(link.value());
+  }
+  // Hosts resolve their gateway in the first microseconds.
+  s.engine->run_until(us(20));
+  for (auto* h : s.hosts) REQUIRE(h->gateway_resolved());
+  return s;
+}
+
+}  // namespace rocemu::test
