@@ -89,7 +89,8 @@ std::string join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fields) {
+TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fields,
+                     bool ignore_ipv6_zero_udp_checksum) {
   TsharkRun r;
   r.fields = fields;
   const std::string err_path = pcap + ".tshark-stderr";
@@ -103,7 +104,8 @@ TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fi
   // (disabled protocols, changed ports) do not change what is decoded.
   const std::string profile = pcap + ".tshark-config";
   std::string cmd = "mkdir -p '" + profile + "' && WIRESHARK_CONFIG_DIR='" + profile + "' tshark -n -r '" + pcap +
-                    "' -o ip.check_checksum:TRUE -o udp.ignore_ipv6_zero_checksum:TRUE";
+                    "' -o ip.check_checksum:TRUE -o udp.ignore_ipv6_zero_checksum:" +
+                    (ignore_ipv6_zero_udp_checksum ? "TRUE" : "FALSE");
   for (const char* h : kPayloadHeuristics) cmd += std::string(" --disable-heuristic ") + h;
   cmd += " -T fields -E separator=/t -E 'aggregator=|' -E occurrence=a";
   cmd += " -e _ws.malformed -e _ws.expert.severity -e _ws.expert.message";

@@ -24,8 +24,10 @@ struct TsharkRun {
   std::vector<TsharkFrame> frames;
 };
 
-// `tshark -T fields` over `pcap` with the preferences the oracle needs.
-TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fields);
+// `tshark -T fields` over `pcap` with the preferences the oracle needs;
+// `ignore_ipv6_zero_udp_checksum` false keeps Wireshark's default there.
+TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fields,
+                     bool ignore_ipv6_zero_udp_checksum = true);
 
 // Every disagreement between what tshark decoded and `frames` expects,
 // plus every malformed frame and expert error.
