@@ -102,7 +102,13 @@ bool Nic::is_local_ip(const wire::IpAddr& ip) const {
 // ------------------------------------------------------------- receive ----
 
 void Nic::on_rx(uint16_t port_index, rte_mbuf** pkts, uint16_t n, Time now) {
+  // A burst is processed whole before anything is sent: ACKs owed for
+  // several requests of the burst coalesce into one.
+  const bool was_pumping = pumping_;
+  pumping_ = true;
   for (uint16_t i = 0; i < n; i++) handle_frame(port_index, pkts[i], now);
+  pumping_ = was_pumping;
+  if (!pumping_) pump(now);
 }
 
 void Nic::handle_frame(uint16_t, rte_mbuf* m, Time now) {
