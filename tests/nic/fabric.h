@@ -21,13 +21,17 @@ struct TwoNics {
   std::unique_ptr<nic::SimHost> h1, h2;
 
   explicit TwoNics(uint64_t seed = 1, nic::LossRecovery mode = nic::LossRecovery::kGoBackN,
-                   LinkParams lp = LinkParams{}, uint32_t mbufs = 16384) {
+                   LinkParams lp = LinkParams{}, uint32_t mbufs = 16384, bool ipv6 = false) {
     engine = make_engine(seed, mbufs);
     nic::NicConfig c1, c2;
     c1.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
     c2.mac = *wire::MacAddr::parse("02:00:00:00:00:02");
-    c1.ips = {*wire::IpAddr::parse("10.0.0.1")};
-    c2.ips = {*wire::IpAddr::parse("10.0.0.2")};
+    c1.ips = {*wire::IpAddr::parse(ipv6 ? "fd00::1" : "10.0.0.1")};
+    c2.ips = {*wire::IpAddr::parse(ipv6 ? "fd00::2" : "10.0.0.2")};
+    if (ipv6) {  // no neighbour discovery: static entries
+      c1.neighbors[c2.ips[0]] = c2.mac;
+      c2.neighbors[c1.ips[0]] = c1.mac;
+    }
     c1.recovery = c2.recovery = mode;
     n1 = &engine->add<nic::Nic>("h1", c1);
     n2 = &engine->add<nic::Nic>("h2", c2);
