@@ -47,8 +47,14 @@ inline Star make_star(const sw::SwitchConfig& cfg, uint64_t seed = 1, LinkParams
     s.links.push_back(link.value());
   }
   // Hosts resolve their gateway in the first microseconds.
-  s.engine->run_until(us(20));
-  for (auto* h : s.hosts) REQUIRE(h->gateway_resolved());
+  const bool resolved = s.engine->run_until(
+      [&] {
+        for (auto* h : s.hosts)
+          if (!h->gateway_resolved()) return false;
+        return true;
+      },
+      ms(1));
+  REQUIRE(resolved);
   return s;
 }
 

@@ -23,6 +23,10 @@ size_t TestHost::add_flow(const FlowSpec& f) {
   fl.prio = f.priority.value_or(uint8_t(f.dscp >> 3));
   fl.next = f.start;
   flows_.push_back(fl);
+  if (started_) {  // wake the sender when the flow starts
+    const Time at = std::max(f.start, timers().now());
+    if (!timer_.armed() || timer_.expiry() > at) timers().schedule(timer_, at);
+  }
   return flows_.size() - 1;
 }
 
@@ -31,6 +35,7 @@ void TestHost::queue_control(rte_mbuf* m) {
 }
 
 void TestHost::on_start(Time now) {
+  started_ = true;
   rte_mbuf* m = pool().alloc();
   auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
   wire::encode_arp({d, 60}, wire::kArpRequest, mac_, ip_.v4_host_order(), wire::MacAddr{}, gateway_.v4_host_order(),

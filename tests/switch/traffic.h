@@ -102,6 +102,7 @@ class TestHost final : public Node {
   Duration hold_refresh_{0};
   std::map<uint32_t, FlowStats> rx_;
   bool record_marks_ = false;
+  bool started_ = false;
   uint64_t cnps_sent_ = 0, pfc_rx_ = 0;
   Timer timer_, refresh_;
 };
