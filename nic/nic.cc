@@ -409,6 +409,12 @@ void Nic::pump(Time now) {
   pumping_ = false;
 }
 
-void Nic::report_counters(CounterSink& sink) const { counters_.report(sink, name()); }
+void Nic::report_counters(CounterSink& sink) const {
+  counters_.report(sink, name());
+  for (const auto& [qpn, qp] : qps_) {
+    const std::string scope = name() + "/qp" + std::to_string(qpn);
+    sink.counter(scope, "retransmitted_packets", qp->retransmitted);
+  }
+}
 
 }  // namespace rocemu::nic

@@ -42,6 +42,7 @@ struct NicConfig {
   LossRecovery recovery = LossRecovery::kGoBackN;
   uint32_t sr_window = 512;                // selective repeat: packets in flight / kept out of order
   Duration sr_rto_low = us(100);           // selective repeat: timeout with <= 3 packets in flight (IRN)
+  uint32_t sr_renak_packets = 32;          // selective repeat: NAK a hole again after this many later arrivals
   uint8_t default_traffic_class = 106;     // used when a QP sets 0: DSCP 26, ECT(0)
   bool ecn = true;                         // send data ECT(0)
   uint8_t trim_dscp = 11;                  // trimmed packets arrive with this DSCP

@@ -170,6 +170,7 @@ struct Qp {
   std::vector<rte_mbuf*> ooo;      // indexed by (psn - epsn) within the window
   uint32_t ooo_count = 0;
   uint32_t sr_nak_psn = 0xffffffff;  // the hole last NAKed
+  uint32_t sr_ooo_since_nak = 0;     // out-of-order arrivals since
 
   // ---- scheduling ----
   bool in_tx_list = false;

@@ -215,9 +215,11 @@ void Nic::handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Ti
       counters_[NicCounters::rx_ooo_buffered]++;
     }
   }
-  // Tell the requester which PSN is missing, once per hole.
-  if (qp.sr_nak_psn != qp.epsn) {
+  // Tell the requester which PSN is missing, once per hole -- and again
+  // if the hole outlives many more arrivals: its resend was lost too.
+  if (qp.sr_nak_psn != qp.epsn || ++qp.sr_ooo_since_nak >= cfg_.sr_renak_packets) {
     qp.sr_nak_psn = qp.epsn;
+    qp.sr_ooo_since_nak = 0;
     schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
   }
 }
@@ -257,6 +259,7 @@ void Nic::drain_reorder_buffer(Qp& qp, Time now) {
   if (qp.epsn != before && qp.state != IBV_QPS_ERR) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
   if (qp.ooo_count > 0 && qp.sr_nak_psn != qp.epsn && qp.state != IBV_QPS_ERR) {
     qp.sr_nak_psn = qp.epsn;
+    qp.sr_ooo_since_nak = 0;
     schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
   }
 }

@@ -14,7 +14,11 @@
 namespace rocemu::wire {
 
 // Plain CRC-32 continuation: crc32_update(0, p, n) is zlib's crc32(0, p, n).
+// Uses carry-less multiplication where the CPU has it.
 uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t len);
+// The same through zlib alone (the reference the fast path is tested
+// against).
+uint32_t crc32_reference(uint32_t crc, const uint8_t* data, size_t len);
 
 // ICRC of a RoCEv2 packet given the bytes from the start of the IP header
 // up to (not including) the ICRC field. `ipv6` selects the mask layout.

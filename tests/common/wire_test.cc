@@ -163,6 +163,23 @@ TEST_CASE("ICRC known answers", "[unit][wire]") {
   CHECK(compute_icrc({flipped.data() + 14, v.icrc_off - 14u}, false) != icrc);
 }
 
+TEST_CASE("Fast CRC-32 equals zlib at every length and seed", "[unit][wire]") {
+  std::vector<uint8_t> buf(9000);
+  uint64_t x = 1;
+  for (auto& b : buf) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    b = uint8_t(x >> 56);
+  }
+  for (size_t len = 0; len <= 600; len++) {
+    for (uint32_t seed : {0u, 1u, 0xffffffffu, 0x12345678u}) {
+      INFO("len " << len << " seed " << seed);
+      REQUIRE(crc32_update(seed, buf.data() + (len % 7), len) == crc32_reference(seed, buf.data() + (len % 7), len));
+    }
+  }
+  for (size_t len : {1024ul, 4096ul, 4111ul, 8999ul})
+    REQUIRE(crc32_update(7, buf.data(), len) == crc32_reference(7, buf.data(), len));
+}
+
 TEST_CASE("Every packet of real Linux rxe captures decodes with rxe's ICRC", "[unit][wire][rxe]") {
   for (const char* name : {"rxe-rocev2-ipv4.pcap", "rxe-rocev2-ipv4-loss10.pcap"}) {
     const auto frames = rocemu::test::read_capture(std::string(ROCEMU_TEST_DATA) + "/" + name);
