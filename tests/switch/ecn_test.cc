@@ -35,7 +35,7 @@ TEST_CASE("ECN: mark fraction at fixed queue depths follows the WRED line", "[si
     f.start = t + us(5);
     tx.add_flow(f);
     expected += per_cycle;
-    s.engine->run_until(t + us(5) + serialization_time(uint64_t(per_cycle) * wire_bytes(frame), 100'000'000'000ull) +
+    s.engine->run_until(t + us(5) + serialization_time(wire_bytes(frame), 100'000'000'000ull) * per_cycle +
                         us(5));
     REQUIRE(s.sw->queue_length(1, 3) == uint32_t(per_cycle));
     rx.release_pause(s.now());

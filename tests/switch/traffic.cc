@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/engine/dpdk.h"
+#include "switch/pfc.h"
 
 namespace rocemu::test {
 
@@ -185,7 +186,8 @@ void TestHost::on_frame(rte_mbuf* m, Time now) {
         if (pause_until_[prio] > pause_start_[prio]) paused_total_[prio] += pause_until_[prio] - pause_start_[prio];
         pause_start_[prio] = now;
       }
-      pause_until_[prio] = q == 0 ? now : now + serialization_time(uint64_t(q) * 64, rate);
+      // (serialization_time would overflow: 65535 quanta are 4 MB of bits.)
+      pause_until_[prio] = q == 0 ? now : now + sw::quanta_to_duration(q, rate);
       if (q == 0) {
         paused_total_[prio] += now - pause_start_[prio];
         pause_start_[prio] = now;
