@@ -98,6 +98,14 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     nh.glean = true;
     if (Status s = add(*a, new_next_hop(nh)); !s.ok()) return s;
   }
+  for (uint16_t i = 0; i < cfg.interfaces.size(); i++) {
+    const auto& a = cfg.interfaces[i].address;
+    if (!a) continue;
+    NextHop nh;
+    nh.port = i;
+    nh.local = true;
+    if (Status s = add(IpPrefix{a->addr, uint8_t(a->is_v4() ? 32 : 128)}, new_next_hop(nh)); !s.ok()) return s;
+  }
   for (const Route& r : cfg.routes) {
     NextHop nh;
     nh.port = r.port;

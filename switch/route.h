@@ -27,6 +27,7 @@ struct NextHop {
   wire::MacAddr mac{};
   bool resolved = false;
   bool glean = false;  // connected route: the destination is the neighbour
+  bool local = false;  // one of the switch's own addresses
   wire::IpAddr ip;     // neighbour to resolve when !glean
 };
 

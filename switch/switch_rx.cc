@@ -175,8 +175,8 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
 
   // route
   const NextHop* nh = v.is_ipv4() ? routes_->lookup_v4(v.ipv4().dst.get()) : routes_->lookup_v6(v.ipv6().dst.data());
-  if (nh == nullptr) {
-    in.counters[routes_->is_local(v.dst_ip()) ? PortCounters::drop_to_switch : PortCounters::drop_no_route]++;
+  if (nh == nullptr || nh->local) {
+    in.counters[nh == nullptr ? PortCounters::drop_no_route : PortCounters::drop_to_switch]++;
     rte_pktmbuf_free(m);
     return;
   }
@@ -361,7 +361,7 @@ void Switch::on_arp(PortRuntime& in, const wire::PacketView& v, Time now) {
   if (!answer && cfg_.proxy_arp) {
     const NextHop* nh = routes_->lookup_v4(a.tpa.get());
     if (nh != nullptr) {
-      answer = nh->port != in.index;
+      answer = nh->port != in.index && !nh->local;
     } else if (routes_->may_request(tpa, now, kArpInterval)) {
       // Unknown target: ask every other port, so the next request finds it.
       for (auto& p : ports_) {

@@ -71,9 +71,10 @@ rte_mbuf* TestHost::build(Flow& f, Time now) {
   path.src_mac = mac_;
   path.dst_mac = *gateway_mac_;
   path.ipv6 = !f.spec.dst.is_v4();
-  path.src_ip = ip_;
+  path.src_ip = f.spec.src.value_or(ip_);
   path.dst_ip = f.spec.dst;
   path.dscp = f.spec.dscp;
+  path.ttl = f.spec.ttl;
   path.ecn = f.spec.ecn;
   path.udp_sport = uint16_t(0xc000 | (f.spec.qpn & 0x3fff));
   if (f.spec.cnp) return build_cnp(f.spec.dst, f.spec.qpn);
@@ -264,6 +265,26 @@ void TestHost::on_refresh(Time now) {
   if (held_ == 0) return;
   send_pfc(held_, 0xffff, now);
   timers().schedule(refresh_, now + hold_refresh_);
+}
+
+void FrameNode::on_start(Time now) {
+  Port* p = port(0);
+  while (p != nullptr && next_ < frames_.size() && p->tx_ready(now)) {
+    rte_mbuf* m = pool().alloc_copy(frames_[next_]);
+    if (m == nullptr || p->tx_burst(&m, 1, now) != 1) {
+      if (m != nullptr) rte_pktmbuf_free(m);
+      return;
+    }
+    next_++;
+  }
+}
+
+void FrameNode::on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) {
+  for (uint16_t i = 0; i < n; i++) {
+    auto b = dpdk::bytes(pkts[i]);
+    received_.emplace_back(b.begin(), b.end());
+    rte_pktmbuf_free(pkts[i]);
+  }
 }
 
 }  // namespace rocemu::test

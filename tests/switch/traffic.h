@@ -31,6 +31,8 @@ struct FlowSpec {
   Time start{0};
   Time stop = kTimeNever;
   bool cnp = false;                // send CNPs (opcode 0x81) instead of data
+  uint8_t ttl = 64;
+  std::optional<wire::IpAddr> src; // default: the host's address (set for IPv6)
 };
 
 struct FlowStats {
@@ -105,6 +107,23 @@ class TestHost final : public Node {
   bool started_ = false;
   uint64_t cnps_sent_ = 0, pfc_rx_ = 0;
   Timer timer_, refresh_;
+};
+
+// Sends the frames it is given at start, keeps every frame it receives.
+class FrameNode final : public Node {
+ public:
+  FrameNode(std::string name, std::vector<std::vector<uint8_t>> frames)
+      : Node(std::move(name), 1), frames_(std::move(frames)) {}
+  std::string_view kind() const override { return "frame-node"; }
+  void on_start(Time now) override;
+  void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override;
+  void on_tx_ready(uint16_t, Time now) override { on_start(now); }
+  const std::vector<std::vector<uint8_t>>& received() const { return received_; }
+
+ private:
+  std::vector<std::vector<uint8_t>> frames_;
+  size_t next_ = 0;
+  std::vector<std::vector<uint8_t>> received_;
 };
 
 // 02:00:00:00:00:xx / 10.0.x.1 for host x, gateway 10.0.x.254.

@@ -1,0 +1,207 @@
+// The forwarding pipeline packet by packet: routing (MAC rewrite, TTL,
+// IPv6), drops by reason, ARP, the fault stage on a switch port, and the
+// control API on a running switch.
+#include <catch2/catch.hpp>
+
+#include "tests/switch/fixture.h"
+
+using namespace rocemu;
+using namespace rocemu::test;
+
+namespace {
+
+const wire::MacAddr kSinkMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0xaa}};
+
+struct Bench3 {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  TestHost* h0 = nullptr;
+  TestHost* h2 = nullptr;
+  FrameNode* sink = nullptr;
+};
+
+Bench3 make_bench(std::vector<std::vector<uint8_t>> sink_frames = {}, sw::SwitchConfig cfg = {}) {
+  Bench3 b;
+  b.engine = make_engine(71);
+  if (cfg.num_ports == 0) cfg = star_config(3, sw::qos_roce_profile(sw::RoceMode::kLossless));
+  cfg.neighbors.push_back(sw::Neighbor{host_ip(1), kSinkMac, 1});
+  cfg.neighbors.push_back(sw::Neighbor{*wire::IpAddr::parse("fd00:1::1"), kSinkMac, 1});
+  cfg.routes.push_back(sw::Route{*sw::IpPrefix::parse("fd00:1::/64"), 1, {}, {}});
+  b.sw = &b.engine->add<sw::Switch>("sw1", cfg);
+  b.h0 = &b.engine->add<TestHost>("h0", host_ip(0), host_mac(0), gateway_ip(0));
+  b.sink = &b.engine->add<FrameNode>("sink", std::move(sink_frames));
+  b.h2 = &b.engine->add<TestHost>("h2", host_ip(2), host_mac(2), gateway_ip(2));
+  REQUIRE(b.engine->connect(*b.h0, 0, *b.sw, 0, LinkParams{}).ok());
+  REQUIRE(b.engine->connect(*b.sink, 0, *b.sw, 1, LinkParams{}).ok());
+  REQUIRE(b.engine->connect(*b.h2, 0, *b.sw, 2, LinkParams{}).ok());
+  b.engine->run_until(us(20));
+  REQUIRE(b.h0->gateway_resolved());
+  return b;
+}
+
+FlowSpec to(const char* dst, uint32_t qpn, uint64_t count) {
+  FlowSpec f;
+  f.dst = *wire::IpAddr::parse(dst);
+  f.qpn = qpn;
+  f.count = count;
+  f.payload = 256;
+  f.rate_bps = 10'000'000'000ull;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("Routing rewrites MACs and TTL, keeps the ICRC, routes IPv6; drops are counted by reason", "[sim][switch]") {
+  Bench3 b = make_bench();
+  b.h0->add_flow(to("10.0.1.1", 0x10, 10));
+  FlowSpec v6 = to("fd00:1::1", 0x11, 10);
+  v6.src = *wire::IpAddr::parse("fd00::1");
+  b.h0->add_flow(v6);
+  FlowSpec expiring = to("10.0.1.1", 0x12, 5);
+  expiring.ttl = 1;
+  b.h0->add_flow(expiring);
+  b.h0->add_flow(to("192.168.9.9", 0x13, 3));
+  b.h0->add_flow(to("10.0.0.254", 0x14, 2));
+  b.engine->run_to_idle(ms(1));
+
+  int v4 = 0, v6n = 0;
+  for (const auto& f : b.sink->received()) {
+    wire::PacketView v;
+    REQUIRE(wire::decode(f, v) == wire::DecodeError::kOk);  // IPv4 checksum included
+    if (!v.is_roce) continue;
+    CHECK(v.eth().dst == kSinkMac);
+    CHECK(v.eth().src == b.sw->port_mac(1));
+    CHECK(v.icrc_ok());
+    if (v.is_ipv4()) {
+      CHECK(v.ipv4().ttl == 63);
+      v4++;
+    } else {
+      CHECK(v.ipv6().hop_limit == 63);
+      v6n++;
+    }
+  }
+  CHECK(v4 == 10);
+  CHECK(v6n == 10);
+  const auto& c = b.sw->counters(0);
+  CHECK(c[sw::PortCounters::drop_ttl_expired] == 5);
+  CHECK(c[sw::PortCounters::drop_no_route] == 3);
+  CHECK(c[sw::PortCounters::drop_to_switch] == 2);
+  const auto shown = b.sw->show_interface(0)["counters"];
+  CHECK(shown["discards.ttl-expired"] == 5);
+}
+
+TEST_CASE("ARP: the switch answers for its address and for routed hosts, and learns", "[sim][switch]") {
+  auto request = [](const char* target) {
+    std::vector<uint8_t> f(60);
+    wire::encode_arp(f, wire::kArpRequest, kSinkMac, host_ip(1).v4_host_order(), wire::MacAddr{},
+                     wire::IpAddr::parse(target)->v4_host_order(), wire::kBroadcastMac);
+    return f;
+  };
+  sw::SwitchConfig cfg = star_config(3, sw::qos_roce_profile(sw::RoceMode::kLossless));
+  Bench3 b = make_bench({request("10.0.1.254"), request("10.0.2.1"), request("10.0.9.9")}, cfg);
+  b.engine->run_to_idle(ms(1));
+  std::vector<uint32_t> answered;
+  for (const auto& f : b.sink->received()) {
+    wire::PacketView v;
+    REQUIRE(wire::decode(f, v) == wire::DecodeError::kOk);
+    if (v.kind != wire::PacketKind::kArp) continue;
+    CHECK(v.arp().oper.get() == wire::kArpReply);
+    CHECK(v.arp().sha == b.sw->port_mac(1));
+    CHECK(v.eth().dst == kSinkMac);
+    answered.push_back(v.arp().spa.get());
+  }
+  CHECK(answered == std::vector<uint32_t>{gateway_ip(1).v4_host_order(), host_ip(2).v4_host_order()});
+  // The unknown target was asked for on the other ports (h0 and h2 ignore it).
+  CHECK(b.sw->counters(0)[sw::PortCounters::tx_arp] >= 2);
+  CHECK(b.sw->counters(2)[sw::PortCounters::tx_arp] >= 2);
+  // Hosts were learned from their ARP requests.
+  const auto& n = b.sw->routes()->neighbors();
+  CHECK(n.count(host_ip(0)) == 1);
+  CHECK(n.count(host_ip(2)) == 1);
+  CHECK(n.at(host_ip(2)).port == 2);
+  CHECK(b.sw->show_routes()["neighbors"].size() >= 4);
+}
+
+TEST_CASE("Fault stage on a switch port: Bernoulli loss and a lower rate", "[sim][switch]") {
+  sw::SwitchConfig cfg = star_config(3, sw::qos_roce_profile(sw::RoceMode::kLossless));
+  cfg.interfaces[0].faults.loss = 0.1;
+  cfg.interfaces[2].faults.rate_bps = 10'000'000'000ull;
+  Bench3 b = make_bench({}, cfg);
+  FlowSpec f = to("10.0.2.1", 0x20, 20000);
+  f.payload = 1024;
+  f.rate_bps = 0;
+  b.h0->add_flow(f);
+  b.engine->run_to_idle(ms(50));
+  const auto& got = b.h2->received(0x20);
+  const uint64_t lost = b.sw->counters(0)[sw::PortCounters::drop_fault];
+  CHECK(got.packets + lost == 20000);
+  CHECK(double(lost) == Approx(2000).margin(5 * 42.4));  // 5 sigma of Binomial(20000, 0.1)
+  // The egress port ran at 10G: PFC held the 100G sender back, nothing lost.
+  const double gbps = double(got.bytes + 24 * got.packets) * 8 / to_seconds(got.last - got.first) / 1e9;
+  CHECK(gbps == Approx(10).margin(0.2));
+  CHECK(b.sw->pfc_tx_frames(0, 3) > 0);
+  CHECK(b.sw->queue_counters(2, 3)[sw::QueueCounters::drop_packets] == 0);
+}
+
+TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running switch", "[sim][switch]") {
+  sw::QosConfig q = sw::qos_roce_profile(sw::RoceMode::kLossless);
+  q.buffer.size = 2'000'000;
+  Star s = make_star(star_config(3, q), 72);
+  for (int i = 0; i < 2; i++) {
+    FlowSpec f;
+    f.dst = host_ip(2);
+    f.qpn = 0x30 + uint32_t(i);
+    f.payload = 4096;
+    f.start = us(30);
+    f.stop = us(2000);
+    s.host(i).add_flow(f);
+  }
+  s.engine->run_until(us(500));
+  const uint64_t pfc_before = s.sw->pfc_tx_frames(0, 3);
+  CHECK(pfc_before > 0);
+
+  // A bad configuration is refused whole, naming the field; nothing changes.
+  sw::SwitchConfig bad = s.sw->config();
+  bad.qos.roce.mode = sw::RoceMode::kLossy;
+  bad.qos.congestion[3].wred.max_threshold = 1000;
+  const Status st = s.sw->apply(bad);
+  CHECK(!st.ok());
+  CHECK(st.message().find("qos.congestion-control.traffic-class.3.min-threshold") != std::string::npos);
+  CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossless);
+  Status e = s.sw->nv({"set", "qos", "pfc", "switch-priority", "9"});
+  CHECK(e.message().find("nv set qos pfc switch-priority") != std::string::npos);
+
+  // Lossy, live: PFC stops (XON for what was asserted), TC3 drops begin.
+  REQUIRE(s.sw->nv({"set", "qos", "roce", "mode", "lossy"}).ok());
+  s.engine->run_until(us(600));
+  const uint64_t pfc_switch = s.sw->pfc_tx_frames(0, 3);
+  s.engine->run_until(us(1900));
+  CHECK(s.sw->pfc_tx_frames(0, 3) == pfc_switch);
+  CHECK(s.sw->queue_counters(2, 3)[sw::QueueCounters::drop_packets] > 0);
+  nlohmann::json j;
+  REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
+  CHECK(j["mode"]["applied"] == "lossy");
+  CHECK(j["pfc"]["pfc-priority"]["operational"] == "");
+  CHECK(j["congestion-control"]["enabled-tc"]["applied"] == "0,3");
+  CHECK(j["congestion-control"]["min-threshold"]["applied"] == "146.48 KB");
+  CHECK(j["congestion-control"]["max-threshold"]["applied"] == "1.43 MB");
+  CHECK(j["trust"]["trust-mode"]["applied"] == "pcp,dscp");
+  REQUIRE(s.sw->nv({"show", "interface", "swp2", "qos", "roce", "counters"}, &j).ok());
+  CHECK(j["tx-roce-stats"]["unicast-no-buffer-discard"].get<uint64_t>() > 0);
+  for (const char* g : {"rx-pfc-stats", "tx-pfc-stats", "rx-roce-stats", "rx-non-roce-stats", "tx-roce-stats",
+                        "tx-cnp-stats", "tx-ecn-stats"})
+    CHECK(j.contains(g));
+  REQUIRE(s.sw->nv({"show", "interface", "swp2", "queue"}, &j).ok());
+  CHECK(j[3]["drop-packets"].get<uint64_t>() > 0);
+  REQUIRE(s.sw->nv({"show", "pfc", "counters"}, &j).ok());
+  CHECK(j["swp0"]["tx"][3] == pfc_switch);
+
+  // Back to the non-RoCE default.
+  REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
+  REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
+  CHECK(j["enable"]["applied"] == "off");
+  CHECK(s.sw->config().qos.mapping.trust == sw::Trust::kL2);
+  s.engine->run_to_idle(ms(20));
+  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp2", "qos", "roce", "counters"}).ok());
+  CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
+}
