@@ -321,7 +321,8 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     const uint64_t orig = v.atomic_ack().orig.get();
     const Sge& s = w.sge[0];
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(s.addr, &orig, 8)) w.status = IBV_WC_LOC_PROT_ERR;
+    if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8))
+      w.status = IBV_WC_LOC_PROT_ERR;
     w.resp_pkts = 1;
     w.done = true;
     qp.rd_atomic_outstanding--;
@@ -379,7 +380,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     }
     const uint32_t n = std::min(len, s.length - off);
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr + off, n) || !qp.ctx->memory->write(s.addr + off, src, n)) {
+    if (mr == nullptr || !mr->contains(s.addr + off, n) || !qp.ctx->memory->write(mr->host(s.addr + off), src, n)) {
       w.status = IBV_WC_LOC_PROT_ERR;
       break;
     }

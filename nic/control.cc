@@ -81,18 +81,21 @@ int Nic::dealloc_pd(HostContext* ctx, uint32_t handle) {
   return 0;
 }
 
-int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, int access, uint32_t& key) {
+int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, int access, uint32_t& key,
+                std::optional<uint64_t> iova) {
   Pd* pd = pds_.find(pd_handle);
   if (pd == nullptr || pd->ctx != ctx) return EINVAL;
   if (access & ~kKnownAccess) return EINVAL;
   // Remote write or atomic access needs local write (IBA 10.6.3.1).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (length == 0 || addr + length < addr) return EINVAL;
+  const uint64_t io = iova.value_or(addr);
+  if (length == 0 || addr + length < addr || io + length < io) return EINVAL;
   if (mrs_.size() >= cfg_.max_mr) return ENOMEM;
   auto mr = std::make_unique<Mr>();
   mr->pd = pd;
-  mr->addr = addr;
+  mr->addr = io;
+  mr->host_addr = addr;
   mr->length = length;
   mr->access = access;
   Mr* raw = mr.get();
@@ -364,7 +367,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       qp->rnr_waiting = qp->read_rewind_pending = false;
       qp->sr_resend.clear();
       qp->in_message = qp->recv_valid = false;
-      qp->write_mr = nullptr;
+      qp->write_rkey = 0;
       qp->tasks.clear();
       qp->ack_pending = qp->nak_sent = false;
       qp->atomic_log = {};

@@ -95,7 +95,10 @@ class Nic final : public Node {
   void close_context(HostContext* ctx);
   int alloc_pd(HostContext* ctx, uint32_t& handle);
   int dealloc_pd(HostContext* ctx, uint32_t handle);
-  int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key);
+  // `iova` is the address the MR answers to in WQEs and RETHs (as
+  // ibv_reg_mr_iova2); it defaults to addr.
+  int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key,
+             std::optional<uint64_t> iova = std::nullopt);
   int dereg_mr(HostContext* ctx, uint32_t key);
   // Ring memory (ring_bytes(entries, sizeof(Cqe))) stays the caller's.
   int create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle);

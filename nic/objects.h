@@ -35,14 +35,17 @@ struct Pd {
 struct Mr {
   uint32_t key = 0;  // lkey == rkey
   Pd* pd = nullptr;
-  uint64_t addr = 0;
+  uint64_t addr = 0;       // I/O virtual address: what WQEs and RETHs name
+  uint64_t host_addr = 0;  // where the bytes live in the host
   uint64_t length = 0;
-  int access = 0;    // enum ibv_access_flags
+  int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;
   }
+  // The host address of I/O address `a` (inside the MR).
+  uint64_t host(uint64_t a) const { return host_addr + (a - addr); }
 };
 
 // Keys are (slot << 8) | generation so a stale key never finds a new MR.

@@ -65,6 +65,7 @@ struct ResponderTask {
   uint64_t va = 0;         // READ: next byte to send
   uint32_t remaining = 0;  // READ: bytes left
   uint32_t total = 0;      // READ: whole length (for FIRST/MIDDLE/LAST)
+  uint32_t rkey = 0;       // READ: looked up again for every response
   bool first = true;
   uint64_t orig = 0;       // atomic result
   uint8_t syndrome = 0;
@@ -154,7 +155,7 @@ struct Qp {
   bool recv_valid = false;
   uint64_t recv_offset = 0;
   ibv_wc_status recv_error = IBV_WC_SUCCESS;
-  Mr* write_mr = nullptr;     // WRITE in progress
+  uint32_t write_rkey = 0;    // WRITE in progress (looked up per packet: the MR may go)
   uint64_t write_va = 0;
   uint64_t write_remaining = 0;
   uint32_t write_total = 0;

@@ -174,7 +174,8 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   // otherwise.
   const uint32_t window = cfg_.recovery == LossRecovery::kSelectiveRepeat ? cfg_.sr_window : (1u << 22);
   const uint32_t next = w.started ? qp.send_psn : qp.next_new_psn;
-  if (!(w.started && w.needs_response()) && uint32_t(wire::psn_diff(next, qp.una_psn)) >= window) return false;
+  const int32_t ahead = wire::psn_diff(next, qp.una_psn);  // negative: resending what is acked
+  if (!(w.started && w.needs_response()) && ahead > 0 && uint32_t(ahead) >= window) return false;
   return true;
 }
 
@@ -193,7 +194,7 @@ bool Nic::gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint3
     // The MR may have been deregistered since the WQE was posted.
     Mr* mr = mrs_.find(s.lkey);
     if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, n)) return false;
-    if (!qp.ctx->memory->read(s.addr + offset, dst, n)) return false;
+    if (!qp.ctx->memory->read(mr->host(s.addr + offset), dst, n)) return false;
     dst += n;
     len -= n;
     offset = 0;
@@ -370,6 +371,9 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
     qp.send_psn = w.first_psn;
     if (w.needs_response()) qp.rd_atomic_outstanding++;
   }
+  // A go-back-N rewind may point at packets acknowledged since: skip them.
+  if (!w.needs_response() && wire::psn_lt(qp.send_psn, qp.una_psn) && wire::psn_le(qp.una_psn, w.last_psn()))
+    qp.send_psn = qp.una_psn;
   uint32_t psn = qp.send_psn;
   if (w.is_read() && wire::psn_lt(psn, wire::psn_add(w.first_psn, w.resp_pkts)))
     psn = wire::psn_add(w.first_psn, w.resp_pkts);  // part of it already arrived

@@ -68,7 +68,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
-    if (!qp.ctx->memory->write(s.addr + offset, src, n)) {
+    if (!qp.ctx->memory->write(mr->host(s.addr + offset), src, n)) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
@@ -175,7 +175,7 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
       // UC: the message in progress is lost; start again at a FIRST/ONLY.
       counters_[NicCounters::rx_discards_uc]++;
       qp.in_message = false;
-      qp.write_mr = nullptr;
+      qp.write_rkey = 0;
       qp.epsn = psn;
       if (v.op().any(wire::kOpFirst)) process_request(qp, v, now);
       else qp.epsn = wire::psn_add(psn, 1);
@@ -280,12 +280,12 @@ void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
       const wire::Reth& reth = v.reth();
       const uint32_t len = reth.dma_length.get();
       if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) return;
-      task = {ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0};
+      task = {ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0};
     } else {
       const auto it = std::find_if(qp.atomic_log.begin(), qp.atomic_log.end(),
                                    [psn](const AtomicReplay& a) { return a.valid && a.psn == psn; });
       if (it == qp.atomic_log.end()) return;  // too old to answer
-      task = {ResponderTask::kAtomicAck, psn, 0, 0, 0, true, it->orig, 0};
+      task = {ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, it->orig, 0};
     }
     auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
                             [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
@@ -346,7 +346,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
       return;
     }
-    qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, true, 0, 0});
+    qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0});
     qp.epsn = wire::psn_add(qp.epsn, len == 0 ? 1 : (len + qp.mtu - 1) / qp.mtu);
     qp.nak_sent = false;
     activate(qp, now);
@@ -360,7 +360,8 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
       return;
     }
-    if (check_rkey(qp, a.rkey.get(), va, 8, IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
+    Mr* amr = check_rkey(qp, a.rkey.get(), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
+    if (amr == nullptr) {
       responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
       return;
     }
@@ -369,7 +370,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       return;
     }
     uint64_t orig = 0;
-    if (!qp.ctx->memory->read(va, &orig, 8)) {
+    if (!qp.ctx->memory->read(amr->host(va), &orig, 8)) {
       responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
       return;
     }
@@ -379,12 +380,12 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
     } else {
       result = orig + a.swap_add.get();
     }
-    if (result != orig && !qp.ctx->memory->write(va, &result, 8)) {
+    if (result != orig && !qp.ctx->memory->write(amr->host(va), &result, 8)) {
       responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
       return;
     }
     qp.atomic_log[qp.atomic_log_next++ % kMaxRdAtomic] = {true, psn, orig};
-    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, true, orig, 0});
+    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, orig, 0});
     qp.epsn = wire::psn_add(qp.epsn, 1);
     qp.nak_sent = false;
     activate(qp, now);
@@ -402,10 +403,9 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       qp.write_va = reth.va.get();
       qp.write_remaining = len;
       qp.write_total = len;
-      qp.write_mr = nullptr;
+      qp.write_rkey = reth.rkey.get();
       if (len > 0) {
-        qp.write_mr = check_rkey(qp, reth.rkey.get(), qp.write_va, len, IBV_ACCESS_REMOTE_WRITE);
-        if (qp.write_mr == nullptr) {
+        if (check_rkey(qp, qp.write_rkey, qp.write_va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr) {
           if (rc) {
             responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
           } else {
@@ -440,8 +440,9 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       return;
     }
     if (v.payload_len > 0) {
-      if (qp.write_mr == nullptr || !mrs_.find(qp.write_mr->key) ||
-          !qp.ctx->memory->write(qp.write_va, v.data + v.payload_off, v.payload_len)) {
+      Mr* mr = mrs_.find(qp.write_rkey);
+      if (mr == nullptr || !mr->contains(qp.write_va, v.payload_len) ||
+          !qp.ctx->memory->write(mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
         if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
         return;
       }
@@ -539,11 +540,10 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
 }
 
 rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
-  (void)now;
   wire::RoceFields f;
   f.dest_qp = qp.dest_qpn;
   uint32_t len = 0;
-  uint64_t va = 0;
+  uint64_t host = 0;
   bool pop = false;
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
@@ -564,7 +564,16 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       if (last) qp.msn = (qp.msn + 1) & 0xffffff;
       f.aeth_syndrome = wire::aeth_ack();
       f.aeth_msn = qp.msn;
-      va = t.va;
+      // The MR is looked up again: it may have been deregistered meanwhile.
+      if (len > 0) {
+        Mr* mr = mrs_.find(t.rkey);
+        if (mr == nullptr || !mr->contains(t.va, len)) {
+          qp.tasks.clear();
+          responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
+          return nullptr;
+        }
+        host = mr->host(t.va);
+      }
       t.va += len;
       t.remaining -= len;
       t.psn = wire::psn_add(t.psn, 1);
@@ -588,7 +597,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (len > 0 && !qp.ctx->memory->read(va, data + hdr, len)) {
+  if (len > 0 && !qp.ctx->memory->read(host, data + hdr, len)) {
     rte_pktmbuf_free(m);
     qp.tasks.clear();
     return nullptr;

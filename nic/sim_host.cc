@@ -11,9 +11,9 @@ SimHost::SimHost(Engine& engine, Nic& nic) : engine_(engine), nic_(nic), ctx_(ni
 
 SimHost::~SimHost() { nic_.close_context(ctx_); }
 
-uint32_t SimHost::reg_mr(void* addr, size_t len, int access, int* err) {
+uint32_t SimHost::reg_mr(void* addr, size_t len, int access, int* err, std::optional<uint64_t> iova) {
   uint32_t key = 0;
-  const int e = nic_.reg_mr(ctx_, pd_, reinterpret_cast<uint64_t>(addr), len, access, key);
+  const int e = nic_.reg_mr(ctx_, pd_, reinterpret_cast<uint64_t>(addr), len, access, key, iova);
   if (err != nullptr) *err = e;
   return e == 0 ? key : 0;
 }

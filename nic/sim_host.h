@@ -46,8 +46,9 @@ class SimHost {
   uint32_t pd() const { return pd_; }
   Time now() const { return engine_.now(); }
 
-  // Returns the key, or 0 with errno-style failure in `err`.
-  uint32_t reg_mr(void* addr, size_t len, int access, int* err = nullptr);
+  // Returns the key, or 0 with errno-style failure in `err`. With `iova`
+  // the MR answers to that address instead of its own (ibv_reg_mr_iova2).
+  uint32_t reg_mr(void* addr, size_t len, int access, int* err = nullptr, std::optional<uint64_t> iova = {});
   int dereg_mr(uint32_t key) { return nic_.dereg_mr(ctx_, key); }
   Cq* create_cq(uint32_t entries);
   Srq* create_srq(uint32_t entries, uint32_t max_sge = 1, uint32_t limit = 0);

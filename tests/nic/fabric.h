@@ -42,6 +42,13 @@ struct TwoNics {
     h1 = std::make_unique<nic::SimHost>(*engine, *n1);
     h2 = std::make_unique<nic::SimHost>(*engine, *n2);
   }
+  // Wraps a fabric built elsewhere (e.g. from a topology file).
+  struct Adopt {};
+  TwoNics(Adopt, std::unique_ptr<Engine> e, nic::Nic* a, nic::Nic* b) : engine(std::move(e)), n1(a), n2(b) {
+    link = engine->links().empty() ? nullptr : engine->links()[0].get();
+    h1 = std::make_unique<nic::SimHost>(*engine, *n1);
+    h2 = std::make_unique<nic::SimHost>(*engine, *n2);
+  }
   ~TwoNics() {
     h1.reset();
     h2.reset();

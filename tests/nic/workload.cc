@@ -52,18 +52,33 @@ WorkloadResult run_rc_workload(TwoNics& f, const WorkloadSpec& spec) {
   counter = 0;
   std::vector<uint64_t> fetched(size_t(spec.atomics) + 1, ~0ull);
 
-  const uint32_t k_src = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t k_dst = f.h2->reg_mr(dst.data(), dst.size(), kAll);
-  const uint32_t k_remote = f.h2->reg_mr(remote.data(), remote.size(), kAll);
-  const uint32_t k_back = f.h1->reg_mr(back.data(), back.size(), kAll);
-  const uint32_t k_send = f.h1->reg_mr(sendbuf.data(), sendbuf.size(), kAll);
-  const uint32_t k_recv = f.h2->reg_mr(recvbuf.data(), recvbuf.size(), kAll);
-  const uint32_t k_counter = f.h2->reg_mr(&counter, sizeof counter, kAll);
-  const uint32_t k_fetched = f.h1->reg_mr(fetched.data(), fetched.size() * 8, kAll);
+  // Every buffer is registered at a fixed I/O address (ibv_reg_mr_iova2),
+  // so the packets carry the same addresses in every run.
+  uint64_t next_iova = 0x10000000000ull;
+  std::map<const void*, uint64_t> iova_base;
+  auto reg = [&](nic::SimHost& h, void* p, size_t len) {
+    const uint64_t io = next_iova;
+    next_iova += 0x100000000ull;
+    iova_base[p] = io;
+    return h.reg_mr(p, len, kAll, nullptr, io);
+  };
+  // The I/O address of byte `off` of a registered buffer.
+  auto io = [&](const void* base, size_t off) { return iova_base.at(base) + off; };
+  const uint32_t k_src = reg(*f.h1, src.data(), src.size());
+  const uint32_t k_dst = reg(*f.h2, dst.data(), dst.size());
+  const uint32_t k_remote = reg(*f.h2, remote.data(), remote.size());
+  const uint32_t k_back = reg(*f.h1, back.data(), back.size());
+  const uint32_t k_send = reg(*f.h1, sendbuf.data(), sendbuf.size());
+  const uint32_t k_recv = reg(*f.h2, recvbuf.data(), recvbuf.size());
+  const uint32_t k_counter = reg(*f.h2, &counter, sizeof counter);
+  const uint32_t k_fetched = reg(*f.h1, fetched.data(), fetched.size() * 8);
+  auto sge_io = [&](const void* base, size_t off, uint32_t len, uint32_t key) {
+    return ibv_sge{io(base, off), len, key};
+  };
 
   // Receives first.
   for (int i = 0; i < spec.sends; i++) {
-    ibv_sge s = sge(recvbuf.data() + size_t(i) * region, uint32_t(region), k_recv);
+    ibv_sge s = sge_io(recvbuf.data(), size_t(i) * region, uint32_t(region), k_recv);
     ibv_recv_wr r{};
     r.wr_id = 1000 + uint64_t(i);
     r.sg_list = &s;
@@ -94,27 +109,27 @@ WorkloadResult run_rc_workload(TwoNics& f, const WorkloadSpec& spec) {
     const size_t off = size_t(op.index) * region;
     switch (op.kind) {
       case 0:
-        s = sge(src.data() + off, op.len, k_src);
+        s = sge_io(src.data(), off, op.len, k_src);
         wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + off);
+        wr.wr.rdma.remote_addr = io(dst.data(), off);
         wr.wr.rdma.rkey = k_dst;
         break;
       case 1:
-        s = sge(sendbuf.data() + off, op.len, k_send);
+        s = sge_io(sendbuf.data(), off, op.len, k_send);
         wr.opcode = op.index % 2 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
         wr.imm_data = htonl(0x1000u + uint32_t(op.index));
         break;
       case 2:
-        s = sge(back.data() + off, op.len, k_back);
+        s = sge_io(back.data(), off, op.len, k_back);
         wr.opcode = IBV_WR_RDMA_READ;
-        wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(remote.data() + off);
+        wr.wr.rdma.remote_addr = io(remote.data(), off);
         wr.wr.rdma.rkey = k_remote;
         break;
       default:
         atomic_slot[i] = atomic_seq;
-        s = sge(&fetched[size_t(atomic_seq++)], 8, k_fetched);
+        s = sge_io(fetched.data(), size_t(atomic_seq++) * 8, 8, k_fetched);
         wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(&counter);
+        wr.wr.atomic.remote_addr = io(&counter, 0);
         wr.wr.atomic.rkey = k_counter;
         wr.wr.atomic.compare_add = 1;
         break;
