@@ -17,6 +17,14 @@ inline uint64_t dynamic_threshold(double alpha, uint64_t pool_size, uint64_t poo
   return t >= 1.8e19 ? UINT64_MAX : uint64_t(t);
 }
 
+// The same in fixed point, for the data path: alpha in units of 1/65536
+// (alpha <= 128, buffers below 2^40 bytes: the product fits in 64 bits).
+inline constexpr int kAlphaShift = 16;
+inline uint64_t alpha_to_fixed(double alpha) { return uint64_t(std::llround(alpha * double(1u << kAlphaShift))); }
+inline uint64_t dynamic_threshold_fixed(uint64_t alpha_fixed, uint64_t pool_size, uint64_t pool_used) {
+  return pool_used >= pool_size ? 0 : ((pool_size - pool_used) * alpha_fixed) >> kAlphaShift;
+}
+
 // Steady-state share of each of `n` equally greedy queues.
 inline double dynamic_threshold_share(double alpha, uint64_t pool_size, uint32_t n) {
   return alpha * double(pool_size) / (1.0 + double(n) * alpha);

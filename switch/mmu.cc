@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "switch/dynamic_threshold.h"
 
 namespace rocemu::sw {
 namespace {
@@ -33,7 +32,7 @@ void Mmu::configure(const QosConfig& qos, const std::vector<PortHeadroom>& ports
       PgBuffer& pg = ps.pg[g];
       pg.lossless = qos.pg_lossless(g);
       pg.pool = pg.lossless && lossless_pool_ ? kLosslessPool : kLossyPool;
-      pg.alpha = pg.lossless ? b.ingress_lossless_alpha : b.ingress_lossy_alpha;
+      pg.alpha = alpha_to_fixed(pg.lossless ? b.ingress_lossless_alpha : b.ingress_lossy_alpha);
       pg.headroom_size = pg.lossless ? ports[port].xoff : 0;
       pg.xon = pg.lossless ? ports[port].xon : 0;
       ingress_[pg.pool].used += pg.shared;
@@ -43,23 +42,11 @@ void Mmu::configure(const QosConfig& qos, const std::vector<PortHeadroom>& ports
       QueueBuffer& q = ps.queue[tc];
       q.lossless = (lossless_tcs >> tc) & 1;
       q.pool = q.lossless && lossless_pool_ ? kLosslessPool : kLossyPool;
-      q.alpha = b.egress_lossy_alpha;
+      q.alpha = alpha_to_fixed(b.egress_lossy_alpha);
       egress_[q.pool].used += q.shared;
       ps.out_pool[q.pool] += q.total();
     }
   }
-}
-
-uint64_t Mmu::pg_threshold(uint16_t port, uint8_t g) const {
-  const PgBuffer& pg = ports_[port].pg[g];
-  const BufferPool& pool = ingress_[pg.pool];
-  return dynamic_threshold(pg.alpha, pool.size, pool.used);
-}
-
-uint64_t Mmu::queue_threshold(uint16_t port, uint8_t tc) const {
-  const QueueBuffer& q = ports_[port].queue[tc];
-  const BufferPool& pool = egress_[q.pool];
-  return dynamic_threshold(q.alpha, pool.size, pool.used);
 }
 
 Admission Mmu::check(uint16_t in_port, uint8_t g, uint16_t out_port, uint8_t tc, uint32_t len) const {
@@ -141,16 +128,6 @@ void Mmu::release(uint16_t in_port, uint8_t g, uint16_t out_port, uint8_t tc, ui
   left -= q_shared;
   q.reserved -= std::min(left, q.reserved);
   out.out_pool[q.pool] -= std::min<uint64_t>(out.out_pool[q.pool], len);
-}
-
-bool Mmu::pg_wants_xoff(uint16_t port, uint8_t g) const {
-  const PgBuffer& pg = ports_[port].pg[g];
-  return pg.lossless && (pg.headroom > 0 || pg.shared >= pg_threshold(port, g));
-}
-
-bool Mmu::pg_may_xon(uint16_t port, uint8_t g) const {
-  const PgBuffer& pg = ports_[port].pg[g];
-  return pg.headroom == 0 && (pg.shared == 0 || pg.shared + pg.xon <= pg_threshold(port, g));
 }
 
 void Mmu::clear_watermarks() {

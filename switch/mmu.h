@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "switch/dynamic_threshold.h"
 #include "switch/qos_config.h"
 
 namespace rocemu::sw {
@@ -38,7 +39,7 @@ struct PgBuffer {
   // configuration
   bool lossless = false;
   uint8_t pool = kLossyPool;
-  double alpha = 0;
+  uint64_t alpha = 0;          // fixed point, 1/65536 (dynamic_threshold.h)
   uint64_t headroom_size = 0;  // xoff: bytes absorbed after XOFF
   uint64_t xon = 0;            // hysteresis below the threshold before XON
   // state
@@ -52,7 +53,7 @@ struct PgBuffer {
 struct QueueBuffer {
   bool lossless = false;
   uint8_t pool = kLossyPool;
-  double alpha = 0;
+  uint64_t alpha = 0;  // fixed point, 1/65536
   uint64_t reserved = 0, shared = 0;
   uint64_t watermark = 0;
 
@@ -88,11 +89,25 @@ class Mmu {
   void release(uint16_t in_port, uint8_t pg, uint16_t out_port, uint8_t tc, uint32_t len);
 
   // PFC decisions for a lossless PG, on its current state.
-  bool pg_wants_xoff(uint16_t port, uint8_t pg) const;
-  bool pg_may_xon(uint16_t port, uint8_t pg) const;
+  bool pg_wants_xoff(uint16_t port, uint8_t g) const {
+    const PgBuffer& b = ports_[port].pg[g];
+    return b.lossless && (b.headroom > 0 || b.shared >= pg_threshold(port, g));
+  }
+  bool pg_may_xon(uint16_t port, uint8_t g) const {
+    const PgBuffer& b = ports_[port].pg[g];
+    return b.headroom == 0 && (b.shared == 0 || b.shared + b.xon <= pg_threshold(port, g));
+  }
 
-  uint64_t pg_threshold(uint16_t port, uint8_t pg) const;
-  uint64_t queue_threshold(uint16_t port, uint8_t tc) const;
+  uint64_t pg_threshold(uint16_t port, uint8_t g) const {
+    const PgBuffer& b = ports_[port].pg[g];
+    const BufferPool& pool = ingress_[b.pool];
+    return dynamic_threshold_fixed(b.alpha, pool.size, pool.used);
+  }
+  uint64_t queue_threshold(uint16_t port, uint8_t tc) const {
+    const QueueBuffer& q = ports_[port].queue[tc];
+    const BufferPool& pool = egress_[q.pool];
+    return dynamic_threshold_fixed(q.alpha, pool.size, pool.used);
+  }
 
   PgBuffer& pg(uint16_t port, uint8_t pg) { return ports_[port].pg[pg]; }
   const PgBuffer& pg(uint16_t port, uint8_t pg) const { return ports_[port].pg[pg]; }

@@ -122,6 +122,7 @@ class Switch final : public Node {
     Timer pace_timer;
     // PFC received: pause per priority
     std::array<PauseTimer, kNumPriorities> pause;
+    Time pause_horizon{0};  // no priority is paused from then on
     std::array<Time, kNumPriorities> last_pause_rx{};
     std::array<uint64_t, kNumPriorities> pfc_rx{};
     Timer pause_timer;

@@ -95,9 +95,11 @@ void Switch::PortRuntime::on_delay(Time now) {
 
 void Switch::process(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
   PortRuntime& in = *ports_[port];
+  constexpr uint16_t kAhead = 4;
+  for (uint16_t i = 0; i < n && i < kAhead; i++) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
   for (uint16_t i = 0; i < n; i++) {
     rte_mbuf* m = pkts[i];
-    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     wire::PacketView v;
     const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
     if (e != wire::DecodeError::kOk) {
@@ -339,8 +341,12 @@ void Switch::on_pfc(PortRuntime& in, const wire::PacketView& v, Time now) {
     in.pause[prio].on_frame(quanta, in.speed, now);
   }
   Time next = kTimeNever;
-  for (const PauseTimer& t : in.pause)
-    if (t.paused(now)) next = std::min(next, t.until());
+  in.pause_horizon = now;
+  for (const PauseTimer& t : in.pause) {
+    if (!t.paused(now)) continue;
+    next = std::min(next, t.until());
+    in.pause_horizon = std::max(in.pause_horizon, t.until());
+  }
   if (next != kTimeNever) timers().schedule(in.pause_timer, next);
   if (released) mark(in);
 }

@@ -123,6 +123,7 @@ rte_mbuf* Switch::make_pfc_frame(PortRuntime& p, Time now) {
 }
 
 uint8_t Switch::paused_tcs(PortRuntime& p, Time now) {
+  if (now >= p.pause_horizon) return 0;
   uint8_t mask = 0;
   for (int prio = 0; prio < kNumPriorities; prio++) {
     if (((pfc_rx_prios_ >> prio) & 1) == 0 || !p.pause[prio].paused(now)) continue;
