@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "common/config/topology.h"
 #include "common/wire/build.h"
@@ -436,4 +438,27 @@ nodes:
   CHECK(msg.find("bad.yaml:7: nodes.sw1.interfaces.swp5") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.roce.mode") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.pfc.cable-lenght: unknown field") != std::string::npos);
+}
+
+TEST_CASE("The YAML example in switch/README.md parses and validates", "[unit][switch]") {
+  std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/switch/README.md");
+  REQUIRE(in);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const auto begin = doc.find("```yaml\n");
+  REQUIRE(begin != std::string::npos);
+  const auto end = doc.find("```", begin + 8);
+  const std::string yaml = doc.substr(begin + 8, end - begin - 8);
+  NodeKindRegistry reg;
+  register_switch_kinds(reg);
+  auto topo = parse_topology(yaml, "README.md", reg);
+  INFO(topo.status().message());
+  REQUIRE(topo.ok());
+  const auto& cfg = std::any_cast<const SwitchConfig&>(topo.value().nodes[0].config);
+  CHECK(cfg.qos.roce.enable);
+  CHECK(cfg.qos.mapping.dscp_to_sp[24] == 3);
+  CHECK(cfg.qos.trim.enable);
+  CHECK(cfg.interfaces[3].pfc_storm.enable);
+  CHECK(cfg.qos.pfc.xoff == uint64_t(100000));
 }
