@@ -15,6 +15,7 @@ bool Cq::push(const Cqe& cqe, bool solicited) {
   const uint32_t arm = ring_.header()->arm.load(std::memory_order_acquire);
   if (arm == 1 || (arm == 2 && solicited)) {
     ring_.header()->arm.store(0, std::memory_order_release);
+    ring_.header()->events.fetch_add(1, std::memory_order_release);
     if (on_event) on_event();
   }
   return true;

@@ -27,7 +27,10 @@ struct alignas(64) RingHeader {
   std::atomic<uint32_t> arm{0};
   // CQ only: the NIC sets it when a completion was lost for want of room.
   std::atomic<uint32_t> overflow{0};
-  uint32_t reserved[12];
+  // CQ only: completion events raised (the provider finds which CQ of a
+  // channel fired by comparing with what it has seen).
+  std::atomic<uint32_t> events{0};
+  uint32_t reserved[11];
 };
 static_assert(sizeof(RingHeader) == 192);
 

@@ -1,0 +1,35 @@
+// The rocemu subcommands.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rocemu::app {
+
+struct UpOptions {
+  std::string topology;     // empty: the built-in one
+  bool daemon = false;
+  bool hugepages = false;
+  std::string capture_dir;  // capture every link there (pcapng)
+  int verbose = 0;
+};
+int cmd_up(const UpOptions& o);
+int cmd_down();
+int cmd_status();
+int cmd_exec(const std::string& node, const std::vector<std::string>& argv);
+int cmd_engine(const std::vector<std::string>& words);  // nv ..., counters ..., fault ...
+
+struct DemoOptions {
+  std::string topology;
+  int seconds = 3;
+  bool keep_running = false;
+};
+int cmd_demo(const DemoOptions& o);
+
+struct SimOptions {
+  std::string scenario;
+  std::string out_dir;
+};
+int cmd_sim(const SimOptions& o);
+
+}  // namespace rocemu::app

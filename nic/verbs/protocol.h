@@ -1,0 +1,186 @@
+// The control protocol between the verbs provider (preloaded into an
+// application) and the engine: one SOCK_SEQPACKET Unix socket per
+// application, one request and one reply per message, file descriptors
+// (shared queue memory, eventfds) passed with SCM_RIGHTS. Both sides are
+// built from this header, so messages are plain structs with a version.
+//
+// The data path does not use the socket: send/receive/completion queues
+// live in shared memory (nic/queues.h); the application rings a doorbell
+// by adding the QP to the context's doorbell ring and, if the engine
+// sleeps, writing its wake eventfd.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "nic/queues.h"
+
+namespace rocemu::verbs {
+
+inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr const char* kDeviceName = "rocemu0";
+inline constexpr int kMaxGids = 16;
+
+enum class Op : uint32_t {
+  kHello = 1,
+  kQueryPort,
+  kAllocPd,
+  kDeallocPd,
+  kRegMr,
+  kDeregMr,
+  kCreateChannel,  // fd: the application's eventfd
+  kDestroyChannel,
+  kCreateCq,       // reply fd: ring memory
+  kDestroyCq,
+  kCreateSrq,      // reply fd: ring memory
+  kModifySrq,
+  kDestroySrq,
+  kCreateQp,       // reply fd: send and receive rings
+  kModifyQp,
+  kQueryQp,
+  kDestroyQp,
+  kCreateAh,
+  kDestroyAh,
+  kGetAsyncEvent,  // non-blocking: the oldest pending event, or EAGAIN
+  kCli,            // a CLI command (words separated by NUL); the reply's text follows in a second message
+};
+inline constexpr size_t kCliMax = 2048;
+
+struct GidRow {
+  uint8_t raw[16];
+  uint32_t type;  // enum ibv_gid_type
+};
+
+struct DeviceInfo {
+  uint64_t node_guid;
+  uint8_t mac[6];
+  uint16_t num_gids;
+  GidRow gids[kMaxGids];
+  uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_srq_wr, max_qp_rd_atom;
+  uint32_t max_inline;
+  uint64_t max_mr_size;
+};
+
+struct PortInfo {
+  uint32_t state;        // enum ibv_port_state
+  uint32_t active_mtu;   // enum ibv_mtu
+  uint64_t rate_bps;
+  uint32_t link_mtu;     // Ethernet MTU
+};
+
+struct QpCreate {
+  uint32_t type;  // IBV_QPT_RC / UC / UD
+  uint32_t pd, send_cq, recv_cq, srq;
+  ibv_qp_cap cap;
+  uint32_t sq_sig_all;
+};
+
+struct QpCreated {
+  uint32_t qpn;
+  ibv_qp_cap cap;
+  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
+  uint64_t rq_offset;    // into the shared memory
+  uint64_t map_bytes;
+};
+
+struct Request {
+  uint32_t version = kProtocolVersion;
+  Op op{};
+  union {
+    struct {
+      char node[64];
+      int32_t pid;
+    } hello;
+    struct {
+      uint32_t handle;
+    } handle;
+    struct {
+      uint32_t pd;
+      uint32_t access;
+      uint64_t addr, length, iova;
+    } reg_mr;
+    struct {
+      uint32_t entries;
+      uint32_t channel;  // 0: none
+    } create_cq;
+    struct {
+      uint32_t pd, entries, max_sge, limit;
+    } create_srq;
+    struct {
+      uint32_t handle, limit;
+    } modify_srq;
+    QpCreate create_qp;
+    struct {
+      uint32_t qpn;
+      int32_t mask;
+      ibv_qp_attr attr;
+    } modify_qp;
+    struct {
+      uint32_t pd;
+      ibv_ah_attr attr;
+    } create_ah;
+    struct {
+      uint32_t length;
+      char text[kCliMax];
+    } cli;
+  } u{};
+};
+
+struct Reply {
+  int32_t err = 0;   // 0 or an errno value
+  uint32_t reserved = 0;
+  union {
+    struct {
+      uint32_t ctx_id;
+      int32_t engine_pid;
+      uint64_t doorbell_bytes;  // fd 0: doorbell page, fd 1: engine wake eventfd
+      DeviceInfo device;
+      PortInfo port;
+    } hello;
+    PortInfo port;
+    struct {
+      uint32_t handle;
+    } handle;
+    struct {
+      uint32_t key;
+    } mr;
+    struct {
+      uint32_t handle, entries;
+      uint64_t bytes;
+    } ring;
+    QpCreated qp;
+    struct {
+      ibv_qp_attr attr;
+      ibv_qp_init_attr init;
+    } query_qp;
+    struct {
+      uint32_t event_type;  // enum ibv_event_type
+      uint32_t element;     // qpn / cq / srq handle
+    } event;
+    struct {
+      uint64_t length;      // bytes of text in the next message
+    } cli;
+  } u{};
+};
+
+// The doorbell page shared by an application context and the engine.
+struct DoorbellPage {
+  static constexpr uint32_t kEntries = 4096;
+  std::atomic<uint32_t> engine_sleeping{0};  // set by the engine before it sleeps
+  std::atomic<uint32_t> rescan{0};           // ring overflowed: look at every QP
+  std::atomic<uint32_t> lock{0};             // application threads take turns
+  uint32_t pad0[13];
+  nic::RingIndex producer;  // application
+  nic::RingIndex consumer;  // engine
+  uint32_t entries[kEntries];  // doorbell entries: kind << 24 | qpn
+};
+inline constexpr uint32_t kDoorbellSend = 1u << 24;
+inline constexpr uint32_t kDoorbellRecv = 2u << 24;
+
+// Where the provider looks for the engine.
+inline constexpr const char* kSocketEnv = "ROCEMU_SOCKET";
+inline constexpr const char* kNodeEnv = "ROCEMU_NODE";
+
+}  // namespace rocemu::verbs

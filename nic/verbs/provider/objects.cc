@@ -1,0 +1,548 @@
+// Verbs objects: PDs, MRs, completion channels, CQs, SRQs, QPs and AHs,
+// each an RPC to the engine; queue memory arrives as a memfd to map.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "nic/verbs/provider/provider.h"
+
+using namespace rocemu;
+using namespace rocemu::provider;
+
+namespace {
+
+template <typename T>
+T* fail(int err) {
+  errno = err;
+  return nullptr;
+}
+
+Context& ctx_of(ibv_pd* pd) { return *Context::of(pd->context); }
+
+int simple(Context& c, verbs::Op op, uint32_t handle) {
+  verbs::Request req;
+  req.op = op;
+  req.u.handle.handle = handle;
+  verbs::Reply rep;
+  return call(c, req, rep);
+}
+
+ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (pd == nullptr || length == 0) return fail<ibv_mr>(EINVAL);
+  Context& c = ctx_of(pd);
+  verbs::Request req;
+  req.op = verbs::Op::kRegMr;
+  req.u.reg_mr.pd = reinterpret_cast<Pd*>(pd)->handle;
+  req.u.reg_mr.access = access;
+  req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
+  req.u.reg_mr.length = length;
+  req.u.reg_mr.iova = iova;
+  verbs::Reply rep;
+  if (int e = call(c, req, rep); e != 0) return fail<ibv_mr>(e);
+  auto* m = new Mr();
+  std::memset(&m->mr, 0, sizeof m->mr);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = rep.u.mr.key;
+  m->mr.lkey = m->mr.rkey = rep.u.mr.key;
+  return &m->mr;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (context == nullptr) return fail<ibv_pd>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kAllocPd;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(context), req, rep); e != 0) return fail<ibv_pd>(e);
+  auto* p = new Pd();
+  p->pd.context = context;
+  p->pd.handle = p->handle = rep.u.handle.handle;
+  return &p->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  if (pd == nullptr) return EINVAL;
+  const int e = simple(ctx_of(pd), verbs::Op::kDeallocPd, reinterpret_cast<Pd*>(pd)->handle);
+  if (e == 0) delete reinterpret_cast<Pd*>(pd);
+  return e;
+}
+
+#undef ibv_reg_mr
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return reg(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
+}
+
+#undef ibv_reg_mr_iova
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return reg(pd, addr, length, iova, unsigned(access));
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
+  return reg(pd, addr, length, iova, access);
+}
+
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) { return fail<ibv_mr>(EOPNOTSUPP); }
+
+int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return IBV_REREG_MR_ERR_INPUT; }
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  if (mr == nullptr) return EINVAL;
+  const int e = simple(*Context::of(mr->context), verbs::Op::kDeregMr, mr->lkey);
+  if (e == 0) delete reinterpret_cast<Mr*>(mr);
+  return e;
+}
+
+// ---------------------------------------------------------- channels ----
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  if (context == nullptr) return fail<ibv_comp_channel>(EINVAL);
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  if (efd < 0) return nullptr;
+  verbs::Request req;
+  req.op = verbs::Op::kCreateChannel;
+  verbs::Reply rep;
+  Context& c = *Context::of(context);
+  if (int e = call(c, req, rep, {efd}); e != 0) {
+    close(efd);
+    return fail<ibv_comp_channel>(e);
+  }
+  auto* ch = new Channel();
+  ch->ch.context = context;
+  ch->ch.fd = efd;
+  ch->ch.refcnt = 0;
+  ch->ctx = &c;
+  ch->id = rep.u.handle.handle;
+  return &ch->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel == nullptr) return EINVAL;
+  auto* ch = reinterpret_cast<Channel*>(channel);
+  if (channel->refcnt != 0) return EBUSY;
+  simple(*ch->ctx, verbs::Op::kDestroyChannel, ch->id);
+  close(channel->fd);
+  delete ch;
+  return 0;
+}
+
+// --------------------------------------------------------------- CQs ----
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  if (context == nullptr || cqe <= 0 || comp_vector != 0) return fail<ibv_cq>(EINVAL);
+  Context& c = *Context::of(context);
+  if (uint32_t(cqe) > c.info.max_cqe) return fail<ibv_cq>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kCreateCq;
+  req.u.create_cq.entries = uint32_t(cqe);
+  req.u.create_cq.channel = channel != nullptr ? reinterpret_cast<Channel*>(channel)->id : 0;
+  verbs::Reply rep;
+  std::vector<int> fds;
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+    for (int f : fds) close(f);
+    return fail<ibv_cq>(e != 0 ? e : EPROTO);
+  }
+  auto* q = new Cq();
+  q->map_bytes = rep.u.ring.bytes;
+  q->map = map_fd(fds[0], q->map_bytes);
+  if (q->map == nullptr) {
+    delete q;
+    return fail<ibv_cq>(ENOMEM);
+  }
+  q->handle = rep.u.ring.handle;
+  q->shadow.ring = nic::Ring(q->map, rep.u.ring.entries, sizeof(nic::Cqe), false);
+  q->channel = reinterpret_cast<Channel*>(channel);
+  if (channel != nullptr) {
+    channel->refcnt++;
+    q->events_seen = q->shadow.ring.header()->events.load(std::memory_order_acquire);
+    std::lock_guard lock(q->channel->lock);
+    q->channel->cqs.push_back(q);
+  }
+  std::memset(&q->cq, 0, sizeof q->cq);
+  q->cq.context = context;
+  q->cq.channel = channel;
+  q->cq.cq_context = cq_context;
+  q->cq.handle = q->handle;
+  q->cq.cqe = int(rep.u.ring.entries);
+  pthread_mutex_init(&q->cq.mutex, nullptr);
+  pthread_cond_init(&q->cq.cond, nullptr);
+  return &q->cq;
+}
+
+int ibv_resize_cq(ibv_cq*, int) { return EOPNOTSUPP; }
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  if (cq == nullptr) return EINVAL;
+  auto* q = reinterpret_cast<Cq*>(cq);
+  const int e = simple(*Context::of(cq->context), verbs::Op::kDestroyCq, q->handle);
+  if (e != 0 && e != EIO) return e;
+  if (q->channel != nullptr) {
+    q->channel->ch.refcnt--;
+    std::lock_guard lock(q->channel->lock);
+    std::erase(q->channel->cqs, q);
+  }
+  munmap(q->map, q->map_bytes);
+  delete q;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  if (channel == nullptr || cq == nullptr) return -1;
+  auto* ch = reinterpret_cast<Channel*>(channel);
+  for (;;) {
+    // Which CQ of the channel fired: the engine counts events in each CQ's
+    // shared header.
+    {
+      std::lock_guard lock(ch->lock);
+      for (Cq* q : ch->cqs) {
+        const uint32_t raised = q->shadow.ring.header()->events.load(std::memory_order_acquire);
+        if (raised != q->events_seen) {
+          q->events_seen++;
+          *cq = &q->cq;
+          if (cq_context != nullptr) *cq_context = q->cq.cq_context;
+          return 0;
+        }
+      }
+    }
+    // Nothing yet: wait for the eventfd, and notice an engine that went away.
+    pollfd p[2] = {{channel->fd, POLLIN, 0}, {ch->ctx->sock, POLLRDHUP, 0}};
+    const int r = ::poll(p, 2, -1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      ch->ctx->dead = true;
+      errno = EIO;
+      return -1;
+    }
+    uint64_t v;
+    [[maybe_unused]] ssize_t n = read(channel->fd, &v, sizeof v);
+  }
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  if (cq == nullptr) return;
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+}  // extern "C"
+
+namespace {
+
+uint32_t qp_type_of(ibv_qp_type t) { return uint32_t(t); }
+
+}  // namespace
+
+extern "C" {
+
+// -------------------------------------------------------------- SRQs ----
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  if (pd == nullptr || init == nullptr) return fail<ibv_srq>(EINVAL);
+  Context& c = ctx_of(pd);
+  if (init->attr.max_wr == 0 || init->attr.max_wr > c.info.max_srq_wr || init->attr.max_sge == 0 ||
+      init->attr.max_sge > c.info.max_sge)
+    return fail<ibv_srq>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kCreateSrq;
+  req.u.create_srq = {reinterpret_cast<Pd*>(pd)->handle, init->attr.max_wr, init->attr.max_sge, init->attr.srq_limit};
+  verbs::Reply rep;
+  std::vector<int> fds;
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+    for (int f : fds) close(f);
+    return fail<ibv_srq>(e != 0 ? e : EPROTO);
+  }
+  auto* s = new Srq();
+  s->map_bytes = rep.u.ring.bytes;
+  s->map = map_fd(fds[0], s->map_bytes);
+  if (s->map == nullptr) {
+    delete s;
+    return fail<ibv_srq>(ENOMEM);
+  }
+  s->handle = rep.u.ring.handle;
+  s->rq.ring = nic::Ring(s->map, rep.u.ring.entries, nic::recv_wqe_stride(init->attr.max_sge), false);
+  s->rq.max_sge = init->attr.max_sge;
+  std::memset(&s->srq, 0, sizeof s->srq);
+  s->srq.context = pd->context;
+  s->srq.srq_context = init->srq_context;
+  s->srq.pd = pd;
+  s->srq.handle = s->handle;
+  pthread_mutex_init(&s->srq.mutex, nullptr);
+  pthread_cond_init(&s->srq.cond, nullptr);
+  init->attr.max_wr = rep.u.ring.entries;
+  return &s->srq;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (srq == nullptr || attr == nullptr) return EINVAL;
+  if (mask & IBV_SRQ_MAX_WR) return EINVAL;  // no resizing
+  if (!(mask & IBV_SRQ_LIMIT)) return 0;
+  verbs::Request req;
+  req.op = verbs::Op::kModifySrq;
+  req.u.modify_srq = {reinterpret_cast<Srq*>(srq)->handle, attr->srq_limit};
+  verbs::Reply rep;
+  return call(*Context::of(srq->context), req, rep);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  if (srq == nullptr || attr == nullptr) return EINVAL;
+  auto* s = reinterpret_cast<Srq*>(srq);
+  attr->max_wr = s->rq.ring.entries();
+  attr->max_sge = s->rq.max_sge;
+  attr->srq_limit = 0;
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  if (srq == nullptr) return EINVAL;
+  auto* s = reinterpret_cast<Srq*>(srq);
+  const int e = simple(*Context::of(srq->context), verbs::Op::kDestroySrq, s->handle);
+  if (e != 0 && e != EIO) return e;
+  munmap(s->map, s->map_bytes);
+  delete s;
+  return 0;
+}
+
+// --------------------------------------------------------------- QPs ----
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
+  if (pd == nullptr || init == nullptr || init->send_cq == nullptr || init->recv_cq == nullptr)
+    return fail<ibv_qp>(EINVAL);
+  if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC && init->qp_type != IBV_QPT_UD)
+    return fail<ibv_qp>(EOPNOTSUPP);
+  Context& c = ctx_of(pd);
+  verbs::Request req;
+  req.op = verbs::Op::kCreateQp;
+  verbs::QpCreate& q = req.u.create_qp;
+  q.type = qp_type_of(init->qp_type);
+  q.pd = reinterpret_cast<Pd*>(pd)->handle;
+  q.send_cq = reinterpret_cast<Cq*>(init->send_cq)->handle;
+  q.recv_cq = reinterpret_cast<Cq*>(init->recv_cq)->handle;
+  q.srq = init->srq != nullptr ? reinterpret_cast<Srq*>(init->srq)->handle : 0;
+  q.cap = init->cap;
+  q.sq_sig_all = uint32_t(init->sq_sig_all);
+  verbs::Reply rep;
+  std::vector<int> fds;
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+    for (int f : fds) close(f);
+    return fail<ibv_qp>(e != 0 ? e : EPROTO);
+  }
+  const verbs::QpCreated& r = rep.u.qp;
+  auto* qp = new Qp();
+  qp->ctx = &c;
+  qp->map_bytes = r.map_bytes;
+  qp->map = map_fd(fds[0], qp->map_bytes);
+  if (qp->map == nullptr) {
+    delete qp;
+    return fail<ibv_qp>(ENOMEM);
+  }
+  qp->sq.ring = nic::Ring(qp->map, r.sq_entries, r.sq_stride, false);
+  qp->sq.max_sge = std::max(r.cap.max_send_sge, 1u);
+  qp->sq.max_inline = r.cap.max_inline_data;
+  qp->sq.sig_all = init->sq_sig_all != 0;
+  if (init->srq == nullptr) {
+    qp->rq.ring = nic::Ring(static_cast<uint8_t*>(qp->map) + r.rq_offset, r.rq_entries, r.rq_stride, false);
+    qp->rq.max_sge = std::max(r.cap.max_recv_sge, 1u);
+  }
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& b = qp->qpx.qp_base;
+  b.context = pd->context;
+  b.qp_context = init->qp_context;
+  b.pd = pd;
+  b.send_cq = init->send_cq;
+  b.recv_cq = init->recv_cq;
+  b.srq = init->srq;
+  b.handle = r.qpn;
+  b.qp_num = r.qpn;
+  b.state = IBV_QPS_RESET;
+  b.qp_type = init->qp_type;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  init_qp_ex(*qp);
+  init->cap = r.cap;
+  {
+    std::lock_guard lock(c.qps_lock);
+    c.qps[r.qpn] = qp;
+  }
+  return &b;
+}
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  if (qp == nullptr || attr == nullptr) return EINVAL;
+  verbs::Request req;
+  req.op = verbs::Op::kModifyQp;
+  req.u.modify_qp.qpn = qp->qp_num;
+  req.u.modify_qp.mask = mask;
+  req.u.modify_qp.attr = *attr;
+  verbs::Reply rep;
+  const int e = call(*Context::of(qp->context), req, rep);
+  if (e == 0 && (mask & IBV_QP_STATE)) {
+    qp->state = attr->qp_state;
+    if (attr->qp_state == IBV_QPS_RESET) {
+      // Both sides start their queues again at index 0.
+      auto* q = reinterpret_cast<Qp*>(qp);
+      std::lock_guard l1(q->send_lock);
+      std::lock_guard l2(q->recv_lock);
+      q->sq.head = q->sq.tail = 0;
+      q->rq.tail = 0;
+    }
+  }
+  return e;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init) {
+  if (qp == nullptr || attr == nullptr) return EINVAL;
+  verbs::Request req;
+  req.op = verbs::Op::kQueryQp;
+  req.u.handle.handle = qp->qp_num;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(qp->context), req, rep); e != 0) return e;
+  *attr = rep.u.query_qp.attr;
+  if (init != nullptr) {
+    *init = rep.u.query_qp.init;
+    init->qp_context = qp->qp_context;
+    init->send_cq = qp->send_cq;
+    init->recv_cq = qp->recv_cq;
+    init->srq = qp->srq;
+  }
+  return 0;
+}
+
+int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, uint32_t) { return 0; }
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  if (qp == nullptr) return EINVAL;
+  auto* q = reinterpret_cast<Qp*>(qp);
+  Context& c = *Context::of(qp->context);
+  const int e = simple(c, verbs::Op::kDestroyQp, qp->qp_num);
+  if (e != 0 && e != EIO) return e;
+  {
+    std::lock_guard lock(c.qps_lock);
+    c.qps.erase(qp->qp_num);
+  }
+  munmap(q->map, q->map_bytes);
+  delete q;
+  return 0;
+}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return qp != nullptr ? &reinterpret_cast<Qp*>(qp)->qpx : nullptr; }
+
+// --------------------------------------------------------------- AHs ----
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (pd == nullptr || attr == nullptr) return fail<ibv_ah>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kCreateAh;
+  req.u.create_ah.pd = reinterpret_cast<Pd*>(pd)->handle;
+  req.u.create_ah.attr = *attr;
+  verbs::Reply rep;
+  if (int e = call(ctx_of(pd), req, rep); e != 0) return fail<ibv_ah>(e);
+  auto* a = new Ah();
+  a->ah.context = pd->context;
+  a->ah.pd = pd;
+  a->ah.handle = a->handle = rep.u.handle.handle;
+  return &a->ah;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  if (ah == nullptr) return EINVAL;
+  const int e = simple(*Context::of(ah->context), verbs::Op::kDestroyAh, reinterpret_cast<Ah*>(ah)->handle);
+  if (e != 0 && e != EIO) return e;
+  delete reinterpret_cast<Ah*>(ah);
+  return 0;
+}
+
+// The address of the sender of a UD message, from its GRH (for RoCEv2 over
+// IPv4: 20 zero bytes, then the IPv4 header).
+int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* ah_attr) {
+  if (context == nullptr || wc == nullptr || grh == nullptr || ah_attr == nullptr || port_num != 1) return EINVAL;
+  const Context& c = *Context::of(context);
+  std::memset(ah_attr, 0, sizeof *ah_attr);
+  ah_attr->port_num = port_num;
+  ah_attr->sl = wc->sl;
+  ah_attr->is_global = 1;
+  ibv_gid sgid{}, dgid{};  // the sender's and ours
+  const auto* raw = reinterpret_cast<const uint8_t*>(grh);
+  bool v4 = true;
+  for (int i = 0; i < 20; i++) v4 = v4 && raw[i] == 0;
+  if (v4 && (raw[20] >> 4) == 4) {
+    sgid.raw[10] = sgid.raw[11] = 0xff;
+    std::memcpy(sgid.raw + 12, raw + 20 + 12, 4);
+    dgid.raw[10] = dgid.raw[11] = 0xff;
+    std::memcpy(dgid.raw + 12, raw + 20 + 16, 4);
+    ah_attr->grh.traffic_class = raw[21];
+  } else {
+    sgid = grh->sgid;
+    dgid = grh->dgid;
+    const uint32_t vtf = be32toh(grh->version_tclass_flow);
+    ah_attr->grh.traffic_class = uint8_t(vtf >> 20);
+    ah_attr->grh.flow_label = vtf & 0xfffff;
+  }
+  ah_attr->grh.dgid = sgid;
+  ah_attr->grh.hop_limit = 0xff;
+  for (int i = 0; i < c.info.num_gids; i++) {
+    if (c.info.gids[i].type == IBV_GID_TYPE_ROCE_V2 && std::memcmp(c.info.gids[i].raw, dgid.raw, 16) == 0) {
+      ah_attr->grh.sgid_index = uint8_t(i);
+      return 0;
+    }
+  }
+  return ENOENT;
+}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  ibv_ah_attr attr;
+  if (pd == nullptr) return fail<ibv_ah>(EINVAL);
+  if (int e = ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr); e != 0) return fail<ibv_ah>(e);
+  return ibv_create_ah(pd, &attr);
+}
+
+// ----------------------------------------------------- async events ----
+
+int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  if (context == nullptr || event == nullptr) return -1;
+  Context& c = *Context::of(context);
+  for (;;) {
+    verbs::Request req;
+    req.op = verbs::Op::kGetAsyncEvent;
+    verbs::Reply rep;
+    const int e = call(c, req, rep);
+    if (e == 0) {
+      std::memset(event, 0, sizeof *event);
+      event->event_type = ibv_event_type(rep.u.event.event_type);
+      return 0;
+    }
+    if (e != EAGAIN) {
+      errno = e;
+      return -1;
+    }
+    // Nothing pending: block until the engine goes or a little time passes.
+    pollfd p{c.sock, POLLRDHUP, 0};
+    ::poll(&p, 1, 100);
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      c.dead = true;
+      errno = EIO;
+      return -1;
+    }
+  }
+}
+
+void ibv_ack_async_event(ibv_async_event*) {}
+
+int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+
+}  // extern "C"

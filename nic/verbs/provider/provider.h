@@ -1,0 +1,128 @@
+// librocemu-verbs.so: a libibverbs provider loaded with LD_PRELOAD. It
+// defines the public libibverbs functions so that an unmodified program
+// (perftest, ibverbs-utils) sees one device, "rocemu0", backed by an
+// emulated NIC in the rocemu engine. Control calls are RPCs on a Unix
+// socket; the data path is shared-memory queues and a doorbell. Only the
+// public <infiniband/verbs.h> is used. No DPDK, no threads of its own.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nic/host_queue.h"
+#include "nic/verbs/protocol.h"
+
+namespace rocemu::provider {
+
+struct Context;
+
+struct Device {
+  ibv_device dev;  // must stay first
+  std::string node;
+  std::string socket_path;
+};
+
+struct Pd {
+  ibv_pd pd;
+  uint32_t handle = 0;
+};
+
+struct Mr {
+  ibv_mr mr;
+};
+
+struct Cq;
+struct Channel {
+  ibv_comp_channel ch;
+  Context* ctx = nullptr;
+  uint32_t id = 0;
+  std::mutex lock;
+  std::vector<Cq*> cqs;  // CQs bound to this channel
+};
+
+struct Cq {
+  ibv_cq cq;
+  uint32_t handle = 0;
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  nic::CqShadow shadow;
+  Channel* channel = nullptr;
+  uint32_t events_seen = 0;
+  uint32_t empty_polls = 0;
+  std::mutex lock;
+};
+
+struct Srq {
+  ibv_srq srq;
+  uint32_t handle = 0;
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  nic::RecvQueueShadow rq;
+  std::mutex lock;
+};
+
+struct Ah {
+  ibv_ah ah;
+  uint32_t handle = 0;
+};
+
+struct Qp {
+  ibv_qp_ex qpx;  // must stay first: ibv_qp is its first member
+  Context* ctx = nullptr;
+  void* map = nullptr;
+  size_t map_bytes = 0;
+  nic::SendQueueShadow sq;
+  nic::RecvQueueShadow rq;
+  std::mutex send_lock, recv_lock;
+  // ibv_wr_* between wr_start and wr_complete
+  struct Pending {
+    ibv_send_wr wr{};
+    std::vector<ibv_sge> sge;
+    std::vector<uint8_t> inline_data;
+    uint32_t ah = 0;
+  };
+  std::vector<Pending> pending;
+  int pending_error = 0;
+};
+
+struct Context {
+  verbs_context vctx;  // must stay first
+  Device* device = nullptr;
+  int sock = -1;
+  std::mutex rpc;
+  pid_t engine_pid = 0;
+  verbs::DeviceInfo info{};
+  verbs::PortInfo port{};
+  verbs::DoorbellPage* db = nullptr;
+  size_t db_bytes = 0;
+  int wake_fd = -1;
+  std::atomic<bool> dead{false};
+  std::mutex qps_lock;
+  std::unordered_map<uint32_t, Qp*> qps;
+
+  static Context* of(ibv_context* c) {
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+  }
+};
+
+// One RPC; `fds_out` receives any descriptors sent back. Returns 0 or an
+// errno value (the reply's, or EIO/EPIPE if the engine went away).
+int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in = {},
+         std::vector<int>* fds_out = nullptr);
+// Rings the doorbell of a QP.
+void ring_doorbell(Context& c, uint32_t entry);
+// True once the engine is gone (socket hung up); checked cheaply.
+bool engine_gone(Context& c);
+void* map_fd(int fd, size_t bytes);
+
+// Filled in by datapath.cc.
+void init_context_ops(Context& c);
+void init_qp_ex(Qp& q);
+
+}  // namespace rocemu::provider

@@ -1,0 +1,101 @@
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "nic/verbs/provider/provider.h"
+
+namespace rocemu::provider {
+
+int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in, std::vector<int>* fds_out) {
+  if (c.dead.load(std::memory_order_relaxed)) return EIO;
+  std::lock_guard lock(c.rpc);
+  req.version = verbs::kProtocolVersion;
+  iovec iov{&req, sizeof req};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+  if (!fds_in.empty()) {
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds_in.size());
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * fds_in.size());
+    std::memcpy(CMSG_DATA(cm), fds_in.data(), sizeof(int) * fds_in.size());
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(c.sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n != ssize_t(sizeof req)) {
+    c.dead = true;
+    return EIO;
+  }
+  iovec riov{&rep, sizeof rep};
+  msghdr rmsg{};
+  rmsg.msg_iov = &riov;
+  rmsg.msg_iovlen = 1;
+  char rbuf[CMSG_SPACE(sizeof(int) * 4)];
+  rmsg.msg_control = rbuf;
+  rmsg.msg_controllen = sizeof rbuf;
+  do {
+    n = recvmsg(c.sock, &rmsg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n != ssize_t(sizeof rep)) {
+    c.dead = true;
+    return EIO;
+  }
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&rmsg); cm != nullptr; cm = CMSG_NXTHDR(&rmsg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    const size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k; i++) {
+      int f;
+      std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+      if (fds_out != nullptr) fds_out->push_back(f);
+      else close(f);
+    }
+  }
+  return rep.err;
+}
+
+void ring_doorbell(Context& c, uint32_t entry) {
+  verbs::DoorbellPage* db = c.db;
+  while (db->lock.exchange(1, std::memory_order_acquire) != 0) {
+    __builtin_ia32_pause();
+  }
+  const uint32_t p = db->producer.v.load(std::memory_order_relaxed);
+  if (p - db->consumer.v.load(std::memory_order_acquire) >= verbs::DoorbellPage::kEntries) {
+    db->rescan.store(1, std::memory_order_release);  // the engine looks at every QP
+  } else {
+    db->entries[p % verbs::DoorbellPage::kEntries] = entry;
+    db->producer.v.store(p + 1, std::memory_order_release);
+  }
+  db->lock.store(0, std::memory_order_release);
+  // Pairs with the engine's store of engine_sleeping before its last look.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (db->engine_sleeping.load(std::memory_order_seq_cst) != 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(c.wake_fd, &one, sizeof one);
+  }
+}
+
+bool engine_gone(Context& c) {
+  if (c.dead.load(std::memory_order_relaxed)) return true;
+  pollfd p{c.sock, POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) c.dead = true;
+  return c.dead.load(std::memory_order_relaxed);
+}
+
+void* map_fd(int fd, size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+}  // namespace rocemu::provider

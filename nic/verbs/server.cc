@@ -1,0 +1,671 @@
+#include "nic/verbs/server.h"
+
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/asio/generic/seq_packet_protocol.hpp>
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "common/log.h"
+
+namespace rocemu::verbs {
+
+namespace asio = boost::asio;
+using SeqPacket = asio::generic::seq_packet_protocol;  // AF_UNIX (Boost 1.74 has no local:: one)
+
+// --------------------------------------------------------- shared memory ----
+
+Result<SharedRegion> SharedRegion::create(const char* name, size_t bytes) {
+  SharedRegion r;
+  r.bytes = (bytes + 4095) & ~size_t(4095);
+  r.fd = memfd_create(name, MFD_CLOEXEC);
+  if (r.fd < 0) return Status::error(std::string("memfd_create: ") + std::strerror(errno));
+  if (ftruncate(r.fd, off_t(r.bytes)) != 0) {
+    const int e = errno;
+    close(r.fd);
+    return Status::error(std::string("ftruncate: ") + std::strerror(e));
+  }
+  r.addr = mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+  if (r.addr == MAP_FAILED) {
+    const int e = errno;
+    close(r.fd);
+    return Status::error(std::string("mmap: ") + std::strerror(e));
+  }
+  return r;
+}
+
+void SharedRegion::release() {
+  if (addr != nullptr && addr != MAP_FAILED) munmap(addr, bytes);
+  if (fd >= 0) close(fd);
+  addr = nullptr;
+  fd = -1;
+}
+
+// ------------------------------------------------------------- HostAgent ----
+
+HostAgent::HostAgent() : Node("verbs-host-agent", 0), wake_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+HostAgent::~HostAgent() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+bool HostAgent::drain(Session& s, Time now) {
+  auto* page = static_cast<DoorbellPage*>(s.doorbell.addr);
+  bool busy = false;
+  if (page->engine_sleeping.load(std::memory_order_relaxed) != 0)
+    page->engine_sleeping.store(0, std::memory_order_relaxed);
+  const uint32_t producer = page->producer.v.load(std::memory_order_acquire);
+  // An application can write anything here: every entry is checked.
+  if (producer - s.db_consumed > DoorbellPage::kEntries) {
+    s.db_consumed = producer;
+    page->rescan.store(1, std::memory_order_relaxed);
+  }
+  for (; s.db_consumed != producer; s.db_consumed++) {
+    const uint32_t entry = page->entries[s.db_consumed % DoorbellPage::kEntries];
+    nic::Qp* qp = s.nic->find_qp(entry & 0xffffff);
+    if (qp != nullptr && qp->ctx == s.ctx) s.nic->sq_doorbell(*qp, now);
+    busy = true;
+  }
+  page->consumer.v.store(s.db_consumed, std::memory_order_release);
+  if (page->rescan.exchange(0, std::memory_order_acq_rel) != 0) {
+    for (const auto& [qpn, region] : s.qp_rings)
+      if (nic::Qp* qp = s.nic->find_qp(qpn); qp != nullptr && qp->ctx == s.ctx) s.nic->sq_doorbell(*qp, now);
+    busy = true;
+  }
+  return busy;
+}
+
+bool HostAgent::poll(Time now) {
+  bool busy = false;
+  for (Session* s : sessions_) busy |= drain(*s, now);
+  return busy;
+}
+
+bool HostAgent::prepare_sleep(Time) {
+  // virtio-style: say we sleep, then look once more. An application that
+  // rings after this sees the flag and writes the eventfd.
+  for (Session* s : sessions_) {
+    auto* page = static_cast<DoorbellPage*>(s->doorbell.addr);
+    page->engine_sleeping.store(1, std::memory_order_seq_cst);
+    if (page->producer.v.load(std::memory_order_seq_cst) != s->db_consumed ||
+        page->rescan.load(std::memory_order_seq_cst) != 0) {
+      page->engine_sleeping.store(0, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  uint64_t drained;
+  [[maybe_unused]] ssize_t r = read(wake_fd_, &drained, sizeof drained);
+  return true;
+}
+
+// ------------------------------------------------------------ the server ----
+
+struct VerbsServer::Impl {
+  Engine& engine;
+  HostAgent& agent;
+  std::string path;
+  asio::io_context io;
+  std::unique_ptr<asio::basic_socket_acceptor<SeqPacket>> acceptor;
+  std::thread thread;
+  mutable std::mutex mutex;
+  std::map<int, std::unique_ptr<Session>> sessions;
+  std::map<int, std::unique_ptr<SeqPacket::socket>> sockets;
+  std::shared_ptr<spdlog::logger> log = logger("verbs");
+  VerbsServer::CliHandler cli;
+  std::string cli_text;  // the body of the reply being sent
+
+  Impl(Engine& e, HostAgent& a, std::string p) : engine(e), agent(a), path(std::move(p)) {}
+
+  // Runs `fn` on the engine thread and waits for it.
+  template <typename F>
+  auto on_engine(F&& fn) {
+    using R = decltype(fn());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
+    auto fut = task->get_future();
+    engine.post([task](Engine&) { (*task)(); });
+    return fut.get();
+  }
+
+  void accept() {
+    acceptor->async_accept([this](const boost::system::error_code& ec, SeqPacket::socket sock) {
+      if (ec) return;
+      on_connect(std::move(sock));
+      accept();
+    });
+  }
+
+  void on_connect(SeqPacket::socket sock) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != geteuid()) {
+      log->warn("refused a connection from uid {} (the engine belongs to uid {})", cred.uid, geteuid());
+      return;  // the socket closes
+    }
+    auto s = std::make_unique<Session>();
+    s->fd = sock.native_handle();
+    s->pid = cred.pid;
+    auto owned = std::make_unique<SeqPacket::socket>(std::move(sock));
+    SeqPacket::socket* raw = owned.get();
+    {
+      std::lock_guard lock(mutex);
+      sockets[s->fd] = std::move(owned);
+      sessions[s->fd] = std::move(s);
+    }
+    wait_read(raw);
+  }
+
+  void wait_read(SeqPacket::socket* sock) {
+    sock->async_wait(SeqPacket::socket::wait_read, [this, sock](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (serve_one(sock->native_handle())) {
+        wait_read(sock);
+      } else {
+        close_session(sock->native_handle());
+      }
+    });
+  }
+
+  bool serve_one(int fd) {
+    Request req;
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    iovec iov{&req, sizeof req};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    const ssize_t n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    if (n <= 0) return false;
+    std::vector<int> fds_in;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+          int f;
+          std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+          fds_in.push_back(f);
+        }
+      }
+    }
+    Session* s;
+    {
+      std::lock_guard lock(mutex);
+      s = sessions.at(fd).get();
+    }
+    Reply rep;
+    std::vector<int> fds_out;
+    if (size_t(n) != sizeof req || req.version != kProtocolVersion) {
+      rep.err = EPROTO;
+    } else if (req.op == Op::kCli) {
+      serve_cli(req, rep);
+    } else if (req.op != Op::kHello && s->ctx == nullptr) {
+      rep.err = EPROTO;
+    } else {
+      handle(*s, req, fds_in, rep, fds_out);
+    }
+    for (int f : fds_in) {
+      if (std::find(fds_out.begin(), fds_out.end(), f) == fds_out.end()) {
+        bool kept = false;
+        for (auto& [id, cfd] : s->channels) kept |= cfd == f;
+        if (!kept) close(f);
+      }
+    }
+    iovec out{&rep, sizeof rep};
+    msghdr m2{};
+    m2.msg_iov = &out;
+    m2.msg_iovlen = 1;
+    char cbuf2[CMSG_SPACE(sizeof(int) * 4)];
+    if (!fds_out.empty()) {
+      m2.msg_control = cbuf2;
+      m2.msg_controllen = CMSG_SPACE(sizeof(int) * fds_out.size());
+      cmsghdr* c = CMSG_FIRSTHDR(&m2);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds_out.size());
+      std::memcpy(CMSG_DATA(c), fds_out.data(), sizeof(int) * fds_out.size());
+    }
+    if (sendmsg(fd, &m2, MSG_NOSIGNAL) != ssize_t(sizeof rep)) return false;
+    if (req.op == Op::kCli) {
+      // The text follows in its own message (SOCK_SEQPACKET keeps it whole).
+      const ssize_t sent = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL);
+      if (sent != ssize_t(cli_text.size())) return false;
+    }
+    return true;
+  }
+
+  void serve_cli(const Request& req, Reply& rep) {
+    std::vector<std::string> words;
+    const size_t len = std::min<size_t>(req.u.cli.length, kCliMax);
+    std::string cur;
+    for (size_t i = 0; i < len; i++) {
+      if (req.u.cli.text[i] == '\0') {
+        words.push_back(cur);
+        cur.clear();
+      } else {
+        cur += req.u.cli.text[i];
+      }
+    }
+    if (!cur.empty()) words.push_back(cur);
+    cli_text.clear();
+    if (!cli) {
+      rep.err = EOPNOTSUPP;
+      cli_text = "this engine takes no commands";
+    } else {
+      std::string out;
+      rep.err = on_engine([&] { return cli(words, out); });
+      cli_text = std::move(out);
+    }
+    rep.u.cli.length = cli_text.size();
+  }
+
+  void handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep, std::vector<int>& fds_out);
+
+  void close_session(int fd) {
+    std::unique_ptr<Session> s;
+    std::unique_ptr<SeqPacket::socket> sock;
+    {
+      std::lock_guard lock(mutex);
+      auto it = sessions.find(fd);
+      if (it == sessions.end()) return;
+      s = std::move(it->second);
+      sessions.erase(it);
+      sock = std::move(sockets[fd]);
+      sockets.erase(fd);
+    }
+    if (s->ctx != nullptr) {
+      log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
+      Session* raw = s.get();
+      on_engine([this, raw] {
+        agent.detach(raw);
+        raw->nic->close_context(raw->ctx);
+        return 0;
+      });
+    }
+    s->doorbell.release();
+    for (auto* m : {&s->cq_rings, &s->srq_rings, &s->qp_rings})
+      for (auto& [h, r] : *m) r.release();
+    for (auto& [id, f] : s->channels) close(f);
+  }
+};
+
+namespace {
+
+PortInfo port_info(nic::Nic& nic) {
+  PortInfo p{};
+  p.state = nic.link_up() ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
+  p.active_mtu = nic.active_mtu();
+  p.rate_bps = nic.link_rate_bps();
+  p.link_mtu = nic.link_mtu();
+  return p;
+}
+
+void write_eventfd(int fd) {
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t r = write(fd, &one, sizeof one);
+}
+
+}  // namespace
+
+void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep,
+                               std::vector<int>& fds_out) {
+  switch (req.op) {
+    case Op::kHello: {
+      if (s.ctx != nullptr) {
+        rep.err = EEXIST;
+        return;
+      }
+      char node[65] = {};
+      std::memcpy(node, req.u.hello.node, 64);
+      auto db = SharedRegion::create("rocemu-doorbell", sizeof(DoorbellPage));
+      if (!db.ok()) {
+        rep.err = ENOMEM;
+        return;
+      }
+      new (db->addr) DoorbellPage();
+      s.doorbell = *db;
+      s.memory = std::make_unique<ProcessMemory>(s.pid);
+      const int err = on_engine([&]() -> int {
+        auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
+        if (n == nullptr) return ENODEV;
+        s.nic = n;
+        s.ctx = n->open_context(s.memory.get());
+        Session* sp = &s;
+        s.ctx->on_async_event = [sp](const ibv_async_event& ev) {
+          if (sp->events.size() >= 256) return;
+          Reply e;
+          e.u.event.event_type = ev.event_type;
+          sp->events.push_back(e);
+        };
+        agent.attach(&s);
+        auto& h = rep.u.hello;
+        h.ctx_id = s.ctx->id;
+        h.engine_pid = getpid();
+        h.doorbell_bytes = s.doorbell.bytes;
+        const auto& cfg = n->config();
+        DeviceInfo& d = h.device;
+        std::memcpy(d.mac, cfg.mac.b.data(), 6);
+        // Node GUID from the MAC, as mlx5 forms it (EUI-64).
+        const auto& m = cfg.mac.b;
+        d.node_guid = uint64_t(m[0]) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | uint64_t(0xff) << 32 |
+                      uint64_t(0xfe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+        const auto& gids = n->gid_table();
+        d.num_gids = uint16_t(std::min<size_t>(gids.size(), kMaxGids));
+        for (size_t i = 0; i < d.num_gids; i++) {
+          std::memcpy(d.gids[i].raw, gids[i].gid.b.data(), 16);
+          d.gids[i].type = gids[i].type;
+        }
+        d.max_qp = cfg.max_qp;
+        d.max_qp_wr = cfg.max_qp_wr;
+        d.max_sge = nic::kMaxSge;
+        d.max_cq = 65536;
+        d.max_cqe = cfg.max_cqe;
+        d.max_mr = cfg.max_mr;
+        d.max_srq_wr = cfg.max_qp_wr;
+        d.max_qp_rd_atom = nic::kMaxRdAtomic;
+        d.max_inline = nic::kMaxInline;
+        d.max_mr_size = ~0ull;
+        h.port = port_info(*n);
+        return 0;
+      });
+      rep.err = err;
+      if (err == 0) {
+        fds_out.push_back(s.doorbell.fd);
+        fds_out.push_back(agent.wake_fd());
+        log->info("application pid {} attached to {}", s.pid, node);
+      } else {
+        s.doorbell.release();
+      }
+      return;
+    }
+    case Op::kQueryPort:
+      rep.u.port = on_engine([&] { return port_info(*s.nic); });
+      return;
+    case Op::kAllocPd:
+      rep.err = on_engine([&] { return s.nic->alloc_pd(s.ctx, rep.u.handle.handle); });
+      return;
+    case Op::kDeallocPd:
+      rep.err = on_engine([&] { return s.nic->dealloc_pd(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kRegMr: {
+      const auto& r = req.u.reg_mr;
+      // Registration pins memory on a real NIC: an address the process
+      // does not have fails here with EFAULT, not later on the wire.
+      uint8_t probe;
+      if (r.length == 0 || !s.memory->read(r.addr, &probe, 1) || !s.memory->read(r.addr + r.length - 1, &probe, 1)) {
+        rep.err = r.length == 0 ? EINVAL : EFAULT;
+        return;
+      }
+      const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
+      rep.err = on_engine([&] { return s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova); });
+      return;
+    }
+    case Op::kDeregMr:
+      rep.err = on_engine([&] { return s.nic->dereg_mr(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kCreateChannel:
+      if (fds_in.size() != 1) {
+        rep.err = EINVAL;
+        return;
+      }
+      rep.u.handle.handle = s.next_channel++;
+      s.channels[rep.u.handle.handle] = fds_in[0];
+      return;
+    case Op::kDestroyChannel: {
+      auto it = s.channels.find(req.u.handle.handle);
+      if (it == s.channels.end()) {
+        rep.err = EINVAL;
+        return;
+      }
+      // CQs still bound to it keep a copy of the fd number: detach them.
+      const int fd = it->second;
+      on_engine([&] {
+        for (auto& [h, r] : s.cq_rings)
+          if (nic::Cq* cq = s.nic->find_cq(s.ctx, h)) cq->on_event = nullptr;
+        return 0;
+      });
+      close(fd);
+      s.channels.erase(it);
+      return;
+    }
+    case Op::kCreateCq: {
+      const uint32_t entries = nic::round_up_pow2(std::max(req.u.create_cq.entries, 1u));
+      int channel_fd = -1;
+      if (req.u.create_cq.channel != 0) {
+        auto it = s.channels.find(req.u.create_cq.channel);
+        if (it == s.channels.end()) {
+          rep.err = EINVAL;
+          return;
+        }
+        channel_fd = it->second;
+      }
+      auto region = SharedRegion::create("rocemu-cq", nic::ring_bytes(entries, sizeof(nic::Cqe)));
+      if (!region.ok()) {
+        rep.err = ENOMEM;
+        return;
+      }
+      uint32_t handle = 0;
+      rep.err = on_engine([&] {
+        const int e = s.nic->create_cq(s.ctx, region->addr, entries, handle);
+        if (e == 0 && channel_fd >= 0) s.nic->find_cq(s.ctx, handle)->on_event = [channel_fd] { write_eventfd(channel_fd); };
+        return e;
+      });
+      if (rep.err != 0) {
+        region->release();
+        return;
+      }
+      s.cq_rings[handle] = *region;
+      rep.u.ring = {handle, entries, region->bytes};
+      fds_out.push_back(region->fd);
+      return;
+    }
+    case Op::kDestroyCq: {
+      const uint32_t h = req.u.handle.handle;
+      rep.err = on_engine([&] { return s.nic->destroy_cq(s.ctx, h); });
+      if (rep.err == 0) {
+        s.cq_rings[h].release();
+        s.cq_rings.erase(h);
+      }
+      return;
+    }
+    case Op::kCreateSrq: {
+      const auto& r = req.u.create_srq;
+      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge) {
+        rep.err = EINVAL;
+        return;
+      }
+      const uint32_t entries = nic::round_up_pow2(std::max(r.entries, 1u));
+      auto region = SharedRegion::create("rocemu-srq", nic::ring_bytes(entries, nic::recv_wqe_stride(r.max_sge)));
+      if (!region.ok()) {
+        rep.err = ENOMEM;
+        return;
+      }
+      uint32_t handle = 0;
+      rep.err = on_engine([&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, entries, r.max_sge, r.limit, handle); });
+      if (rep.err != 0) {
+        region->release();
+        return;
+      }
+      s.srq_rings[handle] = *region;
+      rep.u.ring = {handle, entries, region->bytes};
+      fds_out.push_back(region->fd);
+      return;
+    }
+    case Op::kModifySrq:
+      rep.err = on_engine([&] { return s.nic->modify_srq(s.ctx, req.u.modify_srq.handle, req.u.modify_srq.limit); });
+      return;
+    case Op::kDestroySrq: {
+      const uint32_t h = req.u.handle.handle;
+      rep.err = on_engine([&] { return s.nic->destroy_srq(s.ctx, h); });
+      if (rep.err == 0) {
+        s.srq_rings[h].release();
+        s.srq_rings.erase(h);
+      }
+      return;
+    }
+    case Op::kCreateQp: {
+      const QpCreate& c = req.u.create_qp;
+      nic::QpType type;
+      switch (c.type) {
+        case IBV_QPT_RC: type = nic::QpType::kRc; break;
+        case IBV_QPT_UC: type = nic::QpType::kUc; break;
+        case IBV_QPT_UD: type = nic::QpType::kUd; break;
+        default:
+          rep.err = EOPNOTSUPP;
+          return;
+      }
+      ibv_qp_cap cap = c.cap;
+      if (cap.max_send_sge == 0) cap.max_send_sge = 1;
+      if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
+      const int e = on_engine([&] { return s.nic->check_qp_caps(cap); });
+      if (e != 0) {
+        rep.err = e;
+        return;
+      }
+      QpCreated& q = rep.u.qp;
+      nic::Nic::qp_ring_sizes(cap, q.sq_entries, q.sq_stride, q.rq_entries, q.rq_stride);
+      const size_t sq_bytes = nic::ring_bytes(q.sq_entries, q.sq_stride);
+      q.rq_offset = (sq_bytes + 4095) & ~size_t(4095);
+      const size_t total = q.rq_offset + (c.srq != 0 ? 0 : nic::ring_bytes(q.rq_entries, q.rq_stride));
+      auto region = SharedRegion::create("rocemu-qp", total);
+      if (!region.ok()) {
+        rep.err = ENOMEM;
+        return;
+      }
+      // What the application asked for, rounded up to what the rings hold.
+      cap.max_send_wr = q.sq_entries;
+      cap.max_recv_wr = c.srq != 0 ? 0 : q.rq_entries;
+      cap.max_inline_data = std::max(cap.max_inline_data, uint32_t(q.sq_stride - sizeof(nic::SendWqe)));
+      cap.max_inline_data = std::min(cap.max_inline_data, nic::kMaxInline);
+      nic::Nic::QpInit init;
+      init.type = type;
+      init.pd = c.pd;
+      init.send_cq = c.send_cq;
+      init.recv_cq = c.recv_cq;
+      init.srq = c.srq;
+      init.cap = cap;
+      init.sq_sig_all = c.sq_sig_all != 0;
+      init.sq_ring = region->addr;
+      init.rq_ring = c.srq != 0 ? nullptr : static_cast<uint8_t*>(region->addr) + q.rq_offset;
+      rep.err = on_engine([&] { return s.nic->create_qp(s.ctx, init, q.qpn, engine.now()); });
+      if (rep.err != 0) {
+        region->release();
+        return;
+      }
+      q.cap = cap;
+      q.map_bytes = region->bytes;
+      s.qp_rings[q.qpn] = *region;
+      fds_out.push_back(region->fd);
+      return;
+    }
+    case Op::kModifyQp: {
+      const auto& m = req.u.modify_qp;
+      rep.err = on_engine([&] { return s.nic->modify_qp(s.ctx, m.qpn, m.attr, m.mask, engine.now()); });
+      return;
+    }
+    case Op::kQueryQp:
+      rep.err = on_engine(
+          [&] { return s.nic->query_qp(s.ctx, req.u.handle.handle, rep.u.query_qp.attr, rep.u.query_qp.init); });
+      return;
+    case Op::kDestroyQp: {
+      const uint32_t qpn = req.u.handle.handle;
+      rep.err = on_engine([&] { return s.nic->destroy_qp(s.ctx, qpn); });
+      if (rep.err == 0) {
+        s.qp_rings[qpn].release();
+        s.qp_rings.erase(qpn);
+      }
+      return;
+    }
+    case Op::kCreateAh:
+      rep.err = on_engine([&] { return s.nic->create_ah(s.ctx, req.u.create_ah.pd, req.u.create_ah.attr, rep.u.handle.handle); });
+      return;
+    case Op::kDestroyAh:
+      rep.err = on_engine([&] { return s.nic->destroy_ah(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kCli:  // served before a session is needed
+      rep.err = EPROTO;
+      return;
+    case Op::kGetAsyncEvent:
+      rep.err = on_engine([&] {
+        if (s.events.empty()) return EAGAIN;
+        const Reply e = s.events.front();
+        s.events.pop_front();
+        rep.u.event = e.u.event;
+        return 0;
+      });
+      return;
+  }
+  rep.err = EOPNOTSUPP;
+}
+
+VerbsServer::VerbsServer(Engine& engine, HostAgent& agent, std::string socket_path)
+    : impl_(std::make_unique<Impl>(engine, agent, socket_path)), path_(std::move(socket_path)) {}
+
+VerbsServer::~VerbsServer() { stop(); }
+
+Status VerbsServer::start() {
+  ::unlink(path_.c_str());
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path_.size() >= sizeof addr.sun_path) return Status::error("control socket path too long: " + path_);
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+  try {
+    const SeqPacket::endpoint ep(&addr, sizeof addr, 0);
+    impl_->acceptor = std::make_unique<asio::basic_socket_acceptor<SeqPacket>>(impl_->io, ep);
+  } catch (const boost::system::system_error& e) {
+    return Status::error("control socket " + path_ + ": " + e.what());
+  }
+  // Only the engine's user may connect (SO_PEERCRED is checked as well).
+  chmod(path_.c_str(), 0600);
+  impl_->accept();
+  impl_->thread = std::thread([this] { impl_->io.run(); });
+  return {};
+}
+
+void VerbsServer::stop() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  impl_->io.stop();
+  impl_->thread.join();
+  std::vector<int> fds;
+  {
+    std::lock_guard lock(impl_->mutex);
+    for (auto& [fd, s] : impl_->sessions) fds.push_back(fd);
+  }
+  // The engine thread may be gone by now: tear down without it.
+  for (int fd : fds) {
+    std::unique_ptr<Session> s;
+    {
+      std::lock_guard lock(impl_->mutex);
+      s = std::move(impl_->sessions[fd]);
+      impl_->sessions.erase(fd);
+      impl_->sockets.erase(fd);
+    }
+    if (s && s->ctx != nullptr) {
+      impl_->agent.detach(s.get());
+      s->nic->close_context(s->ctx);
+    }
+    if (s) {
+      s->doorbell.release();
+      for (auto* m : {&s->cq_rings, &s->srq_rings, &s->qp_rings})
+        for (auto& [h, r] : *m) r.release();
+      for (auto& [id, f] : s->channels) close(f);
+    }
+  }
+  impl_->acceptor.reset();
+  ::unlink(path_.c_str());
+}
+
+void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
+
+size_t VerbsServer::sessions() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->sessions.size();
+}
+
+}  // namespace rocemu::verbs

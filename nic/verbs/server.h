@@ -1,0 +1,96 @@
+// The engine side of the verbs provider. A control thread (Boost.Asio)
+// accepts applications on a Unix socket, checks they belong to the
+// engine's user (SO_PEERCRED), and turns their requests into NIC control
+// calls, run on the engine thread between bursts. Queue memory is shared
+// through memfds; DMA uses process_vm_readv/writev on the application's
+// pid. The HostAgent node, on the engine thread, drains the applications'
+// doorbells and lets the engine sleep when none ring.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/engine/engine.h"
+#include "common/status.h"
+#include "nic/nic.h"
+#include "nic/verbs/process_memory.h"
+#include "nic/verbs/protocol.h"
+
+namespace rocemu::verbs {
+
+// A shared-memory region made with memfd_create.
+struct SharedRegion {
+  int fd = -1;
+  void* addr = nullptr;
+  size_t bytes = 0;
+  static Result<SharedRegion> create(const char* name, size_t bytes);
+  void release();
+};
+
+// One application (one verbs context) attached to a NIC.
+struct Session {
+  int fd = -1;
+  pid_t pid = 0;
+  nic::Nic* nic = nullptr;
+  nic::HostContext* ctx = nullptr;
+  std::unique_ptr<ProcessMemory> memory;
+  SharedRegion doorbell;
+  std::map<uint32_t, SharedRegion> cq_rings, srq_rings, qp_rings;
+  std::map<uint32_t, int> channels;  // id -> the application's eventfd
+  uint32_t next_channel = 1;
+  std::deque<Reply> events;  // async events not yet fetched
+  uint32_t db_consumed = 0;  // engine thread
+  bool attached = false;     // engine thread: in the HostAgent's list
+};
+
+class HostAgent final : public Node {
+ public:
+  HostAgent();
+  ~HostAgent() override;
+  std::string_view kind() const override { return "host-agent"; }
+  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) override { dpdk::free_burst(pkts, n); }
+  bool poll(Time now) override;
+  bool prepare_sleep(Time now) override;
+  int wake_fd() const override { return wake_fd_; }
+
+  // Engine thread.
+  void attach(Session* s) { sessions_.push_back(s); }
+  void detach(Session* s) { std::erase(sessions_, s); }
+
+ private:
+  bool drain(Session& s, Time now);
+  int wake_fd_;
+  std::vector<Session*> sessions_;
+};
+
+class VerbsServer {
+ public:
+  // `agent` must already be a node of `engine`.
+  VerbsServer(Engine& engine, HostAgent& agent, std::string socket_path);
+  ~VerbsServer();
+  Status start();
+  void stop();
+  const std::string& socket_path() const { return path_; }
+  size_t sessions() const;
+
+  // Handles CLI commands (rocemu nv/counters/status ...) on the engine
+  // thread: returns 0 and text, or an errno value and a message.
+  using CliHandler = std::function<int(const std::vector<std::string>& words, std::string& out)>;
+  void set_cli_handler(CliHandler h);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+};
+
+}  // namespace rocemu::verbs
