@@ -194,7 +194,7 @@ class Switch final : public Node {
   void check_xon(PortRuntime& in, uint8_t pg, Time now);
   void on_watchdog(Time now);
   void watchdog_detect(PortRuntime& p, uint8_t tc, Time now);
-  void flush_queue(PortRuntime& p, uint8_t tc);
+  void flush_queue(PortRuntime& p, uint8_t tc, Time now);
   void account_tx(PortRuntime& p, rte_mbuf* m);
 
   // json helpers (switch_show.cc)

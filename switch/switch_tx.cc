@@ -257,12 +257,11 @@ void Switch::watchdog_detect(PortRuntime& p, uint8_t tc, Time now) {
              watchdog_action_name(cfg_.qos.watchdog.action));
   for (int prio = 0; prio < kNumPriorities; prio++)
     if (((pfc_rx_prios_ >> prio) & 1) && cfg_.qos.sp_to_tc[prio] == tc) p.pause[prio].release(now);
-  if (cfg_.qos.watchdog.action == WatchdogAction::kDrop) flush_queue(p, tc);
+  if (cfg_.qos.watchdog.action == WatchdogAction::kDrop) flush_queue(p, tc, now);
   mark(p);
 }
 
-void Switch::flush_queue(PortRuntime& p, uint8_t tc) {
-  const Time now = current_time();
+void Switch::flush_queue(PortRuntime& p, uint8_t tc, Time now) {
   while (!p.queue[tc].empty()) {
     rte_mbuf* m = p.queue[tc].pop();
     const dpdk::PktMeta& meta = dpdk::meta(m);

@@ -65,3 +65,31 @@ TEST_CASE("A CNP crossing a port with a full TC3 is delayed only by serialisatio
   CHECK(s.sw->show_roce_counters(2)["tx-cnp-stats"]["cnp-packets"] == 2);
   CHECK(s.sw->queue_counters(2, 6)[sw::QueueCounters::packets] == 2);
 }
+
+TEST_CASE("A receiver's CNPs for CE-marked packets reach the senders on the CNP class", "[sim][switch]") {
+  Star s = make_star(star_config(3, sw::qos_roce_profile(sw::RoceMode::kLossless)), 32);
+  s.host(2).cnp_on_ce = true;
+  for (int i = 0; i < 2; i++) {
+    FlowSpec f;
+    f.dst = host_ip(2);
+    f.qpn = 0x210 + uint32_t(i);
+    f.payload = 4096;
+    f.start = us(30);
+    f.stop = us(500);
+    s.host(i).add_flow(f);
+  }
+  s.engine->run_to_idle(ms(10));
+  uint64_t ce = 0;
+  for (int i = 0; i < 2; i++) ce += s.host(2).received(0x210 + uint32_t(i)).ce;
+  CHECK(ce > 0);
+  CHECK(s.host(2).cnps_sent() == ce);
+  uint64_t cnps = 0;
+  for (uint16_t p = 0; p < 2; p++) {
+    const uint32_t qpn = 0x210 + p;
+    REQUIRE(s.host(p).has_received(qpn));
+    cnps += s.host(p).received(qpn).packets;
+    CHECK(s.sw->counters(p)[sw::PortCounters::tx_cnp_packets] == s.host(p).received(qpn).packets);
+  }
+  CHECK(cnps == ce);
+  CHECK(s.sw->counters(2)[sw::PortCounters::rx_non_roce_packets] == ce);  // CNPs are not the RoCE PG
+}
