@@ -1,5 +1,6 @@
 #include "common/engine/basic_nodes.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace rocemu {
@@ -84,11 +85,15 @@ void Forwarder::on_tx_ready(uint16_t port_index, Time now) { drain(port_index, n
 void Forwarder::drain(uint16_t out, Time now) {
   Port* p = port(out);
   auto& q = queue_[out];
+  constexpr size_t kBurst = 32;
+  rte_mbuf* burst[kBurst];
   while (!q.empty() && p->tx_ready(now)) {
-    rte_mbuf* m = q.front();
-    if (p->tx_burst(&m, 1, now) != 1) break;
-    q.pop_front();
-    forwarded_++;
+    const uint16_t n = uint16_t(std::min(q.size(), kBurst));
+    std::copy_n(q.begin(), n, burst);
+    const uint16_t sent = p->tx_burst(burst, n, now);
+    q.erase(q.begin(), q.begin() + sent);
+    forwarded_ += sent;
+    if (sent < n) break;
   }
 }
 

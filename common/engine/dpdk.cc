@@ -52,8 +52,8 @@ bool hugepages_available() {
 }
 
 std::vector<std::string> eal_args(const EalOptions& opts) {
-  std::vector<std::string> args = {"rocemu", "--no-pci", "--log-level=lib.*:error", "--log-level=pmd.*:error",
-                                   "--no-telemetry"};
+  std::vector<std::string> args = {"rocemu", "--log-level=lib.*:error", "--log-level=pmd.*:error", "--no-telemetry"};
+  if (!opts.pci) args.push_back("--no-pci");
   // One lcore (the caller's thread). Pinned only when asked: EAL would
   // otherwise tie the engine, and every thread it starts later, to CPU 0.
   args.push_back(opts.main_cpu >= 0 ? "--lcores=0@" + std::to_string(opts.main_cpu)

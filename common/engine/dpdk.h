@@ -23,6 +23,9 @@ struct EalOptions {
   // (the thread keeps the affinity it has), which suits an engine that
   // shares a small machine with the programs it serves.
   int main_cpu = -1;
+  // Probe PCI devices (NICs bound to vfio-pci); off by default, so the EAL
+  // touches no hardware. Select devices with extra_args {"-a", "BDF"}.
+  bool pci = false;
   std::vector<std::string> extra_args;  // e.g. {"--vdev", "net_null0"}
 };
 

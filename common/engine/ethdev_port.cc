@@ -1,15 +1,19 @@
 #include "common/engine/ethdev_port.h"
 
 #include <fcntl.h>
+#include <rte_alarm.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_interrupts.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "common/engine/dpdk.h"
 #include "common/engine/node.h"
@@ -90,7 +94,8 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
       return Status::error("port " + spec + ": created, but no ethdev appeared");
     }
   } else if (!args.empty()) {
-    return Status::error("port " + spec + ": " + name + " exists already; its arguments cannot change");
+    // Made earlier (e.g. by an EAL --vdev argument): its own arguments hold.
+    logger("engine")->warn("port {}: {} exists already; the arguments given here are ignored", spec, name);
   }
   // From here on the port's destructor undoes whatever was done.
   std::unique_ptr<EthdevPort> port(new EthdevPort(
@@ -139,16 +144,52 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   return port;
 }
 
+namespace {
+
+// What closing a port takes; runs on the EAL interrupt thread.
+struct Teardown {
+  uint16_t port_id;
+  bool lsc_callback, started, created;
+  EthdevPort* port;
+  std::string vdev;
+  std::atomic<bool> done{false};
+
+  void run() {
+    if (lsc_callback) rte_eth_dev_callback_unregister(port_id, RTE_ETH_EVENT_INTR_LSC, on_lsc, port);
+    if (started) rte_eth_dev_stop(port_id);
+    // Removing the vdev closes the port.
+    if (created && rte_eal_hotplug_remove("vdev", vdev.c_str()) != 0) rte_eth_dev_close(port_id);
+    done.store(true, std::memory_order_release);
+  }
+  static void on_alarm(void* arg) { static_cast<Teardown*>(arg)->run(); }
+};
+
+}  // namespace
+
 EthdevPort::~EthdevPort() {
+  Teardown t{.port_id = port_id_,
+             .lsc_callback = lsc_callback_,
+             .started = started_,
+             .created = created_vdev_,
+             .port = this,
+             .vdev = params_.device.substr(0, params_.device.find(','))};
+  // Some PMDs (memif) run their control channel on the EAL interrupt
+  // thread: a peer's disconnect is handled there, and would race with a
+  // close from this thread (memif_disconnect frees what the other is
+  // using). Closing on the interrupt thread serialises the two. A port in
+  // another network namespace closes here, inside it.
+  if (params_.netns.empty() && !rte_thread_is_intr() && rte_eal_alarm_set(1, &Teardown::on_alarm, &t) == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!t.done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    // Not run yet (interrupt thread stuck): cancel and close here. If it
+    // is running, cancel waits for it to finish.
+    if (!t.done.load(std::memory_order_acquire) && rte_eal_alarm_cancel(&Teardown::on_alarm, &t) > 0) t.run();
+    return;
+  }
   NetnsScope ns;
   if (Status s = ns.enter(params_.netns); !s.ok()) logger("engine")->error("port {}: {}", name_, s.message());
-  if (lsc_callback_) rte_eth_dev_callback_unregister(port_id_, RTE_ETH_EVENT_INTR_LSC, on_lsc, this);
-  if (started_) rte_eth_dev_stop(port_id_);
-  if (created_vdev_) {
-    // Removing the vdev closes the port.
-    const std::string name = params_.device.substr(0, params_.device.find(','));
-    if (rte_eal_hotplug_remove("vdev", name.c_str()) != 0) rte_eth_dev_close(port_id_);
-  }
+  t.run();
 }
 
 uint16_t EthdevPort::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
