@@ -236,11 +236,15 @@ bool sh(const std::string& cmd) {
   return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
-std::string temp_dir() {
-  std::string t = (std::filesystem::temp_directory_path() / "rocemu-ethdev-XXXXXX").string();
-  REQUIRE(mkdtemp(t.data()) != nullptr);
-  return t;
-}
+// A private directory for memif sockets, removed at the end.
+struct TempDir {
+  std::string path = (std::filesystem::temp_directory_path() / "rocemu-ethdev-XXXXXX").string();
+  TempDir() { REQUIRE(mkdtemp(path.data()) != nullptr); }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 
 // A network namespace with veth pairs, deleted (with its links) at the end.
 struct Netns {
@@ -377,7 +381,8 @@ TEST_CASE("Real time: net_memif server and client in one process, chained across
   // memif keys its sockets by path and will not let one process be both
   // the listener and a client of the same path; "dir/./x.sock" names the
   // same socket file as "dir/x.sock", so one engine can hold both ends.
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   auto engine = make_realtime_engine();
   std::atomic<bool> stop{false};
   // 3000-byte frames span two memif buffers (2048 bytes by default).
@@ -395,12 +400,11 @@ TEST_CASE("Real time: net_memif server and client in one process, chained across
   CHECK(counter(pb, PortCounters::rx_packets) == 20000);
   CHECK(counter(pb, PortCounters::tx_packets) == 20000);
   CHECK(counter(pc, PortCounters::rx_bytes) == 20000 * 3000);
-  engine.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Real time: a port whose link is down drops what it is given, and counts it", "[e2e][ethdev]") {
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   auto engine = make_realtime_engine();
   std::atomic<bool> stop{false};
   auto& probe = engine->add<Probe>("probe", 100, 10, stop);
@@ -412,8 +416,6 @@ TEST_CASE("Real time: a port whose link is down drops what it is given, and coun
   CHECK_FALSE(p->link_up());
   CHECK(counter(p, PortCounters::tx_drop_link_down) == 10);
   CHECK(counter(p, PortCounters::tx_packets) == 0);
-  engine.reset();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Real time: net_af_packet ports on veth pairs in a private network namespace", "[e2e][ethdev]") {
