@@ -238,6 +238,11 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   if (next_qpn_ < 0x11) next_qpn_ = 0x11;
   while (qps_.count(next_qpn_)) next_qpn_ = (next_qpn_ + 1) & 0xffffff;
   qp->type = init.type;
+  if (init.type == QpType::kUd) {
+    // UD has no path MTU attribute: a message may fill the port's MTU.
+    qp->path_mtu = active_mtu();
+    qp->mtu = mtu_bytes(qp->path_mtu);
+  }
   qp->ctx = ctx;
   qp->pd = pd;
   qp->send_cq = scq;
@@ -372,6 +377,8 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       qp->ack_pending = qp->nak_sent = false;
       qp->atomic_log = {};
       qp->ooo_count = 0;
+      qp->trim_lost_valid = false;
+      std::fill(qp->ooo_trimmed.begin(), qp->ooo_trimmed.end(), 0);
       qp->error_flushed = false;
       break;
     }
@@ -381,8 +388,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
         qp->msn = 0;
         qp->last_req_opcode = 0xff;
         qp->in_message = false;
-        if (qp->type == QpType::kRc && cfg_.recovery == LossRecovery::kSelectiveRepeat)
+        if (qp->type == QpType::kRc && cfg_.recovery == LossRecovery::kSelectiveRepeat) {
           qp->ooo.assign(cfg_.sr_window, nullptr);
+          qp->ooo_trimmed.assign(cfg_.sr_window, 0);
+        }
       }
       if (!qp->is_ud()) {
         fill_path(*qp);

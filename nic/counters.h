@@ -54,7 +54,9 @@ namespace rocemu::nic {
   X(tx_roce_bytes, "RoCE bytes sent")                                                                     \
   X(rx_ooo_buffered, "selective repeat: out-of-order packets kept for later")                             \
   X(rx_ooo_dropped, "selective repeat: out-of-order packets beyond the window")                           \
-  X(rx_discards_uc, "UC: packets dropped with their message after a gap")
+  X(rx_discards_uc, "UC: packets dropped with their message after a gap")                                 \
+  X(out_of_buffer, "UD/UC messages dropped for want of a receive WQE")                                     \
+  X(rx_ud_qkey_violation, "UD messages dropped for a wrong Q_Key (no mlx5 name)")
 
 ROCEMU_COUNTER_SET(NicCounters, ROCEMU_NIC_COUNTERS);
 

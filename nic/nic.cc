@@ -53,7 +53,7 @@ Nic::~Nic() {
   for (rte_mbuf* m : control_q_) rte_pktmbuf_free(m);
 }
 
-void Nic::on_start(Time) {
+void Nic::on_start(Time now) {
   // QP-to-QP traffic on this NIC turns around inside it, at port speed.
   LinkParams lp;
   lp.rate_bps = link_rate_bps();
@@ -62,6 +62,24 @@ void Nic::on_start(Time) {
   lp.tx_slack = engine().options().mode == TimeMode::kReal ? engine().options().real_tx_slack : Duration(0);
   loopback_ = std::make_unique<InternalLink>(name() + ":loopback", this, kLoopbackTx, this, kLoopbackRx, lp,
                                              timers(), pool(), rng().next());
+  announce(now);
+}
+
+void Nic::announce(Time now) {
+  // Gratuitous ARP for each IPv4 address, as a host does when its link
+  // comes up: switches learn where we are before the first packet to us
+  // (UD has no retransmission to hide a neighbour miss).
+  for (const auto& ip : cfg_.ips) {
+    if (!ip.is_v4()) continue;
+    rte_mbuf* m = new_frame();
+    if (m == nullptr) return;
+    const uint32_t len = wire::encode_arp({rte_pktmbuf_mtod(m, uint8_t*), dpdk::PacketPool::kMaxFrame},
+                                          wire::kArpRequest, cfg_.mac, ip.v4_host_order(), wire::MacAddr{},
+                                          ip.v4_host_order(), wire::kBroadcastMac);
+    rte_pktmbuf_append(m, uint16_t(len));
+    counters_[NicCounters::tx_arp]++;
+    send_control(m, now);
+  }
 }
 
 uint64_t Nic::link_rate_bps() const {

@@ -172,6 +172,9 @@ struct Qp {
   uint32_t ooo_count = 0;
   uint32_t sr_nak_psn = 0xffffffff;  // the hole last NAKed
   uint32_t sr_ooo_since_nak = 0;     // out-of-order arrivals since
+  bool trim_lost_valid = false;      // go-back-N: a trimmed packet ahead of epsn (lowest such PSN)
+  uint32_t trim_lost_psn = 0;
+  std::vector<uint8_t> ooo_trimmed; // selective repeat: trimmed PSNs in the window, like ooo
 
   // ---- scheduling ----
   bool in_tx_list = false;

@@ -458,13 +458,10 @@ void Nic::on_retry_timer(Qp& qp, Time now) {
   }
   qp.retry_left--;
   qp.read_rewind_pending = false;
-  if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-    counters_[NicCounters::roce_adp_retrans]++;
-    qp.sr_resend.push_back(qp.una_psn);
-    activate(qp, now);
-  } else {
-    rewind(qp, qp.una_psn, now);
-  }
+  // A timeout means the NAKs did not tell the whole story (a tail loss, a
+  // lost resend): in both modes send everything unacknowledged again, as
+  // TCP and IRN do on a timeout; NAKs keep selective repeat selective.
+  rewind(qp, qp.una_psn, now);
   arm_retry_timer(qp, now);
 }
 

@@ -148,14 +148,33 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
   const bool rc = qp.type == QpType::kRc;
 
   if (v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload)) {
-    // Trimmed by a switch: the payload is gone. NAK its PSN now rather than
-    // wait for the requester's timer.
+    // Trimmed by a switch: the payload is gone. A NAK is cumulative (it
+    // says every PSN before it arrived), so only the expected PSN can be
+    // NAKed: at once if this is it, else as soon as the PSNs before it are
+    // in -- no waiting for the requester's timer either way.
     counters_[NicCounters::rx_trimmed]++;
-    if (rc && d >= 0) {
+    if (rc && d == 0) {
+      qp.nak_sent = true;
+      qp.sr_nak_psn = qp.epsn;
+      qp.sr_ooo_since_nak = 0;
+      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+    } else if (rc && d > 0) {
+      counters_[NicCounters::out_of_sequence]++;
       if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-        schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), d == 0 ? qp.epsn : psn, now);
-        if (d == 0) qp.sr_nak_psn = qp.epsn;
-      } else if (!qp.nak_sent || d == 0) {
+        // Every trimmed PSN in the window is remembered: each is NAKed when
+        // the PSNs before it are in, even with nothing arriving after it.
+        if (uint32_t(d) < qp.ooo_trimmed.size()) qp.ooo_trimmed[psn % qp.ooo_trimmed.size()] = 1;
+      } else if (!qp.trim_lost_valid || wire::psn_lt(psn, qp.trim_lost_psn)) {
+        qp.trim_lost_valid = true;
+        qp.trim_lost_psn = psn;
+      }
+      if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
+        if (qp.sr_nak_psn != qp.epsn) {
+          qp.sr_nak_psn = qp.epsn;
+          qp.sr_ooo_since_nak = 0;
+          schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+        }
+      } else if (!qp.nak_sent) {
         qp.nak_sent = true;
         schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
       }
@@ -196,6 +215,33 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
   process_request(qp, v, now);
   rte_pktmbuf_free(m);
   if (rc && qp.ooo_count > 0) drain_reorder_buffer(qp, now);
+  if (rc) nak_trimmed_if_due(qp, now);
+}
+
+void Nic::nak_trimmed_if_due(Qp& qp, Time now) {
+  // A trimmed packet seen ahead of the expected PSN: once everything before
+  // it has arrived, NAK it without waiting for anything else to arrive.
+  if (qp.state == IBV_QPS_ERR) return;
+  if (!qp.ooo_trimmed.empty()) {
+    uint8_t& mark = qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()];
+    if (mark != 0) {
+      mark = 0;
+      qp.sr_nak_psn = qp.epsn;
+      qp.sr_ooo_since_nak = 0;
+      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+    }
+    return;
+  }
+  if (!qp.trim_lost_valid) return;
+  if (wire::psn_lt(qp.trim_lost_psn, qp.epsn)) {
+    qp.trim_lost_valid = false;  // an intact copy came meanwhile
+  } else if (qp.trim_lost_psn == qp.epsn) {
+    qp.trim_lost_valid = false;
+    qp.nak_sent = true;
+    qp.sr_nak_psn = qp.epsn;
+    qp.sr_ooo_since_nak = 0;
+    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+  }
 }
 
 void Nic::handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
@@ -502,6 +548,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   }
   qp.in_message = !last;
   qp.last_req_opcode = op;
+  if (!qp.ooo_trimmed.empty()) qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()] = 0;  // an intact copy came
   qp.epsn = wire::psn_add(qp.epsn, 1);
   qp.nak_sent = false;
   if (last) qp.msn = (qp.msn + 1) & 0xffffff;
@@ -515,9 +562,15 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
     return;
   }
   const wire::Deth& deth = v.deth();
-  if (deth.qkey.get() != qp.qkey) return;  // Q_Key violation: silently dropped (IBA 10.2.5)
+  if (deth.qkey.get() != qp.qkey) {  // Q_Key violation: silently dropped (IBA 10.2.5)
+    counters_[NicCounters::rx_ud_qkey_violation]++;
+    return;
+  }
   RecvEntry r;
-  if (!take_recv(qp, r)) return;  // UD: no receive WQE, no message
+  if (!take_recv(qp, r)) {  // UD: no receive WQE, no message
+    counters_[NicCounters::out_of_buffer]++;
+    return;
+  }
   // The first 40 bytes take the GRH: the IPv6 header, or for IPv4 twenty
   // zero bytes and the IPv4 header (as mlx5 and rxe deliver it).
   uint8_t grh[40] = {};

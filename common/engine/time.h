@@ -28,7 +28,8 @@ constexpr int64_t to_ns(Duration d) { return d.count() / 1000; }
 // Time to put `bytes` on a wire of `bits_per_second`.
 constexpr Duration serialization_time(uint64_t bytes, uint64_t bits_per_second) {
   // bytes * 8 * 1e12 / bps, in integer ps; exact for every standard rate.
-  return Duration(int64_t((bytes * 8 * 1000000000000ull) / bits_per_second));
+  // 128-bit: a PFC pause of 65535 quanta is 4 MB of bits.
+  return Duration(int64_t((static_cast<unsigned __int128>(bytes) * 8 * 1000000000000ull) / bits_per_second));
 }
 
 // Bytes a frame occupies on an Ethernet wire beyond what a capture shows:

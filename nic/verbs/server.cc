@@ -665,7 +665,9 @@ void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
 
 size_t VerbsServer::sessions() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->sessions.size();
+  size_t n = 0;
+  for (const auto& [fd, s] : impl_->sessions) n += s->ctx != nullptr;
+  return n;
 }
 
 }  // namespace rocemu::verbs

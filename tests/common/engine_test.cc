@@ -36,6 +36,13 @@ TEST_CASE("A 100G link carries 100 Gbit/s of virtual time, with delay", "[unit][
   CHECK(gbps == Approx(100.0).epsilon(1e-9));
 }
 
+TEST_CASE("Serialisation time is exact far beyond a frame", "[unit][engine]") {
+  CHECK(serialization_time(1, 100'000'000'000ull) == ps(80));
+  // 65535 PFC quanta of 512 bit times at 100G: 335.5392 us.
+  CHECK(serialization_time(65535ull * 512 / 8, 100'000'000'000ull) == ps(335539200));
+  CHECK(serialization_time(1ull << 40, 400'000'000'000ull) == Duration(int64_t(21990232555520)));
+}
+
 TEST_CASE("Link MTU, link down and Bernoulli loss are counted", "[unit][engine]") {
   auto engine = test::make_engine(7);
   auto& gen = engine->add<Generator>("gen", udp_frame(1500), 10000);

@@ -1,7 +1,7 @@
 // Minimal reproductions of transport bugs the switch scenarios exposed,
 // with two real NICs and a two-port Trimmer (or a lossy wire) between
-// them. Each is tagged [!mayfail] until nic/ is fixed: they run and report,
-// without failing the suite. See the comment on each for the cause.
+// them; kept as regression tests now that nic/ is fixed. The comment on
+// each says what went wrong.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -123,7 +123,7 @@ struct Pair {
 // Here: pass 1 PSN 0 is trimmed -> NAK(0); the requester resends 0..7;
 // pass 2 PSN 7 is trimmed and overtakes 0..6 -> ignored; 0..6 arrive;
 // PSN 7 is recovered only by the 67 ms timeout.
-TEST_CASE("Go-back-N: a trimmed packet of a resend is NAKed, not left to the timer", "[sim][nic-bug][!mayfail]") {
+TEST_CASE("Go-back-N: a trimmed packet of a resend is NAKed, not left to the timer", "[sim][nic-bug]") {
   Pair p(nic::LossRecovery::kGoBackN, {{0, 1}, {7, 2}}, us(10), 8192);
   p.post_write(0, 0, 8192);  // 8 packets, PSN 0..7
   auto got = p.run(1, 8192, ms(200));
@@ -149,7 +149,7 @@ TEST_CASE("Go-back-N: a trimmed packet of a resend is NAKed, not left to the tim
 // eight 1 KiB WRITEs (PSN 0..7); the header of PSN 7 is trimmed and
 // overtakes 0..6, which wait 10 us in the queue.
 TEST_CASE("Selective repeat: a NAK for a trimmed PSN does not acknowledge PSNs still in flight",
-          "[sim][nic-bug][!mayfail]") {
+          "[sim][nic-bug]") {
   Pair p(nic::LossRecovery::kSelectiveRepeat, {{7, 1}}, us(10), 8192);
   for (uint32_t i = 0; i < 8; i++) p.post_write(i, i * 1024, 1024);
   auto got = p.run(8, 1024, ms(200));
@@ -170,7 +170,7 @@ TEST_CASE("Selective repeat: a NAK for a trimmed PSN does not acknowledge PSNs s
 // 4:1 lossy incast without trimming does not finish in 500 ms for this
 // reason (go-back-N needs one timeout). Here: a 64-packet WRITE whose
 // last 32 packets are lost once.
-TEST_CASE("Selective repeat: a tail loss costs one retransmit timeout, not one per packet", "[sim][nic-bug][!mayfail]") {
+TEST_CASE("Selective repeat: a tail loss costs one retransmit timeout, not one per packet", "[sim][nic-bug]") {
   Pair p(nic::LossRecovery::kSelectiveRepeat, {}, us(0), 65536);
   FaultConfig fc;
   for (uint32_t psn = 32; psn < 64; psn++) fc.drop.push_back(DropRule{.psn = psn, .times = 1});

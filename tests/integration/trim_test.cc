@@ -145,14 +145,13 @@ TEST_CASE("Lossy incast without trimming, go-back-N: TC3 drops, the NICs retrans
   CHECK(d.senders(NC::req_cqe_error) == 0);
 }
 
-// The point of trimming: no loss is left for the retransmit timer. Fails
-// today for two transport bugs (see nic_bugs_test.cc): go-back-N forgets a
-// trimmed packet that arrives while a NAK is outstanding (one 67 ms
-// timeout), and selective repeat takes the NAK of a trimmed PSN as an
-// acknowledgement of the PSNs before it (premature completions, then
-// IBV_WC_RETRY_EXC_ERR).
+// The point of trimming: no loss is left for the retransmit timer. (It
+// once failed for two transport bugs, see nic_bugs_test.cc: go-back-N forgot
+// a trimmed packet that arrived while a NAK was outstanding, and selective
+// repeat took the NAK of a trimmed PSN as an acknowledgement of the PSNs
+// before it.)
 TEST_CASE("Trimming leaves no loss to the retransmit timer (go-back-N and selective repeat)",
-          "[sim][integration][trim][!mayfail]") {
+          "[sim][integration][trim]") {
   for (std::string mode : {"go-back-n", "selective-repeat"}) {
     LossyRun t = lossy_incast(mode, true);
     INFO(mode << " with trimming: " << t.summary());
@@ -166,10 +165,10 @@ TEST_CASE("Trimming leaves no loss to the retransmit timer (go-back-N and select
   }
 }
 
-// Selective repeat recovers a tail loss one packet per retransmit timeout
-// (nic_bugs_test.cc): this incast needs ~150 of them per sender.
+// Selective repeat once recovered a tail loss one packet per retransmit
+// timeout (nic_bugs_test.cc); now a timeout resends all that is unacknowledged.
 TEST_CASE("Lossy incast without trimming, selective repeat: the NICs recover every byte",
-          "[sim][integration][lossy][!mayfail]") {
+          "[sim][integration][lossy]") {
   LossyRun d = lossy_incast("selective-repeat", false);
   INFO(d.summary());
   CHECK(d.drops() > 0);
