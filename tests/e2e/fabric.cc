@@ -1,0 +1,76 @@
+#include "tests/e2e/fabric.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+
+namespace rocemu::test {
+
+Fabric::Fabric(const std::string& topology) {
+  char tmpl[] = "/tmp/rocemu-e2e-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  dir_ = tmpl;
+  env_ = {"ROCEMU_RUNTIME_DIR=" + dir_};
+  std::vector<std::string> args = {"up", "--daemon"};
+  if (!topology.empty()) args.push_back(topology);
+  const auto [st, out] = rocemu(args);
+  INFO(out);
+  REQUIRE(st == 0);
+  std::ifstream in(dir_ + "/rocemu.pid");
+  in >> pid_;
+  REQUIRE(pid_ > 0);
+}
+
+Fabric::~Fabric() {
+  if (pid_ > 0) {
+    rocemu({"down"});
+    if (kill(pid_, 0) == 0) kill(pid_, SIGKILL);  // ours, by pid
+  }
+  const std::string rm = "rm -rf '" + dir_ + "'";
+  [[maybe_unused]] int r = std::system(rm.c_str());
+}
+
+std::pair<int, std::string> Fabric::rocemu(const std::vector<std::string>& args, int seconds) const {
+  std::vector<std::string> argv = {bin("rocemu")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv, env_, std::chrono::seconds(seconds));
+}
+
+Process Fabric::exec(const std::string& node, const std::vector<std::string>& argv) const {
+  std::vector<std::string> a = {bin("rocemu"), "exec", node, "--"};
+  a.insert(a.end(), argv.begin(), argv.end());
+  return spawn(a, env_);
+}
+
+PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
+                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
+                    int seconds) {
+  PairResult r;
+  Process s = f.exec(server_node, server_argv);
+  const bool ready = wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&s});
+  if (!ready) {
+    r.server = finish(s, std::chrono::seconds(5));
+    r.server_out = s.output;
+    r.server_out += "\n[test: the server never listened on port " + std::to_string(port) + "]";
+    return r;
+  }
+  Process c = f.exec(client_node, client_argv);
+  r.client = finish(c, std::chrono::seconds(seconds));
+  r.server = finish(s, std::chrono::seconds(seconds));
+  r.client_out = c.output;
+  r.server_out = s.output;
+  return r;
+}
+
+int pick_port() {
+  static std::atomic<int> next{21000 + int(getpid() % 4000) * 4};
+  for (;;) {
+    const int p = next++;
+    if (!tcp_listening(p)) return p;
+  }
+}
+
+}  // namespace rocemu::test

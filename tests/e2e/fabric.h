@@ -1,0 +1,55 @@
+// A real-time engine started the way a user starts it (`rocemu up
+// --daemon`, in a private runtime directory), and real programs run on its
+// NICs with `rocemu exec`.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/e2e/process.h"
+
+namespace rocemu::test {
+
+inline std::string bin(const std::string& name) { return std::string(ROCEMU_BINARY_DIR) + "/bin/" + name; }
+
+class Fabric {
+ public:
+  // Starts an engine on `topology` (empty: the built-in one).
+  explicit Fabric(const std::string& topology = "");
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  const std::vector<std::string>& env() const { return env_; }
+  const std::string& dir() const { return dir_; }
+  int engine_pid() const { return pid_; }
+  // `rocemu ARGS...` against this engine.
+  std::pair<int, std::string> rocemu(const std::vector<std::string>& args, int seconds = 30) const;
+  // A program on NODE's NIC.
+  Process exec(const std::string& node, const std::vector<std::string>& argv) const;
+  void forget_engine() { pid_ = -1; }
+
+ private:
+  std::string dir_;
+  std::vector<std::string> env_;
+  int pid_ = -1;
+};
+
+struct PairResult {
+  int server = -1, client = -1;
+  std::string server_out, client_out;
+};
+
+// A perftest-style pair: the server on `server_node`, then the client on
+// `client_node` connecting to 127.0.0.1 (the out-of-band TCP exchange runs
+// over the kernel's loopback; RoCE crosses the fabric).
+PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
+                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
+                    int seconds = 120);
+
+// A free TCP port for a test pair.
+int pick_port();
+
+}  // namespace rocemu::test

@@ -1,0 +1,134 @@
+// Debian's perftest and ibverbs-utils, unmodified, on emulated NICs.
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+#include "tests/e2e/fabric.h"
+
+using namespace rocemu::test;
+
+namespace {
+
+// The numbers perftest prints under its header, e.g.
+// " 65536      5000           842.04             841.51          0.013464".
+std::vector<std::vector<double>> result_rows(const std::string& out) {
+  std::vector<std::vector<double>> rows;
+  std::istringstream in(out);
+  std::string line;
+  static const std::regex row(R"(^\s*\d+\s+\d+\s+[\d.]+.*)");
+  while (std::getline(in, line)) {
+    if (!std::regex_match(line, row)) continue;
+    std::istringstream ls(line);
+    std::vector<double> v;
+    double d;
+    while (ls >> d) v.push_back(d);
+    if (v.size() >= 3) rows.push_back(v);
+  }
+  return rows;
+}
+
+void check_pair(const PairResult& r, const std::string& what) {
+  INFO(what << "\n--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+  const auto rows = result_rows(r.client_out);
+  REQUIRE(!rows.empty());
+  // Something moved: a bandwidth, rate or latency above zero (with -D
+  // perftest reports no peak, so any column after the counts will do).
+  const auto& last = rows.back();
+  CHECK(*std::max_element(last.begin() + 2, last.end()) > 0);
+}
+
+void perftest(const Fabric& f, const std::string& tool, const std::vector<std::string>& args,
+              const std::string& server = "h2", const std::string& client = "h1") {
+  const int port = pick_port();
+  std::vector<std::string> common = {"/usr/bin/" + tool, "-d", "rocemu0", "-p", std::to_string(port)};
+  common.insert(common.end(), args.begin(), args.end());
+  std::vector<std::string> cli = common;
+  cli.push_back("127.0.0.1");
+  std::string what = tool;
+  for (const auto& a : args) what += " " + a;
+  check_pair(run_pair(f, server, client, common, cli, port), what);
+}
+
+}  // namespace
+
+TEST_CASE("ibv_devices and ibv_devinfo -v see rocemu0 with sane attributes", "[e2e][perftest]") {
+  Fabric f;
+  Process d = f.exec("h1", {"ibv_devices"});
+  REQUIRE(finish(d, std::chrono::seconds(30)) == 0);
+  CHECK_THAT(d.output, Catch::Contains("rocemu0"));
+  CHECK_THAT(d.output, Catch::Contains("020000fffe000101"));
+  Process v = f.exec("h1", {"ibv_devinfo", "-v"});
+  REQUIRE(finish(v, std::chrono::seconds(30)) == 0);
+  for (const char* want : {"hca_id:\trocemu0", "link_layer:\t\tEthernet", "state:\t\t\tPORT_ACTIVE (4)",
+                           "active_mtu:\t\t4096 (5)", "active_width:\t\t4X (2)", "GID[  3]:\t\t::ffff:10.0.1.1, RoCE v2",
+                           "atomic_cap:\t\t\tATOMIC_HCA (1)"})
+    CHECK_THAT(v.output, Catch::Contains(want));
+}
+
+TEST_CASE("perftest bandwidth tests: default, -a, -q 4, -b, -x 3", "[e2e][perftest]") {
+  Fabric f;
+  for (const std::string tool : {"ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw"}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {}, {"-a", "-n", "20"}, {"-q", "4"}, {"-b"}, {"-x", "3"}}) {
+      // perftest: "Message size cannot be changed for Atomic tests".
+      if (tool == "ib_atomic_bw" && args.size() > 1 && args[0] == "-a") continue;
+      std::string name = std::string(tool);
+      for (const auto& a : args) name += " " + a;
+      DYNAMIC_SECTION(name) { perftest(f, tool, args); }
+    }
+  }
+}
+
+TEST_CASE("perftest latency tests: default, -a, -x 3", "[e2e][perftest]") {
+  Fabric f;
+  for (const std::string tool : {"ib_write_lat", "ib_read_lat", "ib_send_lat", "ib_atomic_lat"}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"-n", "200"}, {"-a", "-n", "10"}, {"-x", "3", "-n", "200"}}) {
+      if (tool == "ib_atomic_lat" && args[0] == "-a") continue;
+      std::string name = std::string(tool);
+      for (const auto& a : args) name += " " + a;
+      DYNAMIC_SECTION(name) { perftest(f, tool, args); }
+    }
+  }
+}
+
+TEST_CASE("perftest send tests with events (-e) and over UD (-c UD)", "[e2e][perftest]") {
+  Fabric f;
+  for (const char* tool : {"ib_send_bw", "ib_send_lat"}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"-e"}, {"-c", "UD"}, {"-c", "UD", "-e"}}) {
+      std::string name = std::string(tool);
+      for (const auto& a : args) name += " " + a;
+      DYNAMIC_SECTION(name) { perftest(f, tool, args); }
+    }
+  }
+  SECTION("ib_atomic_bw -A CMP_AND_SWAP") { perftest(f, "ib_atomic_bw", {"-A", "CMP_AND_SWAP"}); }
+  SECTION("ib_write_bw --report_gbits -D 5") { perftest(f, "ib_write_bw", {"--report_gbits", "-D", "5"}); }
+}
+
+TEST_CASE("Both ends on one node: the NIC turns the packets around", "[e2e][perftest]") {
+  Fabric f;
+  for (const char* tool : {"ib_write_bw", "ib_send_lat", "ib_read_bw"})
+    DYNAMIC_SECTION(tool) { perftest(f, tool, {}, "h1", "h1"); }
+}
+
+TEST_CASE("ibv_rc/uc/ud/srq_pingpong with -g", "[e2e][perftest]") {
+  Fabric f;
+  for (const char* tool : {"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"}) {
+    DYNAMIC_SECTION(tool) {
+      const int port = pick_port();
+      std::vector<std::string> srv = {tool, "-d", "rocemu0", "-g", "3", "-p", std::to_string(port), "-n", "200"};
+      if (std::string(tool) == "ibv_ud_pingpong") {
+        srv.push_back("-s");
+        srv.push_back("1024");
+      }
+      std::vector<std::string> cli = srv;
+      cli.push_back("127.0.0.1");
+      const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+      INFO("--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+      CHECK(r.client == 0);
+      CHECK(r.server == 0);
+      CHECK_THAT(r.client_out, Catch::Contains("iters in"));
+    }
+  }
+}

@@ -1,0 +1,173 @@
+// Our own verification program through the provider (every byte checked,
+// with and without loss), verbs misuse, applications and engines that die,
+// and who may talk to the engine.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "tests/e2e/fabric.h"
+
+using namespace rocemu::test;
+
+namespace {
+
+const std::string kLossy = std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/lossy.yaml";
+
+PairResult verify_pair(const Fabric& f, const std::vector<std::string>& extra = {}) {
+  const int port = pick_port();
+  std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--port", std::to_string(port)};
+  srv.insert(srv.end(), extra.begin(), extra.end());
+  std::vector<std::string> cli = {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port)};
+  cli.insert(cli.end(), extra.begin(), extra.end());
+  return run_pair(f, "h2", "h1", srv, cli, port);
+}
+
+int attached(const Fabric& f) {
+  const auto [st, out] = f.rocemu({"status"});
+  if (st != 0) return -1;
+  return std::atoi(out.substr(out.find(',') + 2).c_str());
+}
+
+}  // namespace
+
+TEST_CASE("rocemu-verify: every byte of WRITE, READ, SEND and atomics checked", "[e2e][verify]") {
+  SECTION("through the switch") {
+    Fabric f;
+    const PairResult r = verify_pair(f, {"--iters", "10"});
+    INFO(r.client_out << r.server_out);
+    CHECK(r.client == 0);
+    CHECK(r.server == 0);
+    CHECK_THAT(r.server_out, Catch::Contains("every byte checked, all good"));
+  }
+  SECTION("under loss, reordering, duplication and corruption") {
+    Fabric f(kLossy);
+    const PairResult r = verify_pair(f, {"--iters", "10", "--size", "524288"});
+    INFO(r.client_out << r.server_out);
+    CHECK(r.client == 0);
+    CHECK(r.server == 0);
+    const auto [st, counters] = f.rocemu({"counters", "h1"});
+    INFO(counters);
+    CHECK_THAT(counters, Catch::Contains("retransmitted_packets"));
+    CHECK_THAT(counters, Catch::Contains("tx_drop_fault"));
+  }
+  SECTION("one process holding both QPs (loopback on one NIC)") {
+    Fabric f;
+    Process p = f.exec("h1", {bin("rocemu-verify"), "--loopback", "--iters", "5"});
+    INFO(p.output);
+    CHECK(finish(p, std::chrono::seconds(60)) == 0);
+    CHECK_THAT(p.output, Catch::Contains("all good"));
+  }
+}
+
+TEST_CASE("Verbs misuse gets the errno or completion status a real provider gives", "[e2e][verify]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--misuse"});
+  const int st = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("all good"));
+}
+
+TEST_CASE("An application killed mid-transfer: resources freed, the peer sees errors, others carry on",
+          "[e2e][robustness]") {
+  Fabric f;
+  const int port = pick_port();
+  // The server will be killed while the client writes to it.
+  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
+                                 "4194304", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  Process client = spawn({bin("rocemu"), "exec", "h1", "--", bin("rocemu-verify"), "--connect", "127.0.0.1", "--port",
+                          std::to_string(port), "--size", "4194304", "--iters", "100000"},
+                         {f.env()[0], "ROCEMU_VERIFY_STRICT=1"});
+  REQUIRE(wait_until([&] { return client.output.find("iteration 2 done") != std::string::npos; },
+                     std::chrono::seconds(60), {&client}));
+  CHECK(attached(f) == 2);
+  kill(server.pid, SIGKILL);
+  finish(server, std::chrono::seconds(10));
+  // The engine frees the dead application's QPs, MRs and queues...
+  CHECK(wait_until([&] { return attached(f) == 1; }, std::chrono::seconds(10)));
+  // ...and the peer's QP retries into the void until its retries run out.
+  const int st = finish(client, std::chrono::seconds(60));
+  INFO(client.output);
+  CHECK(st != 0);
+  CHECK_THAT(client.output, Catch::Contains("transport retry counter exceeded"));
+  // Other applications keep running.
+  const PairResult r = verify_pair(f, {"--iters", "3"});
+  INFO(r.client_out << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+}
+
+TEST_CASE("The engine killed: applications get errors, not hangs; rocemu up starts cleanly again",
+          "[e2e][robustness]") {
+  Fabric f;
+  const int port = pick_port();
+  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
+                                 "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  Process client = f.exec("h1", {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port),
+                                 "--size", "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return client.output.find("iteration 1 done") != std::string::npos; },
+                     std::chrono::seconds(60), {&client}));
+  kill(f.engine_pid(), SIGKILL);
+  f.forget_engine();
+  // Both notice within seconds and exit with an error.
+  const int cs = finish(client, std::chrono::seconds(20));
+  const int ss = finish(server, std::chrono::seconds(20));
+  INFO(client.output << server.output);
+  CHECK(cs != 0);
+  CHECK(cs != -1);  // exited by itself, not killed by the deadline
+  CHECK(ss != -1);
+  // Stale socket and pid file are cleaned up by the next `rocemu up`.
+  const auto [st, out] = f.rocemu({"up", "--daemon"});
+  INFO(out);
+  REQUIRE(st == 0);
+  const PairResult r = verify_pair(f, {"--iters", "2"});
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  f.rocemu({"down"});
+}
+
+TEST_CASE("Only the engine's user may use its socket", "[e2e][security]") {
+  Fabric f;
+  const std::string sock = f.dir() + "/rocemu.sock";
+  struct stat st{};
+  REQUIRE(stat(sock.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  if (geteuid() != 0) {
+    WARN("not root: cannot try another uid; only the socket mode was checked");
+    return;
+  }
+  // Another user is refused twice over: by the socket's mode, and (with the
+  // mode opened up) by SO_PEERCRED -- the engine closes the connection.
+  auto try_as_nobody = [&]() -> int {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+      const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+      if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(errno == EACCES ? 20 : 21);
+      char req[4096] = {};
+      if (send(fd, req, sizeof req, MSG_NOSIGNAL) < 0) _exit(30);
+      char rep[8];
+      const ssize_t n = recv(fd, rep, sizeof rep, 0);
+      _exit(n <= 0 ? 30 : 31);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WEXITSTATUS(status);
+  };
+  CHECK(try_as_nobody() == 20);
+  // The directory may not let nobody reach the socket either: open both.
+  chmod(f.dir().c_str(), 0711);
+  chmod(sock.c_str(), 0666);
+  CHECK(try_as_nobody() == 30);
+  chmod(sock.c_str(), 0600);
+}

@@ -1,0 +1,432 @@
+// rocemu-verify: moves patterned data through a verbs device and checks
+// every byte (perftest never looks at payload). Runs unmodified against
+// libibverbs; under `rocemu exec` it exercises the emulated NIC.
+//
+//   rocemu-verify --loopback                   one process, two QPs on one NIC
+//   rocemu-verify --server [--port P]          the passive side
+//   rocemu-verify --connect HOST [--port P]    the active side
+//   rocemu-verify --misuse                     verbs misuse gets the right errno/status
+//   options: --size BYTES --iters N --gid INDEX --hold SECONDS (stay connected, for kill tests)
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int g_failures = 0;
+#define CHECKV(cond, ...)                                      \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      g_failures++;                                            \
+      std::fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                       \
+      std::fprintf(stderr, "\n");                              \
+    }                                                          \
+  } while (0)
+
+struct Options {
+  bool loopback = false, server = false, misuse = false;
+  std::string host;
+  int port = 18777;
+  size_t size = 1 << 20;
+  int iters = 20;
+  int gid = 3;
+  int hold = 0;
+};
+
+uint8_t pattern(uint64_t seed, uint64_t i) {
+  uint64_t x = (seed + 1) * 0x9e3779b97f4a7c15ull ^ (i * 0xbf58476d1ce4e5b9ull);
+  x ^= x >> 31;
+  return uint8_t(x ^ (x >> 17));
+}
+
+// Everything one side needs to know about the other.
+struct Peer {
+  uint32_t qpn, psn, rkey;
+  uint64_t addr;
+  uint8_t gid[16];
+};
+
+struct Side {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  std::vector<uint8_t> buf;
+  int gid_index = 3;
+  Peer local{};
+};
+
+ibv_context* open_device() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n == 0) {
+    std::fprintf(stderr, "rocemu-verify: no RDMA device\n");
+    std::exit(2);
+  }
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (ctx == nullptr) {
+    std::fprintf(stderr, "rocemu-verify: cannot open the device: %s\n", std::strerror(errno));
+    std::exit(2);
+  }
+  return ctx;
+}
+
+void setup(Side& s, ibv_context* ctx, ibv_pd* pd, size_t size, int gid_index, uint32_t psn) {
+  s.ctx = ctx;
+  s.pd = pd;
+  s.gid_index = gid_index;
+  s.buf.assign(size, 0);
+  s.cq = ibv_create_cq(ctx, 1024, nullptr, nullptr, 0);
+  CHECKV(s.cq != nullptr, "create_cq: %s", std::strerror(errno));
+  s.mr = ibv_reg_mr(pd, s.buf.data(), size,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  CHECKV(s.mr != nullptr, "reg_mr: %s", std::strerror(errno));
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = s.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {256, 256, 4, 4, 0};
+  s.qp = ibv_create_qp(pd, &ia);
+  CHECKV(s.qp != nullptr, "create_qp: %s", std::strerror(errno));
+  ibv_gid gid;
+  CHECKV(ibv_query_gid(ctx, 1, gid_index, &gid) == 0, "query_gid");
+  s.local = {s.qp->qp_num, psn, s.mr->rkey, reinterpret_cast<uint64_t>(s.buf.data()), {}};
+  std::memcpy(s.local.gid, gid.raw, 16);
+}
+
+int connect_qp(Side& s, const Peer& p) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if (int e = ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = p.qpn;
+  a.rq_psn = p.psn;
+  a.max_dest_rd_atomic = 16;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  std::memcpy(a.ah_attr.grh.dgid.raw, p.gid, 16);
+  a.ah_attr.grh.sgid_index = uint8_t(s.gid_index);
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  if (int e = ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return e;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = s.local.psn;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 16;
+  return ibv_modify_qp(s.qp, &a,
+                       IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+// Waits for `n` completions; every one must succeed (unless `want` says
+// otherwise). Returns the statuses.
+std::vector<ibv_wc> wait(Side& s, int n, int seconds = 60) {
+  std::vector<ibv_wc> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (int(out.size()) < n) {
+    ibv_wc wc[16];
+    const int got = ibv_poll_cq(s.cq, 16, wc);
+    if (got < 0) {
+      std::fprintf(stderr, "rocemu-verify: ibv_poll_cq failed: %s\n", std::strerror(errno));
+      std::exit(3);
+    }
+    for (int i = 0; i < got; i++)
+      if (wc[i].status != IBV_WC_SUCCESS && s.cq != nullptr && std::getenv("ROCEMU_VERIFY_STRICT") != nullptr) {
+        std::fprintf(stderr, "rocemu-verify: completion error: %s\n", ibv_wc_status_str(wc[i].status));
+        std::exit(4);
+      }
+    out.insert(out.end(), wc, wc + got);
+    if (got == 0 && std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "rocemu-verify: only %zu of %d completions after %d s\n", out.size(), n, seconds);
+      std::exit(3);
+    }
+  }
+  return out;
+}
+
+void post(Side& s, ibv_wr_opcode op, uint64_t local_off, uint32_t len, uint64_t remote, uint32_t rkey, uint64_t id,
+          uint64_t add = 0) {
+  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data()) + local_off, len, s.mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+    wr.wr.atomic.remote_addr = remote;
+    wr.wr.atomic.rkey = rkey;
+    wr.wr.atomic.compare_add = add;
+  } else {
+    wr.wr.rdma.remote_addr = remote;
+    wr.wr.rdma.rkey = rkey;
+  }
+  const int e = ibv_post_send(s.qp, &wr, &bad);
+  CHECKV(e == 0, "post_send: %s", std::strerror(e));
+}
+
+// The active side's work against a peer buffer laid out as
+// [0, size/4): WRITE target; [size/4, size/2): READ source (peer fills it);
+// [size/2, 3size/4): SEND landing; last 8 bytes: atomic counter.
+void drive(Side& s, const Peer& p, const Options& o) {
+  const size_t q = o.size / 4;
+  for (int it = 0; it < o.iters; it++) {
+    // WRITE a fresh pattern, READ it back elsewhere, compare.
+    for (size_t i = 0; i < q; i++) s.buf[i] = pattern(uint64_t(it), i);
+    post(s, IBV_WR_RDMA_WRITE, 0, uint32_t(q), p.addr, p.rkey, 1);
+    post(s, IBV_WR_RDMA_READ, q, uint32_t(q), p.addr, p.rkey, 2);
+    auto wc = wait(s, 2);
+    for (auto& w : wc) CHECKV(w.status == IBV_WC_SUCCESS, "iteration %d: %s", it, ibv_wc_status_str(w.status));
+    CHECKV(std::memcmp(s.buf.data(), s.buf.data() + q, q) == 0, "iteration %d: WRITE then READ differ", it);
+    // READ the peer's own pattern.
+    post(s, IBV_WR_RDMA_READ, 2 * q, uint32_t(q), p.addr + q, p.rkey, 3);
+    wait(s, 1);
+    for (size_t i = 0; i < q; i++)
+      if (s.buf[2 * q + i] != pattern(1000, i)) {
+        CHECKV(false, "iteration %d: READ byte %zu is %u, want %u", it, i, s.buf[2 * q + i], pattern(1000, i));
+        break;
+      }
+    // FETCH_ADD the counter: it returns how many ran before.
+    post(s, IBV_WR_ATOMIC_FETCH_AND_ADD, o.size - 8, 8, p.addr + o.size - 8, p.rkey, 4, 1);
+    wait(s, 1);
+    uint64_t before;
+    std::memcpy(&before, s.buf.data() + o.size - 8, 8);
+    CHECKV(before == uint64_t(it), "iteration %d: FETCH_ADD returned %llu", it, static_cast<unsigned long long>(before));
+    std::printf("rocemu-verify: iteration %d done\n", it);
+    std::fflush(stdout);
+  }
+}
+
+int tcp_listen(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0) {
+    std::perror("rocemu-verify: listen");
+    std::exit(2);
+  }
+  std::printf("rocemu-verify: waiting on port %d\n", port);
+  std::fflush(stdout);
+  const int c = accept(fd, nullptr, nullptr);
+  close(fd);
+  return c;
+}
+
+int tcp_connect(const std::string& host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) std::exit(2);
+  const int fd = socket(res->ai_family, SOCK_STREAM, 0);
+  if (connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+    std::perror("rocemu-verify: connect");
+    std::exit(2);
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+void xfer(int fd, const void* out, void* in, size_t n) {
+  if (write(fd, out, n) != ssize_t(n) || read(fd, in, n) != ssize_t(n)) {
+    std::fprintf(stderr, "rocemu-verify: exchange with the peer failed\n");
+    std::exit(2);
+  }
+}
+
+int run_pair(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Side s;
+  setup(s, ctx, pd, o.size, o.gid, o.server ? 0x100 : 0x200);
+  if (o.server)
+    for (size_t i = 0; i < o.size / 4; i++) s.buf[o.size / 4 + i] = pattern(1000, i);
+  const int fd = o.server ? tcp_listen(o.port) : tcp_connect(o.host, o.port);
+  Peer peer{};
+  xfer(fd, &s.local, &peer, sizeof peer);
+  CHECKV(connect_qp(s, peer) == 0, "connect_qp");
+  char done = 0, ack = 0;
+  if (!o.server) {
+    drive(s, peer, o);
+    done = g_failures == 0 ? 'Y' : 'N';
+  }
+  if (o.hold > 0) std::this_thread::sleep_for(std::chrono::seconds(o.hold));
+  xfer(fd, &done, &ack, 1);
+  if (o.server) {
+    // What the client wrote last is here, byte for byte; the counter ran once per iteration.
+    for (size_t i = 0; i < o.size / 4; i++)
+      if (s.buf[i] != pattern(uint64_t(o.iters - 1), i)) {
+        CHECKV(false, "server: written byte %zu is %u, want %u", i, s.buf[i], pattern(uint64_t(o.iters - 1), i));
+        break;
+      }
+    uint64_t counter;
+    std::memcpy(&counter, s.buf.data() + o.size - 8, 8);
+    CHECKV(counter == uint64_t(o.iters), "server: counter is %llu", static_cast<unsigned long long>(counter));
+    CHECKV(ack == 'Y', "server: the client saw failures");
+  }
+  close(fd);
+  ibv_destroy_qp(s.qp);
+  ibv_dereg_mr(s.mr);
+  ibv_destroy_cq(s.cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int run_loopback(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Side a, b;
+  setup(a, ctx, pd, o.size, o.gid, 0x300);
+  setup(b, ctx, pd, o.size, o.gid, 0x400);
+  for (size_t i = 0; i < o.size / 4; i++) b.buf[o.size / 4 + i] = pattern(1000, i);
+  CHECKV(connect_qp(a, b.local) == 0 && connect_qp(b, a.local) == 0, "connect");
+  drive(a, b.local, o);
+  uint64_t counter;
+  std::memcpy(&counter, b.buf.data() + o.size - 8, 8);
+  CHECKV(counter == uint64_t(o.iters), "loopback counter %llu", static_cast<unsigned long long>(counter));
+  // SEND/RECV between the two QPs of this process.
+  ibv_sge rs{reinterpret_cast<uint64_t>(b.buf.data()) + o.size / 2, uint32_t(o.size / 4), b.mr->lkey};
+  ibv_recv_wr rw{}, *rbad = nullptr;
+  rw.wr_id = 9;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  CHECKV(ibv_post_recv(b.qp, &rw, &rbad) == 0, "post_recv");
+  for (size_t i = 0; i < 1000; i++) a.buf[i] = pattern(77, i);
+  post(a, IBV_WR_SEND, 0, 1000, 0, 0, 10);
+  auto rwc = wait(b, 1);
+  CHECKV(rwc[0].status == IBV_WC_SUCCESS && rwc[0].byte_len == 1000, "loopback receive");
+  CHECKV(std::memcmp(b.buf.data() + o.size / 2, a.buf.data(), 1000) == 0, "loopback SEND bytes differ");
+  wait(a, 1);
+  return g_failures == 0 ? 0 : 1;
+}
+
+// Verbs misuse gets what a real provider gives.
+int run_misuse(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  Side a, b;
+  setup(a, ctx, pd, 4096, o.gid, 1);
+  setup(b, ctx, pd, 4096, o.gid, 2);
+  // Posting on a QP in RESET.
+  ibv_sge sge{reinterpret_cast<uint64_t>(a.buf.data()), 64, a.mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL, "post_send on a RESET QP must be EINVAL");
+  // Bad transitions and attributes.
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  CHECKV(ibv_modify_qp(a.qp, &attr, IBV_QP_STATE) == EINVAL, "RESET -> RTS must be EINVAL");
+  CHECKV(connect_qp(a, b.local) == 0 && connect_qp(b, a.local) == 0, "connect");
+  // Too many SGEs.
+  ibv_sge many[5] = {sge, sge, sge, sge, sge};
+  wr.sg_list = many;
+  wr.num_sge = 5;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "5 SGEs on a 4-SGE QP must be EINVAL");
+  // A wrong rkey: remote access error, nothing written.
+  std::memset(a.buf.data(), 0x5a, 64);
+  post(a, IBV_WR_RDMA_WRITE, 0, 64, b.local.addr, b.local.rkey ^ 0x1000, 7);
+  auto wc = wait(a, 1);
+  CHECKV(wc[0].status == IBV_WC_REM_ACCESS_ERR, "bad rkey: status %s", ibv_wc_status_str(wc[0].status));
+  bool untouched = true;
+  for (int i = 0; i < 64; i++) untouched = untouched && b.buf[size_t(i)] == 0;
+  CHECKV(untouched, "a WRITE with a bad rkey changed memory");
+  // Registering memory the process does not have.
+  ibv_mr* bad_mr = ibv_reg_mr(pd, reinterpret_cast<void*>(0x10), 4096, IBV_ACCESS_LOCAL_WRITE);
+  CHECKV(bad_mr == nullptr && errno == EFAULT, "reg_mr of unmapped memory must be EFAULT");
+  // Remote write access without local write.
+  ibv_mr* ro = ibv_reg_mr(pd, a.buf.data(), 64, IBV_ACCESS_REMOTE_WRITE);
+  CHECKV(ro == nullptr && errno == EINVAL, "REMOTE_WRITE without LOCAL_WRITE must be EINVAL");
+  // A CQ too small: an overflow, reported, not silent.
+  ibv_cq* tiny = ibv_create_cq(ctx, 2, nullptr, nullptr, 0);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = tiny;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {16, 16, 1, 1, 0};
+  Side t;
+  t.ctx = ctx;
+  t.pd = pd;
+  t.gid_index = o.gid;
+  t.cq = tiny;
+  t.buf.assign(64, 0);
+  t.mr = ibv_reg_mr(pd, t.buf.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+  t.qp = ibv_create_qp(pd, &ia);
+  ibv_gid g;
+  ibv_query_gid(ctx, 1, o.gid, &g);
+  t.local = {t.qp->qp_num, 5, t.mr->rkey, reinterpret_cast<uint64_t>(t.buf.data()), {}};
+  std::memcpy(t.local.gid, g.raw, 16);
+  Side u;
+  setup(u, ctx, pd, 64, o.gid, 6);
+  CHECKV(connect_qp(t, u.local) == 0 && connect_qp(u, t.local) == 0, "connect tiny");
+  for (int i = 0; i < 8; i++) post(t, IBV_WR_RDMA_WRITE, 0, 8, u.local.addr, u.local.rkey, uint64_t(i));
+  int polled = 0, rc = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    ibv_wc w;
+    rc = ibv_poll_cq(tiny, 1, &w);
+    if (rc < 0) break;
+    polled += rc;
+  }
+  CHECKV(rc < 0 && errno == EOVERFLOW, "overflowing a 2-entry CQ must show as a CQ error (rc %d, %d polled)", rc, polled);
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) std::exit(2);
+      return argv[++i];
+    };
+    if (a == "--loopback") o.loopback = true;
+    else if (a == "--server") o.server = true;
+    else if (a == "--misuse") o.misuse = true;
+    else if (a == "--connect") o.host = next();
+    else if (a == "--port") o.port = std::stoi(next());
+    else if (a == "--size") o.size = std::stoul(next());
+    else if (a == "--iters") o.iters = std::stoi(next());
+    else if (a == "--gid") o.gid = std::stoi(next());
+    else if (a == "--hold") o.hold = std::stoi(next());
+    else {
+      std::fprintf(stderr, "usage: rocemu-verify --loopback | --server | --connect HOST | --misuse [options]\n");
+      return 2;
+    }
+  }
+  o.size &= ~size_t(7);
+  int rc;
+  if (o.misuse) rc = run_misuse(o);
+  else if (o.loopback) rc = run_loopback(o);
+  else rc = run_pair(o);
+  std::printf("rocemu-verify: %s (%d failure(s))\n", rc == 0 ? "every byte checked, all good" : "FAILED", g_failures);
+  return rc;
+}
