@@ -43,6 +43,7 @@ ibv_wc_status nak_status(wire::NakCode code) {
 }  // namespace
 
 void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
+  flush_dma();  // the data of a completion is in place before the completion
   Cqe cqe{};
   cqe.wr_id = w.wr_id;
   cqe.status = status;
@@ -380,7 +381,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     }
     const uint32_t n = std::min(len, s.length - off);
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr + off, n) || !qp.ctx->memory->write(mr->host(s.addr + off), src, n)) {
+    if (mr == nullptr || !mr->contains(s.addr + off, n) || !dma_write(*qp.ctx, mr->host(s.addr + off), src, n)) {
       w.status = IBV_WC_LOC_PROT_ERR;
       break;
     }

@@ -27,6 +27,7 @@ HostContext* Nic::open_context(HostMemory* memory) {
 void Nic::close_context(HostContext* ctx) {
   if (ctx == nullptr) return;
   ctx->dead = true;
+  flush_dma();  // nothing of this host may stay queued
   // QPs first (they reference CQs, SRQs and the PD), then the rest.
   std::vector<uint32_t> qpns;
   for (auto& [qpn, qp] : qps_)

@@ -166,6 +166,10 @@ class Nic final : public Node {
   rte_mbuf* make_request(Qp& qp, SendWork& w, uint32_t psn, Time now);
   rte_mbuf* make_ud_send(Qp& qp, SendWork& w, Time now);
   bool gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len);
+  bool read_sges(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len);
+  // Deferred DMA writes: flushed before anything makes them visible.
+  bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
+  void flush_dma();
   void arm_retry_timer(Qp& qp, Time now);
   void on_retry_timer(Qp& qp, Time now);
   void on_rnr_timer(Qp& qp, Time now);
@@ -238,6 +242,7 @@ class Nic final : public Node {
   Timer unpause_timer_;
   bool pumping_ = false;
   std::unique_ptr<InternalLink> loopback_;   // ports 1 -> 2: QP to QP on this NIC
+  std::vector<HostMemory*> dirty_;           // hosts with deferred writes
 };
 
 }  // namespace rocemu::nic

@@ -144,6 +144,12 @@ struct Qp {
   uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
   Timer retry_timer;
   Timer rnr_timer;
+  // Read-ahead of the payload of one WQE, for hosts where each read is a
+  // system call (one call per chunk, not per packet).
+  std::vector<uint8_t> staging;
+  uint32_t staging_wqe = 0;
+  uint32_t staging_off = 0;
+  uint32_t staging_len = 0;
   uint64_t retransmitted = 0;        // per-QP count of packets sent again
 
   // ---- responder ----

@@ -184,22 +184,46 @@ bool Nic::gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint3
     std::memcpy(dst, w.inline_data.data() + offset, len);
     return true;
   }
+  HostMemory& mem = *qp.ctx->memory;
+  if (mem.batches() && len < w.length) {
+    constexpr uint32_t kChunk = 64 * 1024;
+    const bool hit = !qp.staging.empty() && qp.staging_wqe == w.index && offset >= qp.staging_off &&
+                     offset + len <= qp.staging_off + qp.staging_len;
+    if (!hit) {
+      // Never across WQEs: a later WQE may name memory the application has
+      // written since.
+      const uint32_t chunk = std::max(len, std::min(kChunk, w.length - offset));
+      qp.staging.resize(std::max<size_t>(qp.staging.size(), chunk));
+      qp.staging_len = 0;
+      if (!read_sges(qp, w, offset, qp.staging.data(), chunk)) return false;
+      qp.staging_wqe = w.index;
+      qp.staging_off = offset;
+      qp.staging_len = chunk;
+    }
+    std::memcpy(dst, qp.staging.data() + (offset - qp.staging_off), len);
+    return true;
+  }
+  return read_sges(qp, w, offset, dst, len);
+}
+
+bool Nic::read_sges(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len) {
+  HostPiece pieces[kMaxSge];
+  size_t n = 0;
   for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
     const Sge& s = w.sge[i];
     if (offset >= s.length) {
       offset -= s.length;
       continue;
     }
-    const uint32_t n = std::min(len, s.length - offset);
+    const uint32_t k = std::min(len, s.length - offset);
     // The MR may have been deregistered since the WQE was posted.
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, n)) return false;
-    if (!qp.ctx->memory->read(mr->host(s.addr + offset), dst, n)) return false;
-    dst += n;
-    len -= n;
+    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, k)) return false;
+    pieces[n++] = {mr->host(s.addr + offset), k};
+    len -= k;
     offset = 0;
   }
-  return len == 0;
+  return len == 0 && qp.ctx->memory->readv(pieces, n, dst);
 }
 
 rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
@@ -285,6 +309,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   }
   wire::seal_roce(frame, qp.path, len);
   rte_pktmbuf_append(m, uint16_t(frame_len));
+  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
   return m;
 }
 
@@ -312,6 +337,7 @@ rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
   }
   wire::seal_roce(frame, qp.path, w.length);
   rte_pktmbuf_append(m, uint16_t(frame_len));
+  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
   return m;
 }
 

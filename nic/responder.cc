@@ -68,7 +68,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
-    if (!qp.ctx->memory->write(mr->host(s.addr + offset), src, n)) {
+    if (!dma_write(*qp.ctx, mr->host(s.addr + offset), src, n)) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
@@ -81,6 +81,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
+  flush_dma();  // the data of a completion is in place before the completion
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -488,7 +489,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
     if (v.payload_len > 0) {
       Mr* mr = mrs_.find(qp.write_rkey);
       if (mr == nullptr || !mr->contains(qp.write_va, v.payload_len) ||
-          !qp.ctx->memory->write(mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
+          !dma_write(*qp.ctx, mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
         if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
         return;
       }
@@ -657,6 +658,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   }
   wire::seal_roce(frame, qp.path, len);
   rte_pktmbuf_append(m, uint16_t(frame_len));
+  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
   if (pop) qp.tasks.pop_front();
   return m;
 }

@@ -59,6 +59,7 @@ void Switch::fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now
     }
     if (d.corrupt) {
       in.fault.corrupt(data, len);
+      dpdk::meta(m).flags &= uint8_t(~dpdk::kMetaIcrcValid);
       in.counters[PortCounters::fault_corrupted]++;
     }
     if (d.duplicate) {
@@ -278,7 +279,7 @@ void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp,
   meta.tc = tc;
   meta.pg = pg;
   meta.aux = len;
-  meta.flags = 0;
+  meta.flags &= dpdk::kMetaIcrcValid;  // the switch's own flags start clear
   out.queue[tc].push(m);
   mark(out);
   update_xoff(in, pg, now);

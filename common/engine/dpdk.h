@@ -54,6 +54,13 @@ struct PktMeta {
 };
 static_assert(sizeof(PktMeta) <= 64);
 
+// PktMeta::flags bits. 0x01..0x40 are private to the node holding the
+// packet; this one crosses nodes and every node keeps it: the ICRC bytes
+// are the ones the frame's builder computed, and nothing they cover has
+// changed since (like a NIC's checksum-good offload flag). A fault stage
+// that corrupts a frame clears it; a frame from outside never has it.
+inline constexpr uint8_t kMetaIcrcValid = 0x80;
+
 inline PktMeta& meta(rte_mbuf* m) { return *static_cast<PktMeta*>(rte_mbuf_to_priv(m)); }
 inline std::span<uint8_t> bytes(rte_mbuf* m) {
   return {rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m)};

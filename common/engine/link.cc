@@ -104,6 +104,7 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   }
   if (d.corrupt) {
     w.fault.corrupt(data, len);
+    dpdk::meta(pkt).flags &= uint8_t(~dpdk::kMetaIcrcValid);
     c[PortCounters::tx_corrupted_fault]++;
   }
   if (d.delayed) c[PortCounters::tx_delayed_fault]++;

@@ -1,10 +1,15 @@
 // DMA into another process: process_vm_readv / process_vm_writev on the
 // application's pid. The NIC only calls these inside MRs it has checked,
 // and an application that went away makes them fail (ESRCH), never the
-// engine.
+// engine. Each call pays for a permission check and a page walk, so
+// deferred writes are gathered (copied aside, neighbours merged) and go in
+// one call on flush().
 #pragma once
 
 #include <sys/types.h>
+#include <sys/uio.h>
+
+#include <vector>
 
 #include "nic/dma.h"
 
@@ -12,15 +17,26 @@ namespace rocemu::verbs {
 
 class ProcessMemory final : public nic::HostMemory {
  public:
-  explicit ProcessMemory(pid_t pid) : pid_(pid) {}
+  explicit ProcessMemory(pid_t pid);
   bool read(uint64_t addr, void* dst, size_t len) override;
   bool write(uint64_t addr, const void* src, size_t len) override;
+  bool readv(const nic::HostPiece* pieces, size_t n, void* dst) override;
+  bool write_deferred(uint64_t addr, const void* src, size_t len) override;
+  bool flush() override;
+  bool batches() const override { return true; }
   pid_t pid() const { return pid_; }
   uint64_t failures() const { return failures_; }
+  uint64_t calls() const { return calls_; }
 
  private:
+  static constexpr size_t kStaging = 512 * 1024;
+  static constexpr size_t kMaxIov = 512;
   pid_t pid_;
   uint64_t failures_ = 0;
+  uint64_t calls_ = 0;
+  std::vector<uint8_t> staging_;
+  size_t staged_ = 0;
+  std::vector<iovec> remote_;  // where the staged bytes go, in order
 };
 
 }  // namespace rocemu::verbs
