@@ -38,6 +38,8 @@ class HostMemory {
   }
   // A write that may wait for flush(); the source may be reused at once.
   virtual bool write_deferred(uint64_t addr, const void* src, size_t len) { return write(addr, src, len); }
+  // The same, but the source stays valid until flush(): no copy is made.
+  virtual bool write_deferred_ref(uint64_t addr, const void* src, size_t len) { return write(addr, src, len); }
   // Completes deferred writes; false if one failed.
   virtual bool flush() { return true; }
   // True if each call is expensive enough that the NIC should read ahead.

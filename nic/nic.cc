@@ -46,6 +46,7 @@ Nic::Nic(std::string name, NicConfig cfg) : Node(std::move(name), 3), cfg_(std::
 }
 
 Nic::~Nic() {
+  flush_dma();
   for (auto& [qpn, qp] : qps_) {
     for (rte_mbuf* m : qp->ooo)
       if (m != nullptr) rte_pktmbuf_free(m);
@@ -134,12 +135,26 @@ void Nic::on_rx(uint16_t port_index, rte_mbuf** pkts, uint16_t n, Time now) {
 bool Nic::dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len) {
   HostMemory* mem = ctx.memory;
   if (std::find(dirty_.begin(), dirty_.end(), mem) == dirty_.end()) dirty_.push_back(mem);
+  // Payload of the frame being received: keep the frame until the flush
+  // and write from it directly.
+  if (rx_frame_ != nullptr && mem->batches()) {
+    const uint8_t* base = rte_pktmbuf_mtod(rx_frame_, const uint8_t*);
+    if (src >= base && src + len <= base + rte_pktmbuf_data_len(rx_frame_)) {
+      if (held_.empty() || held_.back() != rx_frame_) {
+        rte_mbuf_refcnt_update(rx_frame_, 1);
+        held_.push_back(rx_frame_);
+      }
+      return mem->write_deferred_ref(host_addr, src, len);
+    }
+  }
   return mem->write_deferred(host_addr, src, len);
 }
 
 void Nic::flush_dma() {
   for (HostMemory* mem : dirty_) mem->flush();
   dirty_.clear();
+  for (rte_mbuf* m : held_) rte_pktmbuf_free(m);
+  held_.clear();
 }
 
 void Nic::handle_frame(uint16_t, rte_mbuf* m, Time now) {
@@ -209,6 +224,7 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
     rte_pktmbuf_free(m);
     return;
   }
+  rx_frame_ = m;
   if (v.op().any(wire::kOpRequest)) {
     if (qp->is_ud()) {
       responder_ud(*qp, v, now);
@@ -219,6 +235,7 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
   } else {
     handle_response(*qp, m, v, now);
   }
+  rx_frame_ = nullptr;
 }
 
 void Nic::handle_arp(const wire::PacketView& v, Time now) {

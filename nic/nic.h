@@ -243,6 +243,8 @@ class Nic final : public Node {
   bool pumping_ = false;
   std::unique_ptr<InternalLink> loopback_;   // ports 1 -> 2: QP to QP on this NIC
   std::vector<HostMemory*> dirty_;           // hosts with deferred writes
+  std::vector<rte_mbuf*> held_;              // frames they write from
+  rte_mbuf* rx_frame_ = nullptr;             // the frame being received
 };
 
 }  // namespace rocemu::nic

@@ -284,7 +284,10 @@ void Nic::drain_reorder_buffer(Qp& qp, Time now) {
     qp.ooo_count--;
     wire::PacketView v;
     if (wire::decode(dpdk::bytes(m), v) == wire::DecodeError::kOk && v.bth().psn() == qp.epsn) {
+      rte_mbuf* outer = rx_frame_;
+      rx_frame_ = m;
       process_request(qp, v, now);
+      rx_frame_ = outer;
     }
     rte_pktmbuf_free(m);
   }

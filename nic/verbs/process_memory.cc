@@ -4,7 +4,10 @@
 
 namespace rocemu::verbs {
 
-ProcessMemory::ProcessMemory(pid_t pid) : pid_(pid), staging_(kStaging) { remote_.reserve(kMaxIov); }
+ProcessMemory::ProcessMemory(pid_t pid) : pid_(pid), staging_(kStaging) {
+  local_.reserve(kMaxIov);
+  remote_.reserve(kMaxIov);
+}
 
 bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
   const nic::HostPiece p{addr, len};
@@ -13,7 +16,7 @@ bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
 
 bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
   // What this process reads must include what it wrote before.
-  if (staged_ > 0 && !flush()) return false;
+  if (pending_ > 0 && !flush()) return false;
   size_t total = 0;
   iovec remote[64];
   while (n > 0) {
@@ -37,7 +40,7 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
 }
 
 bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
-  if (staged_ > 0 && !flush()) return false;
+  if (pending_ > 0 && !flush()) return false;
   iovec local{const_cast<void*>(src), len};
   iovec remote{reinterpret_cast<void*>(addr), len};
   calls_++;
@@ -48,13 +51,12 @@ bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   return true;
 }
 
-bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len) {
-  if (len > kStaging) return write(addr, src, len);
-  if (staged_ + len > kStaging || remote_.size() == kMaxIov) {
+bool ProcessMemory::add(uint64_t addr, const void* src, size_t len) {
+  if (local_.size() == kMaxIov || remote_.size() == kMaxIov) {
     if (!flush()) return false;
   }
-  std::memcpy(staging_.data() + staged_, src, len);
-  staged_ += len;
+  local_.push_back({const_cast<void*>(src), len});
+  pending_ += len;
   // Back to back in the application too: one piece.
   if (!remote_.empty()) {
     iovec& last = remote_.back();
@@ -67,13 +69,26 @@ bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len) {
   return true;
 }
 
+bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len) {
+  if (len > kStaging) return write(addr, src, len);
+  if (staged_ + len > kStaging && !flush()) return false;
+  uint8_t* copy = staging_.data() + staged_;
+  std::memcpy(copy, src, len);
+  staged_ += len;
+  return add(addr, copy, len);
+}
+
+bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t len) { return add(addr, src, len); }
+
 bool ProcessMemory::flush() {
-  if (staged_ == 0) return true;
-  iovec local{staging_.data(), staged_};
+  if (pending_ == 0) return true;
   calls_++;
-  const bool ok = process_vm_writev(pid_, &local, 1, remote_.data(), remote_.size(), 0) == ssize_t(staged_);
+  const bool ok =
+      process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0) == ssize_t(pending_);
   if (!ok) failures_++;
   staged_ = 0;
+  pending_ = 0;
+  local_.clear();
   remote_.clear();
   return ok;
 }

@@ -22,6 +22,7 @@ class ProcessMemory final : public nic::HostMemory {
   bool write(uint64_t addr, const void* src, size_t len) override;
   bool readv(const nic::HostPiece* pieces, size_t n, void* dst) override;
   bool write_deferred(uint64_t addr, const void* src, size_t len) override;
+  bool write_deferred_ref(uint64_t addr, const void* src, size_t len) override;
   bool flush() override;
   bool batches() const override { return true; }
   pid_t pid() const { return pid_; }
@@ -34,9 +35,12 @@ class ProcessMemory final : public nic::HostMemory {
   pid_t pid_;
   uint64_t failures_ = 0;
   uint64_t calls_ = 0;
-  std::vector<uint8_t> staging_;
+  bool add(uint64_t addr, const void* src, size_t len);
+  std::vector<uint8_t> staging_;  // copies of sources the caller reuses at once
   size_t staged_ = 0;
-  std::vector<iovec> remote_;  // where the staged bytes go, in order
+  size_t pending_ = 0;            // bytes waiting for flush()
+  std::vector<iovec> local_;      // where the pending bytes are, in order
+  std::vector<iovec> remote_;     // where they go, in order (neighbours merged)
 };
 
 }  // namespace rocemu::verbs

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Benchmarks of the verbs provider, through the built-in fabric (h1 -- sw1
+# -- h2, real time), each against a baseline measured in the same run:
+#  1. ib_write_bw -s 65536: Gbit/s, and the ratio to the copy limit (each
+#     payload byte is copied twice by the engine, so the limit is half of
+#     one core's process_vm_writev rate for 64 KiB blocks; target >= 0.7);
+#  2. ib_send_lat -e and ib_write_lat typical latency, next to
+#     `perf bench sched pipe` (a cross-process wake-up);
+#  3. the idle engine's CPU use.
+#   scripts/bench-provider.sh [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+[ -x build/bin/rocemu ] || scripts/setup.sh
+ninja -C build rocemu rocemu-verbs rocemu_vmcopy_bench >/dev/null
+R=$PWD/build/bin/rocemu
+export ROCEMU_RUNTIME_DIR=$(mktemp -d /tmp/rocemu-bench-XXXXXX)
+cleanup() { "$R" down >/dev/null 2>&1 || true; rm -rf "$ROCEMU_RUNTIME_DIR"; }
+trap cleanup EXIT
+"$R" up --daemon >/dev/null
+ENGINE=$(cat "$ROCEMU_RUNTIME_DIR/rocemu.pid")
+
+# Runs a perftest pair (server h2, client h1); prints the client's result row.
+pair() {
+  local tool=$1; shift
+  local port=$((20000 + RANDOM % 20000))
+  "$R" exec h2 -- "$tool" -d rocemu0 -p $port "$@" >/tmp/rocemu-bench-server.$$ 2>&1 &
+  local spid=$!
+  for _ in $(seq 1 200); do
+    grep -q ":$(printf '%04X' $port) .* 0A" /proc/net/tcp /proc/net/tcp6 2>/dev/null && break
+    sleep 0.02
+  done
+  "$R" exec h1 -- "$tool" -d rocemu0 -p $port "$@" 127.0.0.1 2>&1 | grep -E '^ +[0-9]+ +[0-9]+ ' | tail -1
+  wait $spid || true
+}
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "== 1. ib_write_bw -s 65536 through h1 -- sw1 -- h2 ($ROUNDS rounds)"
+bw=(); lim=()
+for i in $(seq 1 "$ROUNDS"); do
+  copy=$(build/tests/bench/provider/rocemu_vmcopy_bench 1)
+  row=$(pair ib_write_bw -s 65536 -n 20000 --report_gbits)
+  g=$(echo "$row" | awk '{print $4}')
+  bw+=("$g"); lim+=("$(awk -v c="$copy" 'BEGIN {printf "%.3f", c * 8 / 2}')")
+  printf "   round %d: ib_write_bw %6.2f Gbit/s   process_vm_writev %5.2f GB/s -> copy limit %6.2f Gbit/s\n" \
+    "$i" "$g" "$copy" "${lim[-1]}"
+done
+BW=$(printf "%s\n" "${bw[@]}" | median); LIM=$(printf "%s\n" "${lim[@]}" | median)
+printf "   median: %.2f Gbit/s = %.2f GB/s; copy limit %.2f Gbit/s; ratio %.2f (target >= 0.70)\n" \
+  "$BW" "$(awk -v b="$BW" 'BEGIN {print b / 8}')" "$LIM" "$(awk -v b="$BW" -v l="$LIM" 'BEGIN {print b / l}')"
+
+echo "== 2. latency (typical, usec) against a cross-process wake-up"
+pipe=$(perf bench sched pipe -l 100000 2>/dev/null | awk '/usecs\/op/ {print $1}')
+[ -n "$pipe" ] || pipe="n/a"
+for i in $(seq 1 "$ROUNDS"); do
+  el=$(pair ib_send_lat -e -n 2000 | awk '{print $5}')
+  wl=$(pair ib_write_lat -n 2000 | awk '{print $5}')
+  printf "   round %d: ib_send_lat -e %8s   ib_write_lat %8s\n" "$i" "$el" "$wl"
+done
+printf "   perf bench sched pipe: %s usec per round trip (two wake-ups)\n" "$pipe"
+
+echo "== 3. idle engine CPU (no application, 3 s)"
+a=$(awk '{print $14 + $15}' /proc/$ENGINE/stat); sleep 3; b=$(awk '{print $14 + $15}' /proc/$ENGINE/stat)
+hz=$(getconf CLK_TCK)
+printf "   %.2f %% of one core\n" "$(awk -v d=$((b - a)) -v hz="$hz" 'BEGIN {print d / hz / 3 * 100}')"
