@@ -1,6 +1,7 @@
 // rocemu up: an engine in real time with the verbs provider's control
 // socket; rocemu down / status: ask it.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include "apps/commands.h"
 #include "apps/fabric.h"
 #include "apps/runtime.h"
+#include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
 #include "nic/nic.h"
@@ -49,6 +51,61 @@ struct Lines final : CounterSink {
     os << scope << " " << name << " " << value << "\n";
   }
 };
+
+// fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...: the fault stage
+// of the link at that port (out: what the port sends; in: what it gets).
+int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string& out) {
+  if (w.size() < 3) {
+    out = "usage: rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ... "
+          "(loss, corrupt, duplicate, reorder: 0..1; delay, jitter, reorder_delay: 5us; rate: 10G; link_down: true)";
+    return EINVAL;
+  }
+  const auto colon = w[1].rfind(':');
+  const std::string node = w[1].substr(0, colon);
+  const uint16_t port = colon == std::string::npos ? 0 : uint16_t(std::atoi(w[1].c_str() + colon + 1));
+  InternalLink* link = nullptr;
+  int side = 0;
+  for (const auto& l : engine.links())
+    for (int s = 0; s < 2; s++)
+      if (l->end(s).owner()->name() == node && l->end(s).index() == port) {
+        link = l.get();
+        side = s;
+      }
+  if (link == nullptr) {
+    out = "no internal link at " + node + ":" + std::to_string(port) + " (switch ports: rocemu nv set interface swpN fault ...)";
+    return ENODEV;
+  }
+  size_t i = 2;
+  std::string dir = "both";
+  if (w[i] == "out" || w[i] == "in" || w[i] == "both") dir = w[i++];
+  FaultConfig fc;
+  if (!(i < w.size() && w[i] == "clear")) {
+    std::string yaml = "{";
+    for (; i + 1 < w.size(); i += 2) yaml += (yaml.size() > 1 ? ", " : "") + w[i] + ": \"" + w[i + 1] + "\"";
+    yaml += "}";
+    if (i != w.size()) {
+      out = "'" + w[i] + "' needs a value";
+      return EINVAL;
+    }
+    config::Context ctx("rocemu fault");
+    YAML::Node n;
+    try {
+      n = YAML::Load(yaml);
+    } catch (const YAML::Exception& e) {
+      out = e.what();
+      return EINVAL;
+    }
+    fc = parse_faults(n, "fault", ctx);
+    if (!ctx.ok()) {
+      out = ctx.status().message();
+      return EINVAL;
+    }
+  }
+  if (dir != "in") link->set_faults(side, fc);
+  if (dir != "out") link->set_faults(1 - side, fc);
+  out = "link " + link->name() + " (" + dir + "): " + (fc.any() ? "faults set" : "no faults");
+  return 0;
+}
 
 // CLI commands, on the engine thread.
 int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std::string>& w, std::string& out) {
@@ -127,6 +184,28 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
       return EINVAL;
     }
     out = j.is_null() ? "" : j.dump(2);
+    return 0;
+  }
+  if (w[0] == "fault") return handle_fault(engine, w, out);
+  if (w[0] == "capture") {
+    // capture NODE[:PORT] FILE
+    if (w.size() != 3) {
+      out = "usage: rocemu capture NODE[:PORT] FILE.pcapng";
+      return EINVAL;
+    }
+    const auto colon = w[1].rfind(':');
+    const std::string node = w[1].substr(0, colon);
+    const uint16_t port = colon == std::string::npos ? 0 : uint16_t(std::atoi(w[1].c_str() + colon + 1));
+    Node* n = engine.find_node(node);
+    if (n == nullptr) {
+      out = "no node named '" + node + "'";
+      return ENODEV;
+    }
+    if (Status s = engine.capture_port(*n, port, w[2]); !s.ok()) {
+      out = s.message();
+      return EINVAL;
+    }
+    out = "capturing " + node + ":" + std::to_string(port) + " to " + w[2] + " (flushed when the engine stops)";
     return 0;
   }
   out = "unknown command '" + w[0] + "'";
@@ -246,6 +325,15 @@ int cmd_up(const UpOptions& o) {
     const char r = 'R';
     [[maybe_unused]] ssize_t n = write(ready[1], &r, 1);
     close(ready[1]);
+  }
+  if (o.realtime) {
+    // On a machine with few cores the applications busy-poll too; a
+    // real-time engine thread is scheduled the moment it has work. It
+    // sleeps when idle, and RT throttling keeps 5 % for everyone else.
+    sched_param sp{};
+    sp.sched_priority = 1;
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
+      std::fprintf(stderr, "rocemu: engine thread stays at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
   }
   engine.run(g_stop);
   server.stop();

@@ -12,6 +12,7 @@ struct UpOptions {
   bool hugepages = false;
   std::string capture_dir;  // capture every link there (pcapng)
   int verbose = 0;
+  bool realtime = true;      // SCHED_FIFO for the engine thread where allowed
 };
 int cmd_up(const UpOptions& o);
 int cmd_down();

@@ -20,6 +20,9 @@ usage:
   rocemu demo                      start a fabric, run ib_write_bw and ib_write_lat, stop
   rocemu nv set|unset|show|action ...   NVUE-style switch configuration and counters
   rocemu counters [SCOPE] [--all]  every counter of the running engine (nonzero ones)
+  rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...
+                                   faults on the link at that port (loss 0.01, delay 5us, ...)
+  rocemu capture NODE[:PORT] FILE  capture a port to a pcapng file
 
 Run `rocemu COMMAND --help` for the options of a command.
 )";
@@ -47,7 +50,7 @@ int main(int argc, char** argv) {
     if (i < rest.size() && rest[i] == "--") i++;
     return cmd_exec(node, std::vector<std::string>(rest.begin() + long(i), rest.end()));
   }
-  if (cmd == "nv" || cmd == "counters") {
+  if (cmd == "nv" || cmd == "counters" || cmd == "fault" || cmd == "capture") {
     std::vector<std::string> words = {cmd};
     words.insert(words.end(), rest.begin(), rest.end());
     return cmd_engine(words);
@@ -63,7 +66,10 @@ int main(int argc, char** argv) {
     app.add_flag("--hugepages", o.hugepages, "use hugepages (EAL --in-memory)");
     app.add_option("--capture", o.capture_dir, "capture every link to DIR/<link>.pcapng");
     app.add_flag("-v,--verbose", o.verbose, "log more (twice: debug)");
+    bool no_rt = false;
+    app.add_flag("--no-realtime", no_rt, "keep the engine thread at normal priority");
     CLI11_PARSE(app, argc - 1, argv + 1);
+    o.realtime = !no_rt;
     return cmd_up(o);
   }
   if (cmd == "demo") {
