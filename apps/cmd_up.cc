@@ -336,6 +336,7 @@ int cmd_up(const UpOptions& o) {
       std::fprintf(stderr, "rocemu: engine thread stays at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
   }
   engine.run(g_stop);
+  server.engine_stopped();
   server.stop();
   unlink(paths.pid.c_str());
   std::printf("rocemu: engine stopped\n");

@@ -11,6 +11,7 @@
 #include <boost/asio/generic/seq_packet_protocol.hpp>
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <future>
 
 #include "common/log.h"
@@ -123,13 +124,27 @@ struct VerbsServer::Impl {
 
   Impl(Engine& e, HostAgent& a, std::string p) : engine(e), agent(a), path(std::move(p)) {}
 
-  // Runs `fn` on the engine thread and waits for it.
+  std::atomic<bool> engine_stopped{false};
+
+  // Runs `fn` on the engine thread and waits for it. Once the engine loop
+  // has returned nothing else touches the fabric, so the task runs here.
   template <typename F>
   auto on_engine(F&& fn) {
     using R = decltype(fn());
-    auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
-    auto fut = task->get_future();
-    engine.post([task](Engine&) { (*task)(); });
+    struct Job {
+      std::packaged_task<R()> task;
+      std::atomic<bool> taken{false};
+      void run() {
+        if (!taken.exchange(true)) task();
+      }
+    };
+    auto job = std::make_shared<Job>();
+    job->task = std::packaged_task<R()>(std::forward<F>(fn));
+    auto fut = job->task.get_future();
+    engine.post([job](Engine&) { job->run(); });
+    while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
+      if (engine_stopped.load()) job->run();
+    }
     return fut.get();
   }
 
@@ -662,6 +677,8 @@ void VerbsServer::stop() {
 }
 
 void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
+
+void VerbsServer::engine_stopped() { impl_->engine_stopped.store(true); }
 
 size_t VerbsServer::sessions() const {
   std::lock_guard lock(impl_->mutex);

@@ -79,6 +79,9 @@ class VerbsServer {
   ~VerbsServer();
   Status start();
   void stop();
+  // The engine loop has returned: control requests run on the caller's
+  // thread from now on.
+  void engine_stopped();
   const std::string& socket_path() const { return path_; }
   size_t sessions() const;
 
