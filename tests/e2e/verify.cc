@@ -359,10 +359,12 @@ int run_misuse(const Options& o) {
   for (int i = 0; i < 64; i++) untouched = untouched && b.buf[size_t(i)] == 0;
   CHECKV(untouched, "a WRITE with a bad rkey changed memory");
   // Registering memory the process does not have.
-  ibv_mr* bad_mr = ibv_reg_mr(pd, reinterpret_cast<void*>(0x10), 4096, IBV_ACCESS_LOCAL_WRITE);
+  // One flag is passed as int: the ibv_reg_mr macro ANDs it with another enum
+  // type, which clang rejects in C++20 (-Wdeprecated-enum-enum-conversion).
+  ibv_mr* bad_mr = ibv_reg_mr(pd, reinterpret_cast<void*>(0x10), 4096, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   CHECKV(bad_mr == nullptr && errno == EFAULT, "reg_mr of unmapped memory must be EFAULT");
   // Remote write access without local write.
-  ibv_mr* ro = ibv_reg_mr(pd, a.buf.data(), 64, IBV_ACCESS_REMOTE_WRITE);
+  ibv_mr* ro = ibv_reg_mr(pd, a.buf.data(), 64, static_cast<int>(IBV_ACCESS_REMOTE_WRITE));
   CHECKV(ro == nullptr && errno == EINVAL, "REMOTE_WRITE without LOCAL_WRITE must be EINVAL");
   // A CQ too small: an overflow, reported, not silent.
   ibv_cq* tiny = ibv_create_cq(ctx, 2, nullptr, nullptr, 0);
@@ -376,7 +378,7 @@ int run_misuse(const Options& o) {
   t.gid_index = o.gid;
   t.cq = tiny;
   t.buf.assign(64, 0);
-  t.mr = ibv_reg_mr(pd, t.buf.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+  t.mr = ibv_reg_mr(pd, t.buf.data(), 64, static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   t.qp = ibv_create_qp(pd, &ia);
   ibv_gid g;
   ibv_query_gid(ctx, 1, o.gid, &g);
