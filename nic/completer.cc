@@ -122,6 +122,7 @@ void Nic::qp_to_error(Qp& qp, Time now) {
       m = nullptr;
     }
   qp.ooo_count = 0;
+  drop_prefetch(qp);
   flush_qp(qp, now);
   // A pending NAK still goes out.
   if (qp.ack_pending) activate(qp, now);

@@ -355,6 +355,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       // Queues start again from index 0 on both sides; nothing completes.
       timers().cancel(qp->retry_timer);
       timers().cancel(qp->rnr_timer);
+      drop_prefetch(*qp);
       for (rte_mbuf*& m : qp->ooo)
         if (m != nullptr) {
           rte_pktmbuf_free(m);
@@ -463,6 +464,7 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   for (auto& b : blocked_) drop(b);
   for (rte_mbuf* m : qp->ooo)
     if (m != nullptr) rte_pktmbuf_free(m);
+  drop_prefetch(*qp);
   qps_.erase(it);
   return 0;
 }

@@ -50,6 +50,7 @@ Nic::~Nic() {
   for (auto& [qpn, qp] : qps_) {
     for (rte_mbuf* m : qp->ooo)
       if (m != nullptr) rte_pktmbuf_free(m);
+    drop_prefetch(*qp);
   }
   for (rte_mbuf* m : control_q_) rte_pktmbuf_free(m);
 }

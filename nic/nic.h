@@ -166,7 +166,11 @@ class Nic final : public Node {
   rte_mbuf* make_request(Qp& qp, SendWork& w, uint32_t psn, Time now);
   rte_mbuf* make_ud_send(Qp& qp, SendWork& w, Time now);
   bool gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len);
-  bool read_sges(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len);
+  // The SGEs' pieces covering [offset, offset + len) of w, checked against
+  // their MRs; 0 if one is not (or no longer) valid.
+  size_t sge_pieces(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, HostPiece* pieces);
+  rte_mbuf* take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, bool& failed);
+  void drop_prefetch(Qp& qp);
   // Deferred DMA writes: flushed before anything makes them visible.
   bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();

@@ -145,11 +145,15 @@ struct Qp {
   Timer retry_timer;
   Timer rnr_timer;
   // Read-ahead of the payload of one WQE, for hosts where each read is a
-  // system call (one call per chunk, not per packet).
-  std::vector<uint8_t> staging;
-  uint32_t staging_wqe = 0;
-  uint32_t staging_off = 0;
-  uint32_t staging_len = 0;
+  // system call: one call fills the frames of the next packets (up to 64
+  // KiB), the payload read straight to its place in each frame.
+  struct Prefetch {
+    static constexpr uint32_t kFrames = 16;
+    uint32_t wqe = 0;
+    uint32_t offset = 0;  // payload offset of frames[next] in the WQE
+    uint32_t next = 0, count = 0;
+    std::array<rte_mbuf*, kFrames> frames{};
+  } prefetch;
   uint64_t retransmitted = 0;        // per-QP count of packets sent again
 
   // ---- responder ----

@@ -184,30 +184,12 @@ bool Nic::gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint3
     std::memcpy(dst, w.inline_data.data() + offset, len);
     return true;
   }
-  HostMemory& mem = *qp.ctx->memory;
-  if (mem.batches() && len < w.length) {
-    constexpr uint32_t kChunk = 64 * 1024;
-    const bool hit = !qp.staging.empty() && qp.staging_wqe == w.index && offset >= qp.staging_off &&
-                     offset + len <= qp.staging_off + qp.staging_len;
-    if (!hit) {
-      // Never across WQEs: a later WQE may name memory the application has
-      // written since.
-      const uint32_t chunk = std::max(len, std::min(kChunk, w.length - offset));
-      qp.staging.resize(std::max<size_t>(qp.staging.size(), chunk));
-      qp.staging_len = 0;
-      if (!read_sges(qp, w, offset, qp.staging.data(), chunk)) return false;
-      qp.staging_wqe = w.index;
-      qp.staging_off = offset;
-      qp.staging_len = chunk;
-    }
-    std::memcpy(dst, qp.staging.data() + (offset - qp.staging_off), len);
-    return true;
-  }
-  return read_sges(qp, w, offset, dst, len);
+  HostPiece pieces[kMaxSge];
+  const size_t n = sge_pieces(qp, w, offset, len, pieces);
+  return n > 0 && qp.ctx->memory->readv(pieces, n, dst);
 }
 
-bool Nic::read_sges(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len) {
-  HostPiece pieces[kMaxSge];
+size_t Nic::sge_pieces(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, HostPiece* pieces) {
   size_t n = 0;
   for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
     const Sge& s = w.sge[i];
@@ -218,12 +200,65 @@ bool Nic::read_sges(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, ui
     const uint32_t k = std::min(len, s.length - offset);
     // The MR may have been deregistered since the WQE was posted.
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, k)) return false;
+    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, k)) return 0;
     pieces[n++] = {mr->host(s.addr + offset), k};
     len -= k;
     offset = 0;
   }
-  return len == 0 && qp.ctx->memory->readv(pieces, n, dst);
+  return len == 0 ? n : 0;
+}
+
+namespace {
+// Where a read-ahead frame's payload sits in its mbuf: behind room for the
+// longest header (VLAN + IPv6 + UDP + BTH + RETH + ImmDt = 98 bytes).
+constexpr uint16_t kPayloadOff = RTE_PKTMBUF_HEADROOM + 104;
+static_assert(kPayloadOff + 4096 + 3 + 4 <= RTE_PKTMBUF_HEADROOM + dpdk::PacketPool::kMaxFrame);
+}  // namespace
+
+void Nic::drop_prefetch(Qp& qp) {
+  auto& p = qp.prefetch;
+  for (uint32_t i = p.next; i < p.count; i++) rte_pktmbuf_free(p.frames[i]);
+  p.next = p.count = 0;
+}
+
+// The frame for payload [offset, offset + len) of a multi-packet WQE, the
+// payload already in place at kPayloadOff. Reads ahead for up to kFrames
+// packets in one call. nullptr with `failed` if the memory cannot be read,
+// nullptr alone if there is no mbuf.
+rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, bool& failed) {
+  auto& p = qp.prefetch;
+  // A resend, or another WQE: what was read ahead is not what comes next.
+  if (p.next < p.count && (p.wqe != w.index || p.offset != offset)) drop_prefetch(qp);
+  if (p.next == p.count) {
+    p.next = p.count = 0;
+    // Keep most of the pool for traffic: with many QPs, read per packet.
+    const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
+    const uint32_t ahead = room ? Qp::Prefetch::kFrames : 1;
+    iovec dst[Qp::Prefetch::kFrames];
+    uint32_t bytes = 0;
+    for (uint32_t at = offset; p.count < ahead && at < w.length; at += qp.mtu) {
+      rte_mbuf* m = new_frame();
+      if (m == nullptr) break;
+      m->data_off = kPayloadOff;
+      const uint32_t k = std::min(qp.mtu, w.length - at);
+      dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
+      p.frames[p.count++] = m;
+      bytes += k;
+    }
+    if (p.count == 0) return nullptr;
+    HostPiece pieces[kMaxSge];
+    const size_t n = sge_pieces(qp, w, offset, bytes, pieces);
+    if (n == 0 || !qp.ctx->memory->readv_scatter(pieces, n, dst, p.count)) {
+      drop_prefetch(qp);
+      failed = true;
+      return nullptr;
+    }
+    p.wqe = w.index;
+    p.offset = offset;
+  }
+  rte_mbuf* m = p.frames[p.next++];
+  p.offset += len;
+  return m;
 }
 
 rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
@@ -295,16 +330,30 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
     qp.pkts_since_ack_req = 0;
   }
   if (uc) f.ack_req = false;
-  rte_mbuf* m = new_frame();
-  if (m == nullptr) return nullptr;
+  (void)now;
   const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);
+  // A message of several packets, from a host where each read is a system
+  // call: the payload is read ahead into the next frames.
+  const bool ahead = len > 0 && len < w.length && !w.is_inline && qp.ctx->memory->batches();
+  rte_mbuf* m = nullptr;
+  if (ahead) {
+    bool failed = false;
+    m = take_prefetched(qp, w, offset, len, failed);
+    if (failed) {
+      w.status = IBV_WC_LOC_PROT_ERR;
+      return nullptr;
+    }
+    if (m != nullptr) m->data_off = uint16_t(kPayloadOff - wire::roce_header_len(qp.path, f.opcode));
+  } else {
+    m = new_frame();
+  }
+  if (m == nullptr) return nullptr;
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (hdr == 0 || (len > 0 && !gather(qp, w, offset, data + hdr, len))) {
+  if (hdr == 0 || (len > 0 && !ahead && !gather(qp, w, offset, data + hdr, len))) {
     rte_pktmbuf_free(m);
     w.status = IBV_WC_LOC_PROT_ERR;
-    (void)now;
     return nullptr;
   }
   wire::seal_roce(frame, qp.path, len);

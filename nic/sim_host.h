@@ -36,7 +36,9 @@ class SimHost {
     RecvQueueShadow rq;
   };
 
-  SimHost(Engine& engine, Nic& nic);
+  // With `batched_dma` the NIC reaches this host's memory as it reaches
+  // another process's (read-ahead, deferred writes); see dma.h.
+  SimHost(Engine& engine, Nic& nic, bool batched_dma = false);
   ~SimHost();
   SimHost(const SimHost&) = delete;
   SimHost& operator=(const SimHost&) = delete;
@@ -45,6 +47,7 @@ class SimHost {
   HostContext* context() { return ctx_; }
   uint32_t pd() const { return pd_; }
   Time now() const { return engine_.now(); }
+  HostMemory& memory() { return *memory_; }
 
   // Returns the key, or 0 with errno-style failure in `err`. With `iova`
   // the MR answers to that address instead of its own (ibv_reg_mr_iova2).
@@ -90,7 +93,7 @@ class SimHost {
  private:
   Engine& engine_;
   Nic& nic_;
-  LocalMemory memory_;
+  std::unique_ptr<HostMemory> memory_;
   HostContext* ctx_;
   uint32_t pd_ = 0;
   std::vector<std::unique_ptr<Cq>> cqs_;

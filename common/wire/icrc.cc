@@ -63,6 +63,11 @@ ROCEMU_CLMUL uint32_t finish(__m128i a, const uint8_t* p, size_t n) {
   return uint32_t(_mm_extract_epi32(_mm_xor_si128(a, t), 1));
 }
 
+// One 128-bit lane, for 16..63 bytes (n a multiple of 16).
+ROCEMU_CLMUL uint32_t fold_short(uint32_t raw, const uint8_t* p, size_t n) {
+  return finish(_mm_xor_si128(load(p), _mm_cvtsi32_si128(int(raw))), p + 16, n - 16);
+}
+
 // Four 128-bit lanes, 64 bytes a step (Gopal et al., "Fast CRC Computation
 // for Generic Polynomials Using PCLMULQDQ", Intel 2009), for the
 // bit-reflected IEEE polynomial, on the raw (not inverted) register; n is a
@@ -144,9 +149,14 @@ const bool kHaveVpclmul = kHavePclmul && __builtin_cpu_supports("vpclmulqdq") &&
 
 uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t len) {
   uint32_t raw = ~crc;
-  if (kHavePclmul && len >= 64) {
+  if (kHavePclmul && len >= 16) {
     const size_t bulk = len & ~size_t(15);
-    raw = kHaveVpclmul && bulk >= 256 ? fold_vpclmul(raw, data, bulk) : fold_pclmul(raw, data, bulk);
+    if (bulk >= 256 && kHaveVpclmul)
+      raw = fold_vpclmul(raw, data, bulk);
+    else if (bulk >= 64)
+      raw = fold_pclmul(raw, data, bulk);
+    else
+      raw = fold_short(raw, data, bulk);  // the masked RoCE headers: 48 or 68 bytes
     data += bulk;
     len -= bulk;
   }

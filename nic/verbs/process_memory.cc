@@ -39,6 +39,27 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
   return true;
 }
 
+bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) {
+  if (pending_ > 0 && !flush()) return false;
+  // One call when both lists fit (the NIC's read-ahead: up to 16 frames).
+  constexpr size_t kMax = 64;
+  if (n > kMax || nd > kMax) return HostMemory::readv_scatter(pieces, n, dst, nd);
+  iovec remote[kMax];
+  size_t bytes = 0, room = 0;
+  for (size_t i = 0; i < n; i++) {
+    remote[i] = {reinterpret_cast<void*>(pieces[i].addr), pieces[i].len};
+    bytes += pieces[i].len;
+  }
+  for (size_t i = 0; i < nd; i++) room += dst[i].iov_len;
+  if (room != bytes) return false;
+  calls_++;
+  if (process_vm_readv(pid_, dst, nd, remote, n, 0) != ssize_t(bytes)) {
+    failures_++;
+    return false;
+  }
+  return true;
+}
+
 bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   if (pending_ > 0 && !flush()) return false;
   iovec local{const_cast<void*>(src), len};

@@ -21,6 +21,7 @@ class ProcessMemory final : public nic::HostMemory {
   bool read(uint64_t addr, void* dst, size_t len) override;
   bool write(uint64_t addr, const void* src, size_t len) override;
   bool readv(const nic::HostPiece* pieces, size_t n, void* dst) override;
+  bool readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) override;
   bool write_deferred(uint64_t addr, const void* src, size_t len) override;
   bool write_deferred_ref(uint64_t addr, const void* src, size_t len) override;
   bool flush() override;

@@ -21,7 +21,8 @@ struct TwoNics {
   std::unique_ptr<nic::SimHost> h1, h2;
 
   explicit TwoNics(uint64_t seed = 1, nic::LossRecovery mode = nic::LossRecovery::kGoBackN,
-                   LinkParams lp = LinkParams{}, uint32_t mbufs = 16384, bool ipv6 = false) {
+                   LinkParams lp = LinkParams{}, uint32_t mbufs = 16384, bool ipv6 = false,
+                   bool batched_dma = false) {
     engine = make_engine(seed, mbufs);
     nic::NicConfig c1, c2;
     c1.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
@@ -39,8 +40,8 @@ struct TwoNics {
     REQUIRE(l.ok());
     link = l.value();
     engine->start();
-    h1 = std::make_unique<nic::SimHost>(*engine, *n1);
-    h2 = std::make_unique<nic::SimHost>(*engine, *n2);
+    h1 = std::make_unique<nic::SimHost>(*engine, *n1, batched_dma);
+    h2 = std::make_unique<nic::SimHost>(*engine, *n2, batched_dma);
   }
   // Wraps a fabric built elsewhere (e.g. from a topology file).
   struct Adopt {};
