@@ -42,6 +42,21 @@ std::vector<Case> fault_cases() {
   return c;
 }
 
+// The mixed workload with the same faults in both directions.
+WorkloadResult run_faulted(TwoNics& f, const FaultConfig& faults, uint32_t max_len, ibv_mtu mtu, uint32_t seed) {
+  f.link->set_faults(0, faults);
+  f.link->set_faults(1, faults);
+  WorkloadSpec spec;
+  spec.writes = 12;
+  spec.sends = 12;
+  spec.reads = 8;
+  spec.atomics = 12;
+  spec.max_len = max_len;
+  spec.connect.mtu = mtu;
+  spec.seed = seed;
+  return run_rc_workload(f, spec);
+}
+
 }  // namespace
 
 TEST_CASE("Every byte arrives once and intact under injected faults", "[sim][nic][loss]") {
@@ -51,16 +66,7 @@ TEST_CASE("Every byte arrives once and intact under injected faults", "[sim][nic
   const Case& c = cases[which];
   INFO((mode == nic::LossRecovery::kGoBackN ? "go-back-N, " : "selective repeat, ") << c.name);
   TwoNics f(11 + which, mode);
-  f.link->set_faults(0, c.faults);
-  f.link->set_faults(1, c.faults);
-  WorkloadSpec spec;
-  spec.writes = 12;
-  spec.sends = 12;
-  spec.reads = 8;
-  spec.atomics = 12;
-  spec.max_len = 40000;
-  spec.seed = uint32_t(which + 1);
-  const auto r = run_rc_workload(f, spec);
+  const auto r = run_faulted(f, c.faults, 40000, IBV_MTU_1024, uint32_t(which + 1));
   CHECK(r.failure == "");
   CHECK(r.finished);
   if (c.faults.loss >= 0.01) CHECK(r.requester_retransmits > 0);
@@ -95,17 +101,7 @@ TEST_CASE("Batched DMA keeps every byte under faults", "[sim][nic][loss]") {
   const Case& c = cases[which];
   INFO((mode == nic::LossRecovery::kGoBackN ? "go-back-N, " : "selective repeat, ") << c.name);
   TwoNics f(21 + which, mode, LinkParams{}, 16384, false, /*batched_dma=*/true);
-  f.link->set_faults(0, c.faults);
-  f.link->set_faults(1, c.faults);
-  WorkloadSpec spec;
-  spec.writes = 12;
-  spec.sends = 12;
-  spec.reads = 8;
-  spec.atomics = 12;
-  spec.max_len = 200000;
-  spec.connect.mtu = IBV_MTU_4096;
-  spec.seed = uint32_t(which + 7);
-  const auto r = run_rc_workload(f, spec);
+  const auto r = run_faulted(f, c.faults, 200000, IBV_MTU_4096, uint32_t(which + 7));
   CHECK(r.failure == "");
   CHECK(r.finished);
   CHECK(r.requester_retransmits > 0);
