@@ -332,9 +332,12 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   if (uc) f.ack_req = false;
   (void)now;
   const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);
-  // A message of several packets, from a host where each read is a system
-  // call: the payload is read ahead into the next frames.
-  const bool ahead = len > 0 && len < w.length && !w.is_inline && qp.ctx->memory->batches();
+  // A message of several packets, sent for the first time, from a host
+  // where each read is a system call: the payload is read ahead into the
+  // next frames. (A resend reads just its own packet.)
+  const bool ahead = len > 0 && len < w.length && !w.is_inline && !wire::psn_lt(psn, qp.sent_high) &&
+                     qp.ctx->memory->batches();
+  const uint32_t header_len = wire::roce_header_len(qp.path, f.opcode);
   rte_mbuf* m = nullptr;
   if (ahead) {
     bool failed = false;
@@ -343,7 +346,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
       w.status = IBV_WC_LOC_PROT_ERR;
       return nullptr;
     }
-    if (m != nullptr) m->data_off = uint16_t(kPayloadOff - wire::roce_header_len(qp.path, f.opcode));
+    if (m != nullptr) m->data_off = uint16_t(kPayloadOff - header_len);
   } else {
     m = new_frame();
   }
@@ -351,7 +354,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (hdr == 0 || (len > 0 && !ahead && !gather(qp, w, offset, data + hdr, len))) {
+  if (hdr != header_len || (len > 0 && !ahead && !gather(qp, w, offset, data + hdr, len))) {
     rte_pktmbuf_free(m);
     w.status = IBV_WC_LOC_PROT_ERR;
     return nullptr;
