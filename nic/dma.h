@@ -67,6 +67,11 @@ class HostMemory {
   virtual bool flush() { return true; }
   // True if each call is expensive enough that the NIC should read ahead.
   virtual bool batches() const { return false; }
+  // True once a call failed because the host itself is gone (its process
+  // exited; the engine may not have heard yet). A real NIC's QPs die with
+  // the process: the NIC then drops what arrives for them and answers
+  // nothing, rather than NAK with an operational error.
+  virtual bool gone() const { return false; }
 };
 
 // This process's own memory: addresses are pointers.

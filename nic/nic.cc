@@ -152,8 +152,13 @@ bool Nic::dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, ui
 }
 
 void Nic::flush_dma() {
-  for (HostMemory* mem : dirty_) mem->flush();
+  bool failed = false;
+  for (HostMemory* mem : dirty_) failed |= !mem->flush();
   dirty_.clear();
+  // A host that went away sends nothing more (not even the ACKs of the
+  // writes that just failed).
+  if (failed)
+    for (auto& ctx : contexts_) ctx->dead |= ctx->memory->gone();
   for (rte_mbuf* m : held_) rte_pktmbuf_free(m);
   held_.clear();
 }
@@ -422,6 +427,7 @@ void Nic::pump(Time now) {
     Qp* qp = active_.front();
     active_.pop_front();
     qp->in_tx_list = false;
+    if (qp->ctx != nullptr && qp->ctx->dead) continue;
     const bool resp = responder_has_work(*qp);
     if (!resp && !requester_has_work(*qp, now)) continue;
     if (priority_paused(qp->priority, now)) {

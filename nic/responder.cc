@@ -123,6 +123,13 @@ void Nic::schedule_ack(Qp& qp, uint8_t syndrome, uint32_t psn, Time now) {
 }
 
 void Nic::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, uint32_t psn, Time now) {
+  // The host's process is gone (it died and the engine has not heard yet):
+  // its QPs are gone with it, so nothing is answered.
+  if (qp.ctx->memory->gone()) {
+    qp.ctx->dead = true;
+    counters_[NicCounters::rx_not_for_us]++;
+    return;
+  }
   // Class C/D errors: NAK the request, complete any receive in progress
   // with the error, and take the QP to ERR (IBA 9.9.3).
   schedule_ack(qp, nak_syndrome, psn, now);

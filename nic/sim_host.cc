@@ -6,11 +6,12 @@
 namespace rocemu::nic {
 
 SimHost::SimHost(Engine& engine, Nic& nic, bool batched_dma)
-    : engine_(engine),
-      nic_(nic),
-      memory_(batched_dma ? std::unique_ptr<HostMemory>(std::make_unique<DeferringLocalMemory>())
-                          : std::make_unique<LocalMemory>()),
-      ctx_(nic.open_context(memory_.get())) {
+    : SimHost(engine, nic,
+              batched_dma ? std::unique_ptr<HostMemory>(std::make_unique<DeferringLocalMemory>())
+                          : std::make_unique<LocalMemory>()) {}
+
+SimHost::SimHost(Engine& engine, Nic& nic, std::unique_ptr<HostMemory> memory)
+    : engine_(engine), nic_(nic), memory_(std::move(memory)), ctx_(nic.open_context(memory_.get())) {
   nic_.alloc_pd(ctx_, pd_);
 }
 

@@ -39,6 +39,8 @@ class SimHost {
   // With `batched_dma` the NIC reaches this host's memory as it reaches
   // another process's (read-ahead, deferred writes); see dma.h.
   SimHost(Engine& engine, Nic& nic, bool batched_dma = false);
+  // The NIC reaches this host through `memory` (tests give it one that fails).
+  SimHost(Engine& engine, Nic& nic, std::unique_ptr<HostMemory> memory);
   ~SimHost();
   SimHost(const SimHost&) = delete;
   SimHost& operator=(const SimHost&) = delete;

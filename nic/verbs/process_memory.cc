@@ -1,5 +1,6 @@
 #include "nic/verbs/process_memory.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace rocemu::verbs {
@@ -7,6 +8,12 @@ namespace rocemu::verbs {
 ProcessMemory::ProcessMemory(pid_t pid) : pid_(pid), staging_(kStaging) {
   local_.reserve(kMaxIov);
   remote_.reserve(kMaxIov);
+}
+
+bool ProcessMemory::fail(ssize_t result) {
+  failures_++;
+  if (result < 0 && errno == ESRCH) gone_ = true;
+  return false;
 }
 
 bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
@@ -28,10 +35,8 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
     }
     iovec local{static_cast<uint8_t*>(dst) + total, bytes};
     calls_++;
-    if (process_vm_readv(pid_, &local, 1, remote, k, 0) != ssize_t(bytes)) {
-      failures_++;
-      return false;
-    }
+    const ssize_t r = process_vm_readv(pid_, &local, 1, remote, k, 0);
+    if (r != ssize_t(bytes)) return fail(r);
     total += bytes;
     pieces += k;
     n -= k;
@@ -53,10 +58,8 @@ bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const 
   for (size_t i = 0; i < nd; i++) room += dst[i].iov_len;
   if (room != bytes) return false;
   calls_++;
-  if (process_vm_readv(pid_, dst, nd, remote, n, 0) != ssize_t(bytes)) {
-    failures_++;
-    return false;
-  }
+  const ssize_t r = process_vm_readv(pid_, dst, nd, remote, n, 0);
+  if (r != ssize_t(bytes)) return fail(r);
   return true;
 }
 
@@ -65,10 +68,8 @@ bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   iovec local{const_cast<void*>(src), len};
   iovec remote{reinterpret_cast<void*>(addr), len};
   calls_++;
-  if (process_vm_writev(pid_, &local, 1, &remote, 1, 0) != ssize_t(len)) {
-    failures_++;
-    return false;
-  }
+  const ssize_t r = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+  if (r != ssize_t(len)) return fail(r);
   return true;
 }
 
@@ -104,9 +105,9 @@ bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t le
 bool ProcessMemory::flush() {
   if (pending_ == 0) return true;
   calls_++;
-  const bool ok =
-      process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0) == ssize_t(pending_);
-  if (!ok) failures_++;
+  const ssize_t r = process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+  const bool ok = r == ssize_t(pending_);
+  if (!ok) fail(r);
   staged_ = 0;
   pending_ = 0;
   local_.clear();

@@ -43,6 +43,32 @@ ibv_send_wr write_wr(ibv_sge* s, uint64_t addr, uint32_t rkey, uint64_t id) {
   return wr;
 }
 
+// A host's memory that can vanish as a killed process's does: from then on
+// every access fails and gone() says why.
+class VanishingMemory final : public HostMemory {
+ public:
+  explicit VanishingMemory(bool batched)
+      : inner_(batched ? std::unique_ptr<HostMemory>(std::make_unique<DeferringLocalMemory>())
+                       : std::make_unique<LocalMemory>()) {}
+  void vanish() { gone_ = true; }
+  bool read(uint64_t a, void* d, size_t n) override { return !gone_ && inner_->read(a, d, n); }
+  bool write(uint64_t a, const void* s, size_t n) override { return !gone_ && inner_->write(a, s, n); }
+  // Deferred writes fail only when flushed, as process_vm_writev does.
+  bool write_deferred(uint64_t a, const void* s, size_t n) override { return inner_->write_deferred(a, s, n); }
+  bool write_deferred_ref(uint64_t a, const void* s, size_t n) override {
+    return inner_->write_deferred_ref(a, s, n);
+  }
+  bool flush() override {
+    return !gone_ && inner_->flush();  // gone: what was held is never written
+  }
+  bool batches() const override { return inner_->batches(); }
+  bool gone() const override { return gone_; }
+
+ private:
+  std::unique_ptr<HostMemory> inner_;
+  bool gone_ = false;
+};
+
 }  // namespace
 
 TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[sim][nic][errors]") {
@@ -268,4 +294,72 @@ TEST_CASE("CQ overflow is an async error and takes the QP to ERR", "[sim][nic][e
   CHECK(events[0].event_type == IBV_EVENT_CQ_ERR);
   CHECK(f.n1->counters()[NicCounters::cq_overflow] >= 1);
   CHECK(q1->nic_qp->state == IBV_QPS_ERR);
+}
+
+TEST_CASE("A host whose process died answers nothing: the peer retries until its retries run out",
+          "[sim][nic][errors]") {
+  // The engine hears of a death through the control socket, a little after
+  // the process's memory is gone; packets arriving in between must not be
+  // answered with NAKs as if the QP were alive.
+  const bool batched = GENERATE(false, true);
+  INFO("batched DMA: " << batched);
+  TwoNics f;
+  auto mem = std::make_unique<VanishingMemory>(batched);
+  VanishingMemory* vm = mem.get();
+  f.h2 = std::make_unique<SimHost>(*f.engine, *f.n2, std::move(mem));
+  SimHost::ConnectOpts o;
+  o.timeout = 8;  // 1.05 ms
+  o.retry_cnt = 3;
+  auto p = connect(f, o);
+  std::vector<uint8_t> src(8192, 0x5a), dst(8192, 0), rbuf(8192, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  ibv_sge s = sge(src.data(), 8192, lkey);
+  ibv_send_wr w0 = write_wr(&s, uint64_t(dst.data()), rkey, 1);
+  REQUIRE(f.h1->post_send(p.q1, &w0) == 0);
+  auto wc0 = wait_cqes(f, *f.h1, p.cq1, 1);
+  REQUIRE(wc0.size() == 1);
+  REQUIRE(wc0[0].status == IBV_WC_SUCCESS);
+  REQUIRE(dst == src);
+
+  vm->vanish();
+  ibv_sge rs = sge(rbuf.data(), 8192, rlkey);
+  ibv_recv_wr r{};
+  r.wr_id = 7;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  REQUIRE(f.h2->post_recv(p.q2, &r) == 0);
+  ibv_send_wr w1{};
+  const char* what = "";
+  SECTION("a WRITE") {
+    what = "WRITE";
+    w1 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+  }
+  SECTION("a SEND") {
+    what = "SEND";
+    w1 = write_wr(&s, 0, 0, 2);
+    w1.opcode = IBV_WR_SEND;
+  }
+  SECTION("an atomic") {
+    what = "FETCH_ADD";
+    s.length = 8;
+    w1 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+    w1.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    w1.wr.atomic.remote_addr = uint64_t(dst.data());
+    w1.wr.atomic.rkey = rkey;
+    w1.wr.atomic.compare_add = 1;
+  }
+  INFO(what);
+  const uint64_t sent_before = f.n2->counters()[NicCounters::tx_roce_packets];
+  REQUIRE(f.h1->post_send(p.q1, &w1) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 1, ms(100));
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].wr_id == 2);
+  CHECK(wc[0].status == IBV_WC_RETRY_EXC_ERR);
+  CHECK(f.n1->counters()[NicCounters::local_ack_timeout_err] == 4);
+  // Not an ACK, not a NAK: the dead host's NIC side stayed silent.
+  CHECK(f.n2->counters()[NicCounters::tx_roce_packets] == sent_before);
+  CHECK(f.h2->context()->dead);
+  CHECK(f.n2->counters()[NicCounters::rx_not_for_us] > 0);
 }

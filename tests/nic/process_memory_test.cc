@@ -1,0 +1,60 @@
+// The engine's window onto an application's memory: process_vm_readv and
+// process_vm_writev on a real child process, and what a death looks like.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "nic/verbs/process_memory.h"
+
+using rocemu::verbs::ProcessMemory;
+
+TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[unit][nic]") {
+  // A page shared with the child only so that the test can look at it
+  // directly; ProcessMemory reaches it at the same address in the child.
+  auto* page = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(page != MAP_FAILED);
+  std::memset(page, 0x11, 4096);
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    char c;
+    (void)!read(go[0], &c, 1);  // waits until killed
+    _exit(0);
+  }
+  REQUIRE(child > 0);
+  ProcessMemory mem(child);
+  const uint64_t addr = reinterpret_cast<uint64_t>(page);
+
+  uint8_t buf[16];
+  REQUIRE(mem.read(addr + 100, buf, sizeof buf));
+  CHECK(buf[0] == 0x11);
+  const uint8_t pattern[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  REQUIRE(mem.write_deferred(addr + 8, pattern, 8));
+  CHECK(page[8] == 0x11);  // deferred: not yet
+  REQUIRE(mem.flush());
+  CHECK(std::memcmp(page + 8, pattern, 8) == 0);
+  // An address the child has not mapped fails, but the child is not gone.
+  CHECK_FALSE(mem.read(8, buf, 8));
+  CHECK_FALSE(mem.gone());
+
+  kill(child, SIGKILL);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  SECTION("a read") { CHECK_FALSE(mem.read(addr, buf, 8)); }
+  SECTION("a write") { CHECK_FALSE(mem.write(addr, pattern, 8)); }
+  SECTION("a deferred write, at its flush") {
+    CHECK(mem.write_deferred(addr, pattern, 8));
+    CHECK_FALSE(mem.flush());
+  }
+  CHECK(mem.gone());
+  CHECK(mem.failures() >= 2);
+  close(go[0]);
+  close(go[1]);
+  munmap(page, 4096);
+}
