@@ -359,9 +359,9 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
     w.status = IBV_WC_LOC_PROT_ERR;
     return nullptr;
   }
-  wire::seal_roce(frame, qp.path, len);
+  wire::pad_roce(frame, len);
   rte_pktmbuf_append(m, uint16_t(frame_len));
-  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
+  dpdk::meta(m).flags |= dpdk::kMetaCrossNode;  // ICRC: see dpdk::seal()
   return m;
 }
 
@@ -387,9 +387,9 @@ rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
     w.status = IBV_WC_LOC_PROT_ERR;
     return nullptr;
   }
-  wire::seal_roce(frame, qp.path, w.length);
+  wire::pad_roce(frame, w.length);
   rte_pktmbuf_append(m, uint16_t(frame_len));
-  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
+  dpdk::meta(m).flags |= dpdk::kMetaCrossNode;  // ICRC: see dpdk::seal()
   return m;
 }
 

@@ -666,9 +666,9 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     qp.tasks.clear();
     return nullptr;
   }
-  wire::seal_roce(frame, qp.path, len);
+  wire::pad_roce(frame, len);
   rte_pktmbuf_append(m, uint16_t(frame_len));
-  dpdk::meta(m).flags |= dpdk::kMetaIcrcValid;
+  dpdk::meta(m).flags |= dpdk::kMetaCrossNode;  // ICRC: see dpdk::seal()
   if (pop) qp.tasks.pop_front();
   return m;
 }

@@ -52,6 +52,7 @@ void Switch::fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now
     uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
     const uint32_t len = rte_pktmbuf_data_len(m);
     const FaultDecision d = in.fault.decide(data, len);
+    if (d.corrupt || d.duplicate) dpdk::seal(m);  // corrupt, or copy, what the wire carries
     if (d.drop) {
       in.counters[PortCounters::drop_fault]++;
       rte_pktmbuf_free(m);
@@ -279,7 +280,7 @@ void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp,
   meta.tc = tc;
   meta.pg = pg;
   meta.aux = len;
-  meta.flags &= dpdk::kMetaIcrcValid;  // the switch's own flags start clear
+  meta.flags &= dpdk::kMetaCrossNode;  // the switch's own flags start clear
   out.queue[tc].push(m);
   mark(out);
   update_xoff(in, pg, now);
@@ -296,6 +297,7 @@ bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, con
   if (cut != 0) {
     rte_pktmbuf_trim(m, uint16_t(len - cut));
     new_len = cut;
+    dpdk::meta(m).flags &= uint8_t(~dpdk::kMetaIcrcPending);  // trim_frame() wrote the ICRC
   }
   const Admission adm = mmu_.check(in.index, pg, out.index, trim_tc_, new_len);
   if (!adm.ok()) {

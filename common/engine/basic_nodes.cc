@@ -50,6 +50,7 @@ void Sink::on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time now) {
     packets_++;
     bytes_ += rte_pktmbuf_pkt_len(pkts[i]);
     if (keep_) {
+      dpdk::seal(pkts[i]);
       auto b = dpdk::bytes(pkts[i]);
       kept_.emplace_back(b.begin(), b.end());
     }

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "common/log.h"
+#include "common/wire/build.h"
 
 namespace rocemu::dpdk {
 namespace {
@@ -116,6 +117,11 @@ rte_mbuf* PacketPool::alloc_copy(std::span<const uint8_t> frame) {
   char* p = rte_pktmbuf_append(m, uint16_t(frame.size()));
   std::memcpy(p, frame.data(), frame.size());
   return m;
+}
+
+void seal_slow(rte_mbuf* m) {
+  wire::seal_icrc(bytes(m));
+  meta(m).flags &= uint8_t(~kMetaIcrcPending);
 }
 
 uint32_t PacketPool::in_use() const { return rte_mempool_in_use_count(mp_); }

@@ -54,16 +54,30 @@ struct PktMeta {
 };
 static_assert(sizeof(PktMeta) <= 64);
 
-// PktMeta::flags bits. 0x01..0x40 are private to the node holding the
-// packet; this one crosses nodes and every node keeps it: the ICRC bytes
-// are the ones the frame's builder computed, and nothing they cover has
-// changed since (like a NIC's checksum-good offload flag). A fault stage
-// that corrupts a frame clears it; a frame from outside never has it.
+// PktMeta::flags bits. 0x01..0x20 are private to the node holding the
+// packet; these two cross nodes and every node keeps them.
+// kMetaIcrcValid: the frame's ICRC is the one its builder computed (or
+// will compute, see below), and nothing it covers has changed since (like
+// a NIC's checksum-good offload flag). A fault stage that corrupts a frame
+// clears it; a frame from outside never has it.
 inline constexpr uint8_t kMetaIcrcValid = 0x80;
+// kMetaIcrcPending: the ICRC bytes are not written yet. Inside the engine
+// nobody needs them (receivers trust kMetaIcrcValid), so a NIC leaves the
+// CRC of its 4 KiB frames to whoever looks at the bytes: a capture, an
+// external port, a fault stage that copies or corrupts the frame -- each
+// calls seal() first, like a NIC computing its CRC at the MAC.
+inline constexpr uint8_t kMetaIcrcPending = 0x40;
+inline constexpr uint8_t kMetaCrossNode = kMetaIcrcValid | kMetaIcrcPending;
 
 inline PktMeta& meta(rte_mbuf* m) { return *static_cast<PktMeta*>(rte_mbuf_to_priv(m)); }
 inline std::span<uint8_t> bytes(rte_mbuf* m) {
   return {rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_data_len(m)};
+}
+// Writes a pending ICRC (see kMetaIcrcPending); the frame's bytes are then
+// what the wire carries.
+void seal_slow(rte_mbuf* m);
+inline void seal(rte_mbuf* m) {
+  if (meta(m).flags & kMetaIcrcPending) seal_slow(m);
 }
 
 // A pool of single-segment mbufs large enough for a 4096-byte RoCE MTU

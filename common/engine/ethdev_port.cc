@@ -200,6 +200,7 @@ uint16_t EthdevPort::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
     const uint32_t len = rte_pktmbuf_pkt_len(pkts[i]);
     bytes += len;
     longest = std::max(longest, len);
+    dpdk::seal(pkts[i]);  // the bytes leave the engine
   }
   if (longest > max_frame_) return tx_slow(pkts, n, now);
   // After a successful burst the mbufs belong to the driver: count first.
@@ -229,6 +230,7 @@ uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
     }
     // Only what the device takes is recorded, and it may free the mbuf
     // at once: keep a copy of the frame until then.
+    dpdk::seal(m);  // the bytes leave the engine
     const bool tap = tx_tap_.capture != nullptr;
     if (tap) {
       const void* src = rte_pktmbuf_read(m, 0, len, copy);

@@ -97,6 +97,7 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   }
   uint8_t* data = rte_pktmbuf_mtod(pkt, uint8_t*);
   const FaultDecision d = w.fault.decide(data, len);
+  if (d.corrupt || d.duplicate) dpdk::seal(pkt);  // corrupt, or copy, what the wire carries
   if (d.drop) {
     c[PortCounters::tx_drop_fault]++;
     rte_pktmbuf_free(pkt);
@@ -132,7 +133,10 @@ void InternalLink::Wire::on_deliver(Time now) {
       const uint32_t len = rte_pktmbuf_pkt_len(m);
       to.counters()[PortCounters::rx_packets]++;
       to.counters()[PortCounters::rx_bytes] += len;
-      tap.record(now, {rte_pktmbuf_mtod(m, const uint8_t*), len});
+      if (tap.capture != nullptr) {
+        dpdk::seal(m);
+        tap.record(now, {rte_pktmbuf_mtod(m, const uint8_t*), len});
+      }
       burst[n++] = m;
     }
     to.owner()->on_rx(to.index(), burst, n, now);

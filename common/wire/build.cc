@@ -122,10 +122,31 @@ uint32_t write_roce_headers(std::span<uint8_t> out, const PathHeaders& path, con
 }
 
 void seal_roce(std::span<uint8_t> frame, const PathHeaders& path, uint32_t payload_len) {
+  pad_roce(frame, payload_len);
+  reseal_roce(frame, path.l2_len(), path.ipv6);
+}
+
+void pad_roce(std::span<uint8_t> frame, uint32_t payload_len) {
   const uint32_t pad = pad_for(payload_len);
   const uint32_t icrc_off = uint32_t(frame.size()) - kIcrcLen;
   std::memset(frame.data() + icrc_off - pad, 0, pad);
-  reseal_roce(frame, path.l2_len(), path.ipv6);
+}
+
+bool seal_icrc(std::span<uint8_t> frame) {
+  if (frame.size() < 14) return false;
+  uint32_t l3 = 14;
+  uint16_t type = uint16_t(frame[12] << 8 | frame[13]);
+  if (type == 0x8100) {
+    if (frame.size() < 18) return false;
+    l3 = 18;
+    type = uint16_t(frame[16] << 8 | frame[17]);
+  }
+  const bool ipv6 = type == 0x86dd;
+  if (!ipv6 && type != 0x0800) return false;
+  const uint32_t min_ip = ipv6 ? 40 : 20;
+  if (frame.size() < l3 + min_ip + kIcrcLen) return false;
+  reseal_roce(frame, l3, ipv6);
+  return true;
 }
 
 void reseal_roce(std::span<uint8_t> frame, uint32_t l3_off, bool ipv6) {

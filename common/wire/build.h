@@ -78,8 +78,14 @@ uint32_t write_roce_headers(std::span<uint8_t> out, const PathHeaders& path, con
                             uint32_t payload_len);
 // Writes pad bytes and the ICRC once the payload is in place.
 void seal_roce(std::span<uint8_t> frame, const PathHeaders& path, uint32_t payload_len);
+// Writes only the pad bytes: the ICRC is left for seal_icrc(), to be
+// computed when (and if) someone looks at the bytes.
+void pad_roce(std::span<uint8_t> frame, uint32_t payload_len);
 // Recomputes the ICRC of a complete frame in place (after e.g. trimming).
 void reseal_roce(std::span<uint8_t> frame, uint32_t l3_off, bool ipv6);
+// The same, finding the IP header behind Ethernet (and one VLAN tag);
+// false, and nothing written, if the frame is not IPv4 or IPv6.
+bool seal_icrc(std::span<uint8_t> frame);
 
 // Whole packet in one call; returns the frame length or 0 if `out` is too small.
 uint32_t encode_roce(std::span<uint8_t> out, const PathHeaders& path, const RoceFields& f,

@@ -1,8 +1,11 @@
 #include <catch2/catch.hpp>
 
 #include "common/engine/basic_nodes.h"
+#include "common/engine/dpdk.h"
+#include "common/engine/fault.h"
 #include "common/wire/build.h"
 #include "tests/support/eal.h"
+#include "tests/support/pcap_file.h"
 
 using namespace rocemu;
 
@@ -18,7 +21,68 @@ std::vector<uint8_t> udp_frame(uint32_t len) {
   return f;
 }
 
+// Sends one RoCE frame the way a NIC does: the ICRC left for whoever looks
+// at the bytes (dpdk::kMetaIcrcPending).
+class LazyIcrcSource final : public Node {
+ public:
+  explicit LazyIcrcSource(std::vector<uint8_t> frame) : Node("src", 1), frame_(std::move(frame)) {}
+  std::string_view kind() const override { return "lazy-icrc-source"; }
+  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) override { dpdk::free_burst(pkts, n); }
+  void on_start(Time now) override {
+    rte_mbuf* m = pool().alloc_copy(frame_);
+    REQUIRE(m != nullptr);
+    dpdk::meta(m).flags |= dpdk::kMetaCrossNode;
+    REQUIRE(port(0)->tx_burst(&m, 1, now) == 1);
+  }
+
+ private:
+  std::vector<uint8_t> frame_;
+};
+
 }  // namespace
+
+TEST_CASE("A pending ICRC is written before anyone sees or copies the bytes", "[unit][engine]") {
+  wire::PathHeaders path;
+  path.src_mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  path.dst_mac = *wire::MacAddr::parse("02:00:00:00:00:02");
+  path.src_ip = *wire::IpAddr::parse("10.0.0.1");
+  path.dst_ip = *wire::IpAddr::parse("10.0.0.2");
+  const wire::RoceFields f{.opcode = wire::op::kWriteOnly, .dest_qp = 9, .psn = 5, .reth_len = 256};
+  std::vector<uint8_t> payload(256, 0x3c);
+  std::vector<uint8_t> sealed(1024);
+  sealed.resize(wire::encode_roce(sealed, path, f, payload));
+  std::vector<uint8_t> lazy = sealed;
+  std::fill(lazy.end() - 4, lazy.end(), 0);  // the ICRC not written yet
+
+  auto engine = test::make_engine();
+  auto& src = engine->add<LazyIcrcSource>(lazy);
+  auto& sink = engine->add<Sink>("sink", 1, true);
+  auto link = engine->connect(src, 0, sink, 0, LinkParams{});
+  REQUIRE(link.ok());
+  const std::string cap = std::string(ROCEMU_BINARY_DIR) + "/lazy-icrc.pcapng";
+  SECTION("captured on the link") {
+    REQUIRE(engine->capture_link(*link.value(), cap).ok());
+    engine->run_to_idle();
+    engine->flush_captures();
+    const auto frames = test::read_capture(cap);
+    REQUIRE(frames.size() == 1);
+    CHECK(frames[0].bytes == sealed);
+  }
+  SECTION("copied by a fault stage that duplicates it") {
+    FaultConfig dup;
+    dup.duplicate = 1.0;
+    link.value()->set_faults(0, dup);
+    engine->run_to_idle();
+    REQUIRE(sink.kept().size() == 2);
+    CHECK(sink.kept()[0] == sealed);
+    CHECK(sink.kept()[1] == sealed);
+  }
+  SECTION("kept by the node it reaches") {
+    engine->run_to_idle();
+    REQUIRE(sink.kept().size() == 1);
+    CHECK(sink.kept()[0] == sealed);
+  }
+}
 
 TEST_CASE("A 100G link carries 100 Gbit/s of virtual time, with delay", "[unit][engine]") {
   auto engine = test::make_engine();

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/engine/basic_nodes.h"
+#include "common/wire/build.h"
 #include "tests/support/eal.h"
 
 using namespace rocemu;
@@ -288,6 +289,45 @@ TEST_CASE("Real time: a Forwarder between two net_ring ports moves frames both w
   CHECK(pb->link_up());
   ab.drain();
   cd.drain();
+}
+
+TEST_CASE("Real time: a frame leaves through an ethdev port with its ICRC written", "[e2e][ethdev]") {
+  wire::PathHeaders path;
+  path.src_mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  path.dst_mac = *wire::MacAddr::parse("02:00:00:00:00:02");
+  path.src_ip = *wire::IpAddr::parse("10.0.0.1");
+  path.dst_ip = *wire::IpAddr::parse("10.0.0.2");
+  const wire::RoceFields f{.opcode = wire::op::kSendOnly, .dest_qp = 9, .psn = 5};
+  std::vector<uint8_t> payload(300, 0x5a);
+  std::vector<uint8_t> sealed(1024);
+  sealed.resize(wire::encode_roce(sealed, path, f, payload));
+  std::vector<uint8_t> lazy = sealed;
+  std::fill(lazy.end() - 4, lazy.end(), 0);  // as a NIC leaves it (dpdk::kMetaIcrcPending)
+
+  RingPair ab("rt_icrc");
+  auto engine = make_realtime_engine();
+  auto& sink = engine->add<Sink>("n");
+  EthdevPort* pa = attach(*engine, sink, 0, ab.a);
+  const bool with_tap = GENERATE(false, true);  // the fast path, and the one-by-one path of a capture
+  INFO("captured: " << with_tap);
+  if (with_tap) {
+    REQUIRE(engine->capture_port(sink, 0, std::string(ROCEMU_BINARY_DIR) + "/ethdev-icrc.pcapng").ok());
+  }
+  std::atomic<bool> stop{false};
+  auto& watch = engine->add<Watch>([&] { return pa->link_up(); }, stop);
+  engine->run(stop);
+  REQUIRE_FALSE(watch.timed_out);
+  rte_mbuf* m = engine->pool().alloc_copy(lazy);
+  REQUIRE(m != nullptr);
+  dpdk::meta(m).flags |= dpdk::kMetaCrossNode;
+  REQUIRE(pa->tx_burst(&m, 1, engine->now()) == 1);
+  void* obj = nullptr;
+  REQUIRE(rte_ring_dequeue(ab.r[1], &obj) == 0);
+  rte_mbuf* out = static_cast<rte_mbuf*>(obj);
+  const auto b = dpdk::bytes(out);
+  CHECK(std::vector<uint8_t>(b.begin(), b.end()) == sealed);
+  rte_pktmbuf_free(out);
+  ab.drain();
 }
 
 TEST_CASE("Real time: ethdev ports and internal links in one fabric", "[e2e][ethdev]") {

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -161,6 +162,46 @@ TEST_CASE("ICRC known answers", "[unit][wire]") {
   flipped = frame;
   flipped[v.payload_off] ^= 0x80;  // payload -> covered
   CHECK(compute_icrc({flipped.data() + 14, v.icrc_off - 14u}, false) != icrc);
+}
+
+TEST_CASE("A frame sealed later (ICRC left pending) gets the same ICRC", "[unit][wire]") {
+  for (const bool ipv6 : {false, true}) {
+    for (const bool vlan : {false, true}) {
+      INFO("ipv6 " << ipv6 << " vlan " << vlan);
+      PathHeaders path = v4_path();
+      if (ipv6) {
+        path.ipv6 = true;
+        path.src_ip = *IpAddr::parse("fd00::1");
+        path.dst_ip = *IpAddr::parse("fd00::2");
+        path.flow_label = 0x12345;
+      }
+      path.vlan = vlan;
+      path.vid = 7;
+      std::vector<uint8_t> payload(1027);
+      for (size_t i = 0; i < payload.size(); i++) payload[i] = uint8_t(i * 13);
+      std::vector<uint8_t> sealed(2048);
+      const RoceFields f{.opcode = op::kSendOnly, .dest_qp = 0x42, .psn = 0xfffffe};
+      sealed.resize(encode_roce(sealed, path, f, payload));
+      // As a NIC builds it: headers, payload, pad -- and no ICRC yet.
+      std::vector<uint8_t> lazy(sealed.size(), 0xee);
+      const uint32_t hdr = write_roce_headers(lazy, path, f, uint32_t(payload.size()));
+      std::memcpy(lazy.data() + hdr, payload.data(), payload.size());
+      pad_roce(lazy, uint32_t(payload.size()));
+      CHECK(lazy != sealed);
+      REQUIRE(seal_icrc(lazy));
+      CHECK(lazy == sealed);
+    }
+  }
+  // Not IP, or too short to be: nothing written.
+  std::vector<uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  const auto before = arp;
+  CHECK_FALSE(seal_icrc(arp));
+  CHECK(arp == before);
+  std::vector<uint8_t> tiny = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x08, 0x00, 0x45};
+  CHECK_FALSE(seal_icrc(tiny));
+  CHECK_FALSE(seal_icrc(std::span<uint8_t>()));
 }
 
 TEST_CASE("Fast CRC-32 equals zlib at every length and seed", "[unit][wire]") {

@@ -281,6 +281,7 @@ void FrameNode::on_start(Time now) {
 
 void FrameNode::on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) {
   for (uint16_t i = 0; i < n; i++) {
+    dpdk::seal(pkts[i]);
     auto b = dpdk::bytes(pkts[i]);
     received_.emplace_back(b.begin(), b.end());
     rte_pktmbuf_free(pkts[i]);
