@@ -42,14 +42,16 @@ InternalLink::InternalLink(std::string name, Node* a, uint16_t port_a, Node* b, 
     w.fault = FaultInjector(Rng::derive(seed, uint64_t(s) + 1));
     w.deliver_timer.bind<&Wire::on_deliver>(&w);
     w.ready_timer.bind<&Wire::on_ready>(&w);
-    w.flight.reserve(256);
+    w.heap.reserve(256);
   }
 }
 
 InternalLink::~InternalLink() {
   for (Wire& w : wires_) {
-    for (InFlight& f : w.flight) rte_pktmbuf_free(f.pkt);
-    w.flight.clear();
+    for (InFlight& f : w.fifo) rte_pktmbuf_free(f.pkt);
+    for (InFlight& f : w.heap) rte_pktmbuf_free(f.pkt);
+    w.fifo.clear();
+    w.heap.clear();
     wheel_.cancel(w.deliver_timer);
     wheel_.cancel(w.ready_timer);
   }
@@ -66,8 +68,12 @@ bool InternalLink::ready(int side, Time now) {
 }
 
 void InternalLink::push(Wire& w, rte_mbuf* pkt, Time arrival) {
-  w.flight.push_back({arrival, w.seq++, pkt});
-  std::push_heap(w.flight.begin(), w.flight.end(), [](const auto& x, const auto& y) { return later(x, y); });
+  if (w.fifo.empty() || arrival >= w.fifo.back().arrival) {
+    w.fifo.push_back({arrival, w.seq++, pkt});
+  } else {
+    w.heap.push_back({arrival, w.seq++, pkt});
+    std::push_heap(w.heap.begin(), w.heap.end(), [](const auto& x, const auto& y) { return later(x, y); });
+  }
   if (!w.deliver_timer.armed() || arrival < w.deliver_timer.expiry()) wheel_.schedule(w.deliver_timer, arrival);
 }
 
@@ -119,17 +125,32 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   push(w, pkt, arrival);
 }
 
+const InternalLink::InFlight& InternalLink::Wire::next() const {
+  if (heap.empty()) return fifo.front();
+  if (fifo.empty()) return heap.front();
+  return later(fifo.front(), heap.front()) ? heap.front() : fifo.front();
+}
+
+InternalLink::InFlight InternalLink::Wire::pop() {
+  if (!heap.empty() && (fifo.empty() || later(fifo.front(), heap.front()))) {
+    std::pop_heap(heap.begin(), heap.end(), [](const auto& x, const auto& y) { return later(x, y); });
+    const InFlight f = heap.back();
+    heap.pop_back();
+    return f;
+  }
+  const InFlight f = fifo.front();
+  fifo.pop_front();
+  return f;
+}
+
 void InternalLink::Wire::on_deliver(Time now) {
   constexpr uint16_t kBurst = 32;
   rte_mbuf* burst[kBurst];
   LinkEnd& to = *link->ends_[1 - side];
-  auto cmp = [](const auto& x, const auto& y) { return later(x, y); };
-  while (!flight.empty() && flight.front().arrival <= now) {
+  while (!empty() && next().arrival <= now) {
     uint16_t n = 0;
-    while (n < kBurst && !flight.empty() && flight.front().arrival <= now) {
-      std::pop_heap(flight.begin(), flight.end(), cmp);
-      rte_mbuf* m = flight.back().pkt;
-      flight.pop_back();
+    while (n < kBurst && !empty() && next().arrival <= now) {
+      rte_mbuf* m = pop().pkt;
       const uint32_t len = rte_pktmbuf_pkt_len(m);
       to.counters()[PortCounters::rx_packets]++;
       to.counters()[PortCounters::rx_bytes] += len;
@@ -141,7 +162,7 @@ void InternalLink::Wire::on_deliver(Time now) {
     }
     to.owner()->on_rx(to.index(), burst, n, now);
   }
-  if (!flight.empty()) link->wheel_.schedule(deliver_timer, flight.front().arrival);
+  if (!empty()) link->wheel_.schedule(deliver_timer, next().arrival);
 }
 
 void InternalLink::Wire::on_ready(Time now) {

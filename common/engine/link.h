@@ -6,6 +6,7 @@
 
 #include <rte_mbuf.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,7 +69,7 @@ class InternalLink {
   void set_faults(int side, FaultConfig cfg) { wires_[side].fault.configure(std::move(cfg)); }
   // Capture what is delivered at the far end of the direction leaving `side`.
   void set_tap(int side, Tap tap) { wires_[side].tap = tap; }
-  uint64_t in_flight(int side) const { return wires_[side].flight.size(); }
+  uint64_t in_flight(int side) const { return wires_[side].fifo.size() + wires_[side].heap.size(); }
 
  private:
   friend class LinkEnd;
@@ -81,7 +82,14 @@ class InternalLink {
     InternalLink* link = nullptr;
     int side = 0;  // transmitting side
     Time busy_until{0};
-    std::vector<InFlight> flight;  // binary heap on (arrival, seq)
+    // In flight, delivered in (arrival, seq) order. Arrivals almost always
+    // come in order (a wire is a FIFO): those queue in `fifo`; only a
+    // packet a fault delays less than one before it goes to the heap.
+    std::deque<InFlight> fifo;
+    std::vector<InFlight> heap;  // binary heap on (arrival, seq)
+    bool empty() const { return fifo.empty() && heap.empty(); }
+    const InFlight& next() const;
+    InFlight pop();
     uint64_t seq = 0;
     Timer deliver_timer;
     Timer ready_timer;
