@@ -1,6 +1,8 @@
 #include <arpa/inet.h>
 
+#include <bit>
 #include <cstdio>
+#include <cstring>
 
 #include "common/wire/ethernet.h"
 #include "common/wire/ip.h"
@@ -72,11 +74,25 @@ std::string IpAddr::str() const {
 }
 
 uint16_t ipv4_checksum(std::span<const uint8_t> h) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) sum += uint32_t(h[i]) << 8 | h[i + 1];
-  if (h.size() & 1) sum += uint32_t(h.back()) << 8;
+  // The one's complement sum does not care about byte order (RFC 1071,
+  // 2.B): add 32-bit words as they are in memory, fold, and swap once.
+  static_assert(std::endian::native == std::endian::little);
+  uint64_t sum = 0;
+  size_t i = 0;
+  for (; i + 4 <= h.size(); i += 4) {
+    uint32_t w;
+    std::memcpy(&w, h.data() + i, 4);
+    sum += w;
+  }
+  if (i + 2 <= h.size()) {
+    uint16_t w;
+    std::memcpy(&w, h.data() + i, 2);
+    sum += w;
+    i += 2;
+  }
+  if (i < h.size()) sum += h[i];  // an odd last byte is the high half of a zero-padded word
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return uint16_t(~sum);
+  return __builtin_bswap16(uint16_t(~sum));
 }
 
 }  // namespace rocemu::wire
