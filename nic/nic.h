@@ -169,7 +169,9 @@ class Nic final : public Node {
   // The SGEs' pieces covering [offset, offset + len) of w, checked against
   // their MRs; 0 if one is not (or no longer) valid.
   size_t sge_pieces(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, HostPiece* pieces);
-  rte_mbuf* take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, bool& failed);
+  rte_mbuf* take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed);
+  bool fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more);
+  bool read_ahead_ok(const Qp& qp, const SendWork& w) const;
   void drop_prefetch(Qp& qp);
   // Deferred DMA writes: flushed before anything makes them visible.
   bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);

@@ -144,15 +144,16 @@ struct Qp {
   uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
   Timer retry_timer;
   Timer rnr_timer;
-  // Read-ahead of the payload of one WQE, for hosts where each read is a
-  // system call: one call fills the frames of the next packets (up to 64
-  // KiB), the payload read straight to its place in each frame.
+  // Read-ahead of payload, for hosts where each read is a system call:
+  // one call fills the frames of the next packets -- of this WQE and of
+  // the WRITEs and SENDs posted behind it, up to 256 KiB -- the payload
+  // read straight to its place in each frame.
   struct Prefetch {
-    static constexpr uint32_t kFrames = 16;
-    uint32_t wqe = 0;
-    uint32_t offset = 0;  // payload offset of frames[next] in the WQE
+    static constexpr uint32_t kFrames = 64;
     uint32_t next = 0, count = 0;
     std::array<rte_mbuf*, kFrames> frames{};
+    std::array<uint32_t, kFrames> wqe{};     // the WQE (send queue index) of each frame's payload
+    std::array<uint32_t, kFrames> offset{};  // and where in it the payload starts
   } prefetch;
   uint64_t retransmitted = 0;        // per-QP count of packets sent again
 

@@ -221,44 +221,87 @@ void Nic::drop_prefetch(Qp& qp) {
   p.next = p.count = 0;
 }
 
-// The frame for payload [offset, offset + len) of a multi-packet WQE, the
-// payload already in place at kPayloadOff. Reads ahead for up to kFrames
-// packets in one call. nullptr with `failed` if the memory cannot be read,
-// nullptr alone if there is no mbuf.
-rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len, bool& failed) {
+// May the payload of `w`, posted behind the WQE being sent, be read ahead?
+// Only a message of several packets not started yet, read from memory (not
+// inline), and never across a READ, an atomic or a fence: a WQE behind
+// those may depend on what they bring.
+bool Nic::read_ahead_ok(const Qp& qp, const SendWork& w) const {
+  const bool kind = w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM ||
+                    w.opcode == IBV_WR_SEND || w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_SEND_WITH_INV;
+  return kind && !w.started && !w.is_inline && w.length > qp.mtu && !(w.flags & IBV_SEND_FENCE) &&
+         w.status == IBV_WC_SUCCESS;
+}
+
+// Reads ahead from payload `offset` of `w` on: with `more`, on into the
+// WQEs behind it. False if `w` itself cannot be read; what follows it is
+// read only as far as it can be.
+bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
   auto& p = qp.prefetch;
-  // A resend, or another WQE: what was read ahead is not what comes next.
-  if (p.next < p.count && (p.wqe != w.index || p.offset != offset)) drop_prefetch(qp);
-  if (p.next == p.count) {
-    p.next = p.count = 0;
-    // Keep most of the pool for traffic: with many QPs, read per packet.
-    const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
-    const uint32_t ahead = room ? Qp::Prefetch::kFrames : 1;
-    iovec dst[Qp::Prefetch::kFrames];
+  p.next = p.count = 0;
+  // Keep most of the pool for traffic: with many QPs, read per packet.
+  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
+  const uint32_t ahead = room ? Qp::Prefetch::kFrames : 1;
+  constexpr size_t kMaxPieces = 64;  // one process_vm_readv (see ProcessMemory)
+  iovec dst[Qp::Prefetch::kFrames];
+  HostPiece pieces[kMaxPieces];
+  size_t n_pieces = 0;
+  const SendWork* cur = &w;
+  uint32_t at = offset;
+  while (true) {
+    const uint32_t first = p.count, start = at;
     uint32_t bytes = 0;
-    for (uint32_t at = offset; p.count < ahead && at < w.length; at += qp.mtu) {
+    for (; p.count < ahead && at < cur->length; at += qp.mtu) {
       rte_mbuf* m = new_frame();
       if (m == nullptr) break;
       m->data_off = kPayloadOff;
-      const uint32_t k = std::min(qp.mtu, w.length - at);
+      const uint32_t k = std::min(qp.mtu, cur->length - at);
       dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
-      p.frames[p.count++] = m;
+      p.frames[p.count] = m;
+      p.wqe[p.count] = cur->index;
+      p.offset[p.count] = at;
+      p.count++;
       bytes += k;
     }
-    if (p.count == 0) return nullptr;
-    HostPiece pieces[kMaxSge];
-    const size_t n = sge_pieces(qp, w, offset, bytes, pieces);
-    if (n == 0 || !qp.ctx->memory->readv_scatter(pieces, n, dst, p.count)) {
-      drop_prefetch(qp);
+    if (bytes == 0) {  // no mbuf: read what there is (perhaps nothing)
+      if (p.count == 0) return true;
+      break;
+    }
+    const size_t n = n_pieces + kMaxSge > kMaxPieces ? 0 : sge_pieces(qp, *cur, start, bytes, pieces + n_pieces);
+    if (n == 0) {  // no room for its pieces, or not readable: stop before this WQE
+      for (uint32_t i = first; i < p.count; i++) rte_pktmbuf_free(p.frames[i]);
+      p.count = first;
+      if (cur == &w) return false;
+      break;
+    }
+    n_pieces += n;
+    if (!more || p.count == ahead) break;
+    const uint32_t next = cur->index + 1;
+    if (next == qp.sq_fetched || !read_ahead_ok(qp, qp.work(next))) break;
+    cur = &qp.work(next);
+    at = 0;
+  }
+  if (qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
+  drop_prefetch(qp);
+  return false;
+}
+
+// The frame for payload [offset, offset + len) of a multi-packet WQE, the
+// payload already in place at kPayloadOff. nullptr with `failed` if the
+// memory cannot be read, nullptr alone if there is no mbuf.
+rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed) {
+  auto& p = qp.prefetch;
+  // A resend, or another WQE: what was read ahead is not what comes next.
+  if (p.next < p.count && (p.wqe[p.next] != w.index || p.offset[p.next] != offset)) drop_prefetch(qp);
+  if (p.next == p.count) {
+    // If reading on into the WQEs behind fails, one of them is at fault
+    // (its own turn will tell): read this one alone.
+    if (!fill_prefetch(qp, w, offset, true) && !fill_prefetch(qp, w, offset, false)) {
       failed = true;
       return nullptr;
     }
-    p.wqe = w.index;
-    p.offset = offset;
+    if (p.count == 0) return nullptr;
   }
-  rte_mbuf* m = p.frames[p.next++];
-  p.offset += len;
-  return m;
+  return p.frames[p.next++];
 }
 
 rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
@@ -341,7 +384,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   rte_mbuf* m = nullptr;
   if (ahead) {
     bool failed = false;
-    m = take_prefetched(qp, w, offset, len, failed);
+    m = take_prefetched(qp, w, offset, failed);
     if (failed) {
       w.status = IBV_WC_LOC_PROT_ERR;
       return nullptr;

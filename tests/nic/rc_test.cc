@@ -165,8 +165,9 @@ TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
 
 TEST_CASE("Batched DMA: payload read ahead into the frames, written before the completion", "[sim][nic][rc]") {
   // The NIC reaches the hosts as it reaches other processes (each access a
-  // system call): one read per 64 KiB fills 16 frames, and deferred writes
-  // land before the ACK that lets the requester complete.
+  // system call): one read per 256 KiB fills 64 frames (of four messages),
+  // and deferred writes land before the ACK that lets the requester
+  // complete.
   TwoNics f(1, nic::LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
   SimHost::ConnectOpts o;
   o.mtu = IBV_MTU_4096;
@@ -208,5 +209,89 @@ TEST_CASE("Batched DMA: payload read ahead into the frames, written before the c
   REQUIRE(done == kN);
   CHECK(dst == src);
   CHECK(f.n1->counters()[NicCounters::tx_roce_packets] == kN * 16);
-  CHECK(mem1.calls() - calls0 == kN);  // one read per message, not per packet
+  CHECK(mem1.calls() - calls0 == kN / 4);  // one read per four messages, not per packet
+}
+
+TEST_CASE("Batched DMA: read-ahead stops at a fence and at a WQE it cannot read", "[sim][nic][rc]") {
+  TwoNics f(1, nic::LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
+  SimHost::ConnectOpts o;
+  o.mtu = IBV_MTU_4096;
+  auto p = make_pair(f, o);
+  constexpr uint32_t kMsg = 65536;
+  auto src = pattern(kMsg * 5, 5);
+  auto dst = pattern(kMsg * 5, 77);
+  const auto src0 = src, dst0 = dst;
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  auto& mem1 = dynamic_cast<DeferringLocalMemory&>(f.h1->memory());
+  struct Step {
+    ibv_wr_opcode op;
+    int flags;
+    uint32_t lkey;
+    uint32_t local, remote;  // message slots in src and dst
+  };
+  auto msg = [&](const std::vector<uint8_t>& v, uint32_t slot) {
+    return std::vector<uint8_t>(v.begin() + long(slot * kMsg), v.begin() + long((slot + 1) * kMsg));
+  };
+  std::vector<Step> steps;
+  std::vector<ibv_wc_status> want;
+  uint64_t calls_expected = 0;
+  SECTION("a fenced WRITE sends what the READ before it brought") {
+    // READ dst[0] into src[0]; WRITE src[1]; fenced WRITE src[0] to dst[2];
+    // two more WRITEs. The first WRITE's read-ahead must not take the
+    // fenced one's payload: the READ has not brought it yet.
+    steps = {{IBV_WR_RDMA_READ, 0, lkey, 0, 0},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 1, 1},
+             {IBV_WR_RDMA_WRITE, IBV_SEND_FENCE, lkey, 0, 2},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 3, 3},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 4, 4}};
+    want.assign(5, IBV_WC_SUCCESS);
+    // The READ's 16 responses written as each arrives, WRITE 1 alone, then
+    // WRITEs 2-4 in one read.
+    calls_expected = 16 + 1 + 1;
+  }
+  SECTION("a WRITE with a bad lkey fails alone") {
+    steps = {{IBV_WR_RDMA_WRITE, 0, lkey, 0, 0},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 1, 1},
+             {IBV_WR_RDMA_WRITE, 0, lkey ^ 0x100, 2, 2},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 3, 3},
+             {IBV_WR_RDMA_WRITE, 0, lkey, 4, 4}};
+    want = {IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_LOC_PROT_ERR, IBV_WC_WR_FLUSH_ERR, IBV_WC_WR_FLUSH_ERR};
+    calls_expected = 1;  // WRITEs 0-1; the read-ahead stopped before the bad one
+  }
+  const uint64_t calls0 = mem1.calls();
+  for (uint32_t i = 0; i < steps.size(); i++) {
+    ibv_sge s = sge(src.data() + steps[i].local * kMsg, kMsg, steps[i].lkey);
+    ibv_send_wr wr{};
+    wr.wr_id = i;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.opcode = steps[i].op;
+    wr.send_flags = IBV_SEND_SIGNALED | steps[i].flags;
+    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + steps[i].remote * kMsg);
+    wr.wr.rdma.rkey = rkey;
+    REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
+  }
+  auto wc = wait_cqes(f, *f.h1, p.cq1, steps.size());
+  REQUIRE(wc.size() == steps.size());
+  for (uint32_t i = 0; i < steps.size(); i++) {
+    INFO("wr " << i);
+    CHECK(wc[i].wr_id == i);
+    CHECK(wc[i].status == want[i]);
+  }
+  for (uint32_t i = 0; i < steps.size(); i++) {
+    INFO("wr " << i);
+    const Step& st = steps[i];
+    if (want[i] != IBV_WC_SUCCESS) {
+      CHECK(msg(dst, st.remote) == msg(dst0, st.remote));  // untouched
+    } else if (st.op == IBV_WR_RDMA_READ) {
+      CHECK(msg(src, st.local) == msg(dst0, st.remote));
+    } else {
+      // What the WQE's buffer held when its turn came: after a READ into
+      // it, what the READ brought.
+      const bool read_into = i > 0 && steps[0].op == IBV_WR_RDMA_READ && steps[0].local == st.local;
+      CHECK(msg(dst, st.remote) == (read_into ? msg(dst0, steps[0].remote) : msg(src0, st.local)));
+    }
+  }
+  CHECK(mem1.calls() - calls0 == calls_expected);
 }
