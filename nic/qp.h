@@ -146,10 +146,10 @@ struct Qp {
   Timer rnr_timer;
   // Read-ahead of payload, for hosts where each read is a system call:
   // one call fills the frames of the next packets -- of this WQE and of
-  // the WRITEs and SENDs posted behind it, up to 256 KiB -- the payload
+  // the WRITEs and SENDs posted behind it, up to 512 KiB -- the payload
   // read straight to its place in each frame.
   struct Prefetch {
-    static constexpr uint32_t kFrames = 64;
+    static constexpr uint32_t kFrames = 128;
     uint32_t next = 0, count = 0;
     std::array<rte_mbuf*, kFrames> frames{};
     std::array<uint32_t, kFrames> wqe{};     // the WQE (send queue index) of each frame's payload

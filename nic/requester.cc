@@ -241,7 +241,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
   // Keep most of the pool for traffic: with many QPs, read per packet.
   const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
   const uint32_t ahead = room ? Qp::Prefetch::kFrames : 1;
-  constexpr size_t kMaxPieces = 64;  // one process_vm_readv (see ProcessMemory)
+  constexpr size_t kMaxPieces = 128;  // one process_vm_readv (see ProcessMemory)
   iovec dst[Qp::Prefetch::kFrames];
   HostPiece pieces[kMaxPieces];
   size_t n_pieces = 0;

@@ -144,7 +144,7 @@ InternalLink::InFlight InternalLink::Wire::pop() {
 }
 
 void InternalLink::Wire::on_deliver(Time now) {
-  constexpr uint16_t kBurst = 128;  // a NIC writes a burst's payload in one call
+  constexpr uint16_t kBurst = 256;  // a NIC writes a burst's payload in one call
   rte_mbuf* burst[kBurst];
   LinkEnd& to = *link->ends_[1 - side];
   while (!empty() && next().arrival <= now) {

@@ -46,8 +46,8 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
 
 bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) {
   if (pending_ > 0 && !flush()) return false;
-  // One call when both lists fit (the NIC's read-ahead: up to 16 frames).
-  constexpr size_t kMax = 64;
+  // One call when both lists fit (the NIC's read-ahead: up to 128 frames).
+  constexpr size_t kMax = 128;
   if (n > kMax || nd > kMax) return HostMemory::readv_scatter(pieces, n, dst, nd);
   iovec remote[kMax];
   size_t bytes = 0, room = 0;
