@@ -172,7 +172,10 @@ class Nic final : public Node {
   rte_mbuf* take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed);
   bool fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more);
   bool read_ahead_ok(const Qp& qp, const SendWork& w) const;
+  bool fill_response_prefetch(Qp& qp, bool more);
+  rte_mbuf* take_response_prefetched(Qp& qp, bool& failed);
   void drop_prefetch(Qp& qp);
+  void drop_prefetch(ReadAhead& p);
   // Deferred DMA writes: flushed before anything makes them visible.
   bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();

@@ -80,6 +80,22 @@ struct AtomicReplay {
 enum class QpType : uint8_t { kRc, kUc, kUd };
 class Nic;
 
+// Payload read ahead into frames, for hosts where each read is a system
+// call: one call fills up to kFrames frames (512 KiB), each payload read
+// straight to its place behind the headers. Each frame is keyed by what it
+// carries (`key`, `pos`); a sender that wants something else drops them.
+struct ReadAhead {
+  static constexpr uint32_t kFrames = 128;
+  // Where a frame's payload sits in its mbuf: behind room for the longest
+  // header (VLAN + IPv6 + UDP + BTH + RETH + ImmDt = 98 bytes).
+  static constexpr uint16_t kPayloadOff = RTE_PKTMBUF_HEADROOM + 104;
+  uint32_t next = 0, count = 0;
+  std::array<rte_mbuf*, kFrames> frames{};
+  std::array<uint32_t, kFrames> key{};
+  std::array<uint64_t, kFrames> pos{};
+  bool holds(uint32_t k, uint64_t p) const { return next < count && key[next] == k && pos[next] == p; }
+};
+
 struct Qp {
   Nic* nic = nullptr;
   uint32_t qpn = 0;
@@ -144,17 +160,9 @@ struct Qp {
   uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
   Timer retry_timer;
   Timer rnr_timer;
-  // Read-ahead of payload, for hosts where each read is a system call:
-  // one call fills the frames of the next packets -- of this WQE and of
-  // the WRITEs and SENDs posted behind it, up to 512 KiB -- the payload
-  // read straight to its place in each frame.
-  struct Prefetch {
-    static constexpr uint32_t kFrames = 128;
-    uint32_t next = 0, count = 0;
-    std::array<rte_mbuf*, kFrames> frames{};
-    std::array<uint32_t, kFrames> wqe{};     // the WQE (send queue index) of each frame's payload
-    std::array<uint32_t, kFrames> offset{};  // and where in it the payload starts
-  } prefetch;
+  // Read-ahead of payload (see ReadAhead): of this WQE and of the WRITEs
+  // and SENDs posted behind it. Frames are keyed by WQE index and offset.
+  ReadAhead prefetch;
   uint64_t retransmitted = 0;        // per-QP count of packets sent again
 
   // ---- responder ----
@@ -174,6 +182,7 @@ struct Qp {
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint8_t ack_syndrome = 0;
+  ReadAhead response_prefetch;  // READ responses: keyed by PSN and address
   uint32_t rnr_nak_psn = 0;
   std::deque<ResponderTask> tasks;
   std::array<AtomicReplay, kMaxRdAtomic> atomic_log{};

@@ -209,16 +209,18 @@ size_t Nic::sge_pieces(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len,
 }
 
 namespace {
-// Where a read-ahead frame's payload sits in its mbuf: behind room for the
-// longest header (VLAN + IPv6 + UDP + BTH + RETH + ImmDt = 98 bytes).
-constexpr uint16_t kPayloadOff = RTE_PKTMBUF_HEADROOM + 104;
+constexpr uint16_t kPayloadOff = ReadAhead::kPayloadOff;
 static_assert(kPayloadOff + 4096 + 3 + 4 <= RTE_PKTMBUF_HEADROOM + dpdk::PacketPool::kMaxFrame);
 }  // namespace
 
-void Nic::drop_prefetch(Qp& qp) {
-  auto& p = qp.prefetch;
+void Nic::drop_prefetch(ReadAhead& p) {
   for (uint32_t i = p.next; i < p.count; i++) rte_pktmbuf_free(p.frames[i]);
   p.next = p.count = 0;
+}
+
+void Nic::drop_prefetch(Qp& qp) {
+  drop_prefetch(qp.prefetch);
+  drop_prefetch(qp.response_prefetch);
 }
 
 // May the payload of `w`, posted behind the WQE being sent, be read ahead?
@@ -240,9 +242,9 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
   p.next = p.count = 0;
   // Keep most of the pool for traffic: with many QPs, read per packet.
   const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
-  const uint32_t ahead = room ? Qp::Prefetch::kFrames : 1;
+  const uint32_t ahead = room ? ReadAhead::kFrames : 1;
   constexpr size_t kMaxPieces = 128;  // one process_vm_readv (see ProcessMemory)
-  iovec dst[Qp::Prefetch::kFrames];
+  iovec dst[ReadAhead::kFrames];
   HostPiece pieces[kMaxPieces];
   size_t n_pieces = 0;
   const SendWork* cur = &w;
@@ -257,8 +259,8 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
       const uint32_t k = std::min(qp.mtu, cur->length - at);
       dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
       p.frames[p.count] = m;
-      p.wqe[p.count] = cur->index;
-      p.offset[p.count] = at;
+      p.key[p.count] = cur->index;
+      p.pos[p.count] = at;
       p.count++;
       bytes += k;
     }
@@ -281,7 +283,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
     at = 0;
   }
   if (qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
-  drop_prefetch(qp);
+  drop_prefetch(p);
   return false;
 }
 
@@ -291,7 +293,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
 rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed) {
   auto& p = qp.prefetch;
   // A resend, or another WQE: what was read ahead is not what comes next.
-  if (p.next < p.count && (p.wqe[p.next] != w.index || p.offset[p.next] != offset)) drop_prefetch(qp);
+  if (p.next < p.count && !p.holds(w.index, offset)) drop_prefetch(p);
   if (p.next == p.count) {
     // If reading on into the WQEs behind fails, one of them is at fault
     // (its own turn will tell): read this one alone.

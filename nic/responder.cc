@@ -609,6 +609,8 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint32_t len = 0;
   uint64_t host = 0;
   bool pop = false;
+  rte_mbuf* m = nullptr;  // READ responses: taken before the task moves on
+  bool prefetched = false;
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
   if (!qp.tasks.empty() && qp.state != IBV_QPS_ERR) {
@@ -625,9 +627,6 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       const bool last = t.remaining == len;
       using namespace wire::op;
       f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
-      if (last) qp.msn = (qp.msn + 1) & 0xffffff;
-      f.aeth_syndrome = wire::aeth_ack();
-      f.aeth_msn = qp.msn;
       // The MR is looked up again: it may have been deregistered meanwhile.
       if (len > 0) {
         Mr* mr = mrs_.find(t.rkey);
@@ -638,6 +637,23 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
         }
         host = mr->host(t.va);
       }
+      // The frame first: without one nothing moves on.
+      if (len > 0 && qp.ctx->memory->batches()) {
+        bool failed = false;
+        m = take_response_prefetched(qp, failed);
+        if (failed) {
+          qp.tasks.clear();
+          return nullptr;
+        }
+        if (m != nullptr) m->data_off = uint16_t(ReadAhead::kPayloadOff - wire::roce_header_len(qp.path, f.opcode));
+        prefetched = m != nullptr;
+      } else {
+        m = new_frame();
+      }
+      if (m == nullptr) return nullptr;
+      if (last) qp.msn = (qp.msn + 1) & 0xffffff;
+      f.aeth_syndrome = wire::aeth_ack();
+      f.aeth_msn = qp.msn;
       t.va += len;
       t.remaining -= len;
       t.psn = wire::psn_add(t.psn, 1);
@@ -653,7 +669,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   } else {
     return nullptr;
   }
-  rte_mbuf* m = new_frame();
+  if (m == nullptr) m = new_frame();
   if (m == nullptr) {
     return nullptr;
   }
@@ -661,9 +677,10 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (len > 0 && !qp.ctx->memory->read(host, data + hdr, len)) {
+  if (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len)) {
     rte_pktmbuf_free(m);
     qp.tasks.clear();
+    drop_prefetch(qp.response_prefetch);
     return nullptr;
   }
   wire::pad_roce(frame, len);
@@ -671,6 +688,74 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   dpdk::meta(m).flags |= dpdk::kMetaCrossNode;  // ICRC: see dpdk::seal()
   if (pop) qp.tasks.pop_front();
   return m;
+}
+
+}  // namespace rocemu::nic
+
+namespace rocemu::nic {
+
+// Reads ahead the payload of the READ responses owed, from the next packet
+// of the first task on (with `more`, on into the READs queued behind it),
+// each frame keyed by its PSN and address. False if the first cannot be
+// read.
+bool Nic::fill_response_prefetch(Qp& qp, bool more) {
+  auto& p = qp.response_prefetch;
+  p.next = p.count = 0;
+  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
+  const uint32_t ahead = room ? ReadAhead::kFrames : 1;
+  iovec dst[ReadAhead::kFrames];
+  HostPiece pieces[ReadAhead::kFrames];
+  size_t n_pieces = 0;
+  for (size_t ti = 0; ti < qp.tasks.size() && p.count < ahead && (ti == 0 || more); ti++) {
+    const ResponderTask& t = qp.tasks[ti];
+    if (t.kind != ResponderTask::kReadResponse) break;
+    if (t.remaining == 0) continue;
+    Mr* mr = mrs_.find(t.rkey);
+    if (mr == nullptr || !mr->contains(t.va, t.remaining)) {
+      if (ti == 0) return false;
+      break;
+    }
+    uint32_t psn = t.psn, rem = t.remaining, bytes = 0;
+    uint64_t va = t.va;
+    while (rem > 0 && p.count < ahead) {
+      rte_mbuf* m = new_frame();
+      if (m == nullptr) break;
+      m->data_off = ReadAhead::kPayloadOff;
+      const uint32_t k = std::min(rem, qp.mtu);
+      dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
+      p.frames[p.count] = m;
+      p.key[p.count] = psn;
+      p.pos[p.count] = va;
+      p.count++;
+      psn = wire::psn_add(psn, 1);
+      va += k;
+      rem -= k;
+      bytes += k;
+    }
+    if (bytes == 0) break;
+    pieces[n_pieces++] = {mr->host(t.va), bytes};
+  }
+  if (p.count == 0 || qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
+  drop_prefetch(p);
+  return false;
+}
+
+// The frame of the next response packet of the first task, its payload in
+// place at ReadAhead::kPayloadOff. nullptr with `failed` if the memory
+// cannot be read, nullptr alone if there is no mbuf.
+rte_mbuf* Nic::take_response_prefetched(Qp& qp, bool& failed) {
+  auto& p = qp.response_prefetch;
+  const ResponderTask& t = qp.tasks.front();
+  // A READ executed again, or one answered out of turn: not what was read.
+  if (p.next < p.count && !p.holds(t.psn, t.va)) drop_prefetch(p);
+  if (p.next == p.count) {
+    if (!fill_response_prefetch(qp, true) && !fill_response_prefetch(qp, false)) {
+      failed = true;
+      return nullptr;
+    }
+    if (p.count == 0) return nullptr;
+  }
+  return p.frames[p.next++];
 }
 
 }  // namespace rocemu::nic
