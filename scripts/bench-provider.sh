@@ -4,6 +4,7 @@
 #  1. ib_write_bw -s 65536: Gbit/s, and the ratio to the copy limit (each
 #     payload byte is copied twice by the engine, so the limit is half of
 #     one core's process_vm_writev rate for 64 KiB blocks; target >= 0.7);
+#     ib_read_bw -s 65536 next to it;
 #  2. ib_send_lat -e and ib_write_lat typical latency, next to
 #     `perf bench sched pipe` (a cross-process wake-up);
 #  3. the idle engine's CPU use.
@@ -48,6 +49,16 @@ done
 BW=$(printf "%s\n" "${bw[@]}" | median); LIM=$(printf "%s\n" "${lim[@]}" | median)
 printf "   median: %.2f Gbit/s = %.2f GB/s; copy limit %.2f Gbit/s; ratio %.2f (target >= 0.70)\n" \
   "$BW" "$(awk -v b="$BW" 'BEGIN {print b / 8}')" "$LIM" "$(awk -v b="$BW" -v l="$LIM" 'BEGIN {print b / l}')"
+
+echo "== 1b. ib_read_bw -s 65536, the same path the other way (responder reads, requester writes)"
+rb=()
+for i in $(seq 1 "$ROUNDS"); do
+  row=$(pair ib_read_bw -s 65536 -n 20000 --report_gbits)
+  rb+=("$(echo "$row" | awk '{print $4}')")
+  printf "   round %d: ib_read_bw %6.2f Gbit/s\n" "$i" "${rb[-1]}"
+done
+RB=$(printf "%s\n" "${rb[@]}" | median)
+printf "   median: %.2f Gbit/s; ratio to the copy limit above %.2f\n" "$RB" "$(awk -v b="$RB" -v l="$LIM" 'BEGIN {print b / l}')"
 
 echo "== 2. latency (typical, usec) against a cross-process wake-up"
 pipe=$(perf bench sched pipe -l 100000 2>/dev/null | awk '/usecs\/op/ {print $1}')

@@ -81,8 +81,10 @@ TEST_CASE("An application killed mid-transfer: resources freed, the peer sees er
   Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
                                  "4194304", "--iters", "100000"});
   REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  // Its QP retries for 8 x 537 ms (timeout 17) once the server is gone:
+  // time to see the engine free the server while the client is still there.
   Process client = spawn({bin("rocemu"), "exec", "h1", "--", bin("rocemu-verify"), "--connect", "127.0.0.1", "--port",
-                          std::to_string(port), "--size", "4194304", "--iters", "100000"},
+                          std::to_string(port), "--size", "4194304", "--iters", "100000", "--qp-timeout", "17"},
                          {f.env()[0], "ROCEMU_VERIFY_STRICT=1"});
   REQUIRE(wait_until([&] { return client.output.find("iteration 2 done") != std::string::npos; },
                      std::chrono::seconds(60), {&client}));

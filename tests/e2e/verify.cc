@@ -7,6 +7,7 @@
 //   rocemu-verify --connect HOST [--port P]    the active side
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
 //   options: --size BYTES --iters N --gid INDEX --hold SECONDS (stay connected, for kill tests)
+//            --qp-timeout T (the QP's timeout attribute: 4.096 us * 2^T per try, default 14)
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
@@ -26,6 +27,7 @@
 namespace {
 
 int g_failures = 0;
+uint8_t g_qp_timeout = 14;  // 4.096 us * 2^14 = 67 ms per try
 #define CHECKV(cond, ...)                                      \
   do {                                                         \
     if (!(cond)) {                                             \
@@ -132,7 +134,7 @@ int connect_qp(Side& s, const Peer& p) {
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = s.local.psn;
-  a.timeout = 14;
+  a.timeout = g_qp_timeout;
   a.retry_cnt = 7;
   a.rnr_retry = 7;
   a.max_rd_atomic = 16;
@@ -419,6 +421,7 @@ int main(int argc, char** argv) {
     else if (a == "--iters") o.iters = std::stoi(next());
     else if (a == "--gid") o.gid = std::stoi(next());
     else if (a == "--hold") o.hold = std::stoi(next());
+    else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
       std::fprintf(stderr, "usage: rocemu-verify --loopback | --server | --connect HOST | --misuse [options]\n");
       return 2;
