@@ -611,6 +611,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   bool pop = false;
   rte_mbuf* m = nullptr;  // READ responses: taken before the task moves on
   bool prefetched = false;
+  uint32_t prefetch_hdr = 0;
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
   if (!qp.tasks.empty() && qp.state != IBV_QPS_ERR) {
@@ -645,7 +646,8 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
           qp.tasks.clear();
           return nullptr;
         }
-        if (m != nullptr) m->data_off = uint16_t(ReadAhead::kPayloadOff - wire::roce_header_len(qp.path, f.opcode));
+        prefetch_hdr = wire::roce_header_len(qp.path, f.opcode);
+        if (m != nullptr) m->data_off = uint16_t(ReadAhead::kPayloadOff - prefetch_hdr);
         prefetched = m != nullptr;
       } else {
         m = new_frame();
@@ -677,7 +679,9 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len)) {
+  // (A read-ahead frame's payload sits where headers of the expected length end.)
+  if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
+      (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
     qp.tasks.clear();
     drop_prefetch(qp.response_prefetch);
@@ -690,9 +694,6 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   return m;
 }
 
-}  // namespace rocemu::nic
-
-namespace rocemu::nic {
 
 // Reads ahead the payload of the READ responses owed, from the next packet
 // of the first task on (with `more`, on into the READs queued behind it),
