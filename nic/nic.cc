@@ -427,7 +427,8 @@ void Nic::pump(Time now) {
     Qp* qp = active_.front();
     active_.pop_front();
     qp->in_tx_list = false;
-    if (qp->ctx != nullptr && qp->ctx->dead) continue;
+    if (qp->ctx != nullptr && !qp->ctx->dead && qp->ctx->memory->gone()) qp->ctx->dead = true;
+    if (qp->ctx != nullptr && qp->ctx->dead) continue;  // its process is gone: nothing more leaves
     const bool resp = responder_has_work(*qp);
     if (!resp && !requester_has_work(*qp, now)) continue;
     if (priority_paused(qp->priority, now)) {

@@ -294,6 +294,9 @@ rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool&
   auto& p = qp.prefetch;
   // A resend, or another WQE: what was read ahead is not what comes next.
   if (p.next < p.count && !p.holds(w.index, offset)) drop_prefetch(p);
+  // A WQE read ahead before its turn: its MRs must still be there now.
+  HostPiece check[kMaxSge];
+  if (p.next < p.count && offset == 0 && sge_pieces(qp, w, 0, w.length, check) == 0) drop_prefetch(p);
   if (p.next == p.count) {
     // If reading on into the WQEs behind fails, one of them is at fault
     // (its own turn will tell): read this one alone.

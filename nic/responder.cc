@@ -609,7 +609,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint32_t len = 0;
   uint64_t host = 0;
   bool pop = false;
-  rte_mbuf* m = nullptr;  // READ responses: taken before the task moves on
+  rte_mbuf* m = nullptr;  // taken before anything moves on: without a frame, nothing is owed less
   bool prefetched = false;
   uint32_t prefetch_hdr = 0;
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
@@ -618,6 +618,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     ResponderTask& t = qp.tasks.front();
     f.psn = t.psn;
     if (t.kind == ResponderTask::kAtomicAck) {
+      if ((m = new_frame()) == nullptr) return nullptr;
       f.opcode = wire::op::kAtomicAck;
       f.aeth_syndrome = wire::aeth_ack();
       f.aeth_msn = qp.msn = (qp.msn + 1) & 0xffffff;
@@ -663,16 +664,13 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       pop = last;
     }
   } else if (qp.ack_pending) {
+    if ((m = new_frame()) == nullptr) return nullptr;
     f.opcode = wire::op::kAck;
     f.psn = qp.ack_psn;
     f.aeth_syndrome = qp.ack_syndrome;
     f.aeth_msn = qp.msn;
     qp.ack_pending = false;
   } else {
-    return nullptr;
-  }
-  if (m == nullptr) m = new_frame();
-  if (m == nullptr) {
     return nullptr;
   }
   const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);

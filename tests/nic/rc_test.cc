@@ -249,6 +249,41 @@ TEST_CASE("Batched DMA: READ responses read ahead across the READs owed", "[sim]
   CHECK(calls <= kN / 3);
 }
 
+TEST_CASE("Batched DMA: a WQE read ahead whose MR goes before its turn fails", "[sim][nic][rc]") {
+  TwoNics f(1, nic::LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
+  SimHost::ConnectOpts o;
+  o.mtu = IBV_MTU_4096;
+  auto p = make_pair(f, o);
+  constexpr uint32_t kMsg = 65536;
+  auto a = pattern(kMsg, 1), b = pattern(kMsg, 2);
+  std::vector<uint8_t> dst(2 * kMsg, 0);
+  const uint32_t ka = f.h1->reg_mr(a.data(), a.size(), kAll);
+  const uint32_t kb = f.h1->reg_mr(b.data(), b.size(), kAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  ibv_sge sa = sge(a.data(), kMsg, ka), sb = sge(b.data(), kMsg, kb);
+  ibv_send_wr w[2]{};
+  for (int i = 0; i < 2; i++) {
+    w[i].wr_id = uint64_t(i);
+    w[i].sg_list = i == 0 ? &sa : &sb;
+    w[i].num_sge = 1;
+    w[i].opcode = IBV_WR_RDMA_WRITE;
+    w[i].send_flags = IBV_SEND_SIGNALED;
+    w[i].wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + i * kMsg);
+    w[i].wr.rdma.rkey = rkey;
+  }
+  w[0].next = &w[1];
+  REQUIRE(f.h1->post_send(p.q1, &w[0]) == 0);
+  // The first packet of WRITE 0 is out: WRITE 1's payload was read with it.
+  REQUIRE(f.run([&] { return f.n1->counters()[NicCounters::tx_roce_packets] >= 1; }));
+  REQUIRE(f.h1->dereg_mr(kb) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.cq1, 2);
+  REQUIRE(wc.size() == 2);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(wc[1].status == IBV_WC_LOC_PROT_ERR);
+  CHECK(std::equal(a.begin(), a.end(), dst.begin()));
+  CHECK(std::all_of(dst.begin() + kMsg, dst.end(), [](uint8_t x) { return x == 0; }));
+}
+
 TEST_CASE("Batched DMA: read-ahead stops at a fence and at a WQE it cannot read", "[sim][nic][rc]") {
   TwoNics f(1, nic::LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
   SimHost::ConnectOpts o;
