@@ -6,6 +6,7 @@
 
 using namespace rocemu;
 using namespace rocemu::nic;
+using rocemu::test::rdma_wr;
 using rocemu::test::sge;
 using rocemu::test::TwoNics;
 using rocemu::test::wait_cqes;
@@ -29,18 +30,6 @@ Pair connect(TwoNics& f, SimHost::ConnectOpts o = {}) {
   p.q2 = f.h2->create_qp(QpType::kRc, p.cq2, p.cq2, cap);
   REQUIRE(SimHost::connect(*f.h1, p.q1, *f.h2, p.q2, o) == 0);
   return p;
-}
-
-ibv_send_wr write_wr(ibv_sge* s, uint64_t addr, uint32_t rkey, uint64_t id) {
-  ibv_send_wr wr{};
-  wr.wr_id = id;
-  wr.sg_list = s;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = addr;
-  wr.wr.rdma.rkey = rkey;
-  return wr;
 }
 
 // A host's memory that can vanish as a killed process's does: from then on
@@ -85,7 +74,7 @@ TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[
   down.link_down = true;
   f.link->set_faults(0, down);
   ibv_sge s = sge(src.data(), 4096, lkey);
-  ibv_send_wr w1 = write_wr(&s, uint64_t(dst.data()), rkey, 1), w2 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+  ibv_send_wr w1 = rdma_wr(&s, uint64_t(dst.data()), rkey, 1), w2 = rdma_wr(&s, uint64_t(dst.data()), rkey, 2);
   w1.next = &w2;
   const Time start = f.engine->now();
   REQUIRE(f.h1->post_send(p.q1, &w1) == 0);
@@ -100,7 +89,7 @@ TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[
   CHECK(f.engine->now() - start >= ns(4096) * 256 * 4);
   CHECK(p.q1->nic_qp->state == IBV_QPS_ERR);
   // Posting on a QP in ERR completes at once with a flush error.
-  ibv_send_wr w3 = write_wr(&s, uint64_t(dst.data()), rkey, 3);
+  ibv_send_wr w3 = rdma_wr(&s, uint64_t(dst.data()), rkey, 3);
   REQUIRE(f.h1->post_send(p.q1, &w3) == 0);
   auto wc3 = wait_cqes(f, *f.h1, p.cq1, 1, ms(1));
   REQUIRE(wc3.size() == 1);
@@ -188,18 +177,18 @@ TEST_CASE("Remote access errors: nothing written, both sides told", "[sim][nic][
   const char* what = "";
   SECTION("wrong rkey") {
     what = "wrong rkey";
-    wr = write_wr(&s, uint64_t(dst.data()), rkey ^ 0x100, 1);
+    wr = rdma_wr(&s, uint64_t(dst.data()), rkey ^ 0x100, 1);
   }
   SECTION("out of bounds") {
     what = "out of bounds";
-    wr = write_wr(&s, uint64_t(dst.data()) + 3000, rkey, 1);
+    wr = rdma_wr(&s, uint64_t(dst.data()) + 3000, rkey, 1);
   }
   SECTION("no remote write access") {
     what = "no remote write access";
-    wr = write_wr(&s, uint64_t(guard.data()), ro_key, 1);
+    wr = rdma_wr(&s, uint64_t(guard.data()), ro_key, 1);
   }
   INFO(what);
-  ibv_send_wr after = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+  ibv_send_wr after = rdma_wr(&s, uint64_t(dst.data()), rkey, 2);
   wr.next = &after;
   REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   auto wc = wait_cqes(f, *f.h1, p.cq1, 2);
@@ -256,7 +245,7 @@ TEST_CASE("Local errors: bad lkey and too many SGEs", "[sim][nic][errors]") {
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
   ibv_sge s = sge(src.data(), 100, lkey ^ 0x300);
-  ibv_send_wr wr = write_wr(&s, uint64_t(dst.data()), rkey, 1);
+  ibv_send_wr wr = rdma_wr(&s, uint64_t(dst.data()), rkey, 1);
   REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   auto wc = wait_cqes(f, *f.h1, p.cq1, 1);
   REQUIRE(wc.size() == 1);
@@ -264,7 +253,7 @@ TEST_CASE("Local errors: bad lkey and too many SGEs", "[sim][nic][errors]") {
   CHECK(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; }));
   // The provider refuses too many SGEs at post time with EINVAL.
   ibv_sge many[3] = {s, s, s};
-  ibv_send_wr w2 = write_wr(many, uint64_t(dst.data()), rkey, 2);
+  ibv_send_wr w2 = rdma_wr(many, uint64_t(dst.data()), rkey, 2);
   w2.num_sge = 3;
   ibv_send_wr* bad = nullptr;
   CHECK(f.h1->post_send(p.q1, &w2, &bad) == EINVAL);
@@ -286,7 +275,7 @@ TEST_CASE("CQ overflow is an async error and takes the QP to ERR", "[sim][nic][e
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
   ibv_sge s = sge(src.data(), 64, lkey);
   for (uint64_t i = 0; i < 8; i++) {
-    ibv_send_wr wr = write_wr(&s, uint64_t(dst.data()), rkey, i);
+    ibv_send_wr wr = rdma_wr(&s, uint64_t(dst.data()), rkey, i);
     REQUIRE(f.h1->post_send(q1, &wr) == 0);
   }
   f.run([&] { return !events.empty(); }, ms(10));
@@ -316,7 +305,7 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
   ibv_sge s = sge(src.data(), 8192, lkey);
-  ibv_send_wr w0 = write_wr(&s, uint64_t(dst.data()), rkey, 1);
+  ibv_send_wr w0 = rdma_wr(&s, uint64_t(dst.data()), rkey, 1);
   REQUIRE(f.h1->post_send(p.q1, &w0) == 0);
   auto wc0 = wait_cqes(f, *f.h1, p.cq1, 1);
   REQUIRE(wc0.size() == 1);
@@ -334,17 +323,17 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   const char* what = "";
   SECTION("a WRITE") {
     what = "WRITE";
-    w1 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+    w1 = rdma_wr(&s, uint64_t(dst.data()), rkey, 2);
   }
   SECTION("a SEND") {
     what = "SEND";
-    w1 = write_wr(&s, 0, 0, 2);
+    w1 = rdma_wr(&s, 0, 0, 2);
     w1.opcode = IBV_WR_SEND;
   }
   SECTION("an atomic") {
     what = "FETCH_ADD";
     s.length = 8;
-    w1 = write_wr(&s, uint64_t(dst.data()), rkey, 2);
+    w1 = rdma_wr(&s, uint64_t(dst.data()), rkey, 2);
     w1.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
     w1.wr.atomic.remote_addr = uint64_t(dst.data());
     w1.wr.atomic.rkey = rkey;

@@ -80,4 +80,18 @@ inline ibv_sge sge(const void* addr, uint32_t len, uint32_t lkey) {
   return ibv_sge{reinterpret_cast<uint64_t>(addr), len, lkey};
 }
 
+// A signalled RDMA WRITE (or READ) of one SGE to `addr` under `rkey`.
+inline ibv_send_wr rdma_wr(ibv_sge* s, uint64_t addr, uint32_t rkey, uint64_t id,
+                           ibv_wr_opcode op = IBV_WR_RDMA_WRITE) {
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = s;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = addr;
+  wr.wr.rdma.rkey = rkey;
+  return wr;
+}
+
 }  // namespace rocemu::test

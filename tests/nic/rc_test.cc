@@ -6,6 +6,7 @@
 
 using namespace rocemu;
 using namespace rocemu::nic;
+using rocemu::test::rdma_wr;
 using rocemu::test::sge;
 using rocemu::test::TwoNics;
 using rocemu::test::wait_cqes;
@@ -181,14 +182,7 @@ TEST_CASE("Batched DMA: payload read ahead into the frames, written before the c
   const uint64_t calls0 = mem1.calls();
   for (uint32_t i = 0; i < kN; i++) {
     ibv_sge s = sge(src.data() + i * kMsg, kMsg, lkey);
-    ibv_send_wr wr{};
-    wr.wr_id = i;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + i * kMsg);
-    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr wr = rdma_wr(&s, reinterpret_cast<uint64_t>(dst.data() + i * kMsg), rkey, i);
     REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   }
   // Each completion finds its message in place.
@@ -226,14 +220,7 @@ TEST_CASE("Batched DMA: READ responses read ahead across the READs owed", "[sim]
   const uint64_t calls0 = mem2.calls();
   for (uint32_t i = 0; i < kN; i++) {
     ibv_sge s = sge(local.data() + i * kMsg, kMsg, lkey);
-    ibv_send_wr wr{};
-    wr.wr_id = i;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(remote.data() + i * kMsg);
-    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr wr = rdma_wr(&s, reinterpret_cast<uint64_t>(remote.data() + i * kMsg), rkey, i, IBV_WR_RDMA_READ);
     REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   }
   auto wc = wait_cqes(f, *f.h1, p.cq1, kN);
@@ -261,16 +248,8 @@ TEST_CASE("Batched DMA: a WQE read ahead whose MR goes before its turn fails", "
   const uint32_t kb = f.h1->reg_mr(b.data(), b.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
   ibv_sge sa = sge(a.data(), kMsg, ka), sb = sge(b.data(), kMsg, kb);
-  ibv_send_wr w[2]{};
-  for (int i = 0; i < 2; i++) {
-    w[i].wr_id = uint64_t(i);
-    w[i].sg_list = i == 0 ? &sa : &sb;
-    w[i].num_sge = 1;
-    w[i].opcode = IBV_WR_RDMA_WRITE;
-    w[i].send_flags = IBV_SEND_SIGNALED;
-    w[i].wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + i * kMsg);
-    w[i].wr.rdma.rkey = rkey;
-  }
+  ibv_send_wr w[2] = {rdma_wr(&sa, reinterpret_cast<uint64_t>(dst.data()), rkey, 0),
+                      rdma_wr(&sb, reinterpret_cast<uint64_t>(dst.data() + kMsg), rkey, 1)};
   w[0].next = &w[1];
   REQUIRE(f.h1->post_send(p.q1, &w[0]) == 0);
   // The first packet of WRITE 0 is out: WRITE 1's payload was read with it.
@@ -334,14 +313,8 @@ TEST_CASE("Batched DMA: read-ahead stops at a fence and at a WQE it cannot read"
   const uint64_t calls0 = mem1.calls();
   for (uint32_t i = 0; i < steps.size(); i++) {
     ibv_sge s = sge(src.data() + steps[i].local * kMsg, kMsg, steps[i].lkey);
-    ibv_send_wr wr{};
-    wr.wr_id = i;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = steps[i].op;
-    wr.send_flags = IBV_SEND_SIGNALED | steps[i].flags;
-    wr.wr.rdma.remote_addr = reinterpret_cast<uint64_t>(dst.data() + steps[i].remote * kMsg);
-    wr.wr.rdma.rkey = rkey;
+    ibv_send_wr wr = rdma_wr(&s, reinterpret_cast<uint64_t>(dst.data() + steps[i].remote * kMsg), rkey, i, steps[i].op);
+    wr.send_flags |= steps[i].flags;
     REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   }
   auto wc = wait_cqes(f, *f.h1, p.cq1, steps.size());
