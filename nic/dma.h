@@ -71,7 +71,10 @@ class HostMemory {
   // exited; the engine may not have heard yet). A real NIC's QPs die with
   // the process: the NIC then drops what arrives for them and answers
   // nothing, rather than NAK with an operational error.
-  virtual bool gone() const { return false; }
+  bool gone() const { return gone_; }
+
+ protected:
+  bool gone_ = false;  // set by implementations that can tell
 };
 
 // This process's own memory: addresses are pointers.

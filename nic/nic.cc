@@ -152,13 +152,8 @@ bool Nic::dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, ui
 }
 
 void Nic::flush_dma() {
-  bool failed = false;
-  for (HostMemory* mem : dirty_) failed |= !mem->flush();
+  for (HostMemory* mem : dirty_) mem->flush();  // a host gone is noticed by pump()
   dirty_.clear();
-  // A host that went away sends nothing more (not even the ACKs of the
-  // writes that just failed).
-  if (failed)
-    for (auto& ctx : contexts_) ctx->dead |= ctx->memory->gone();
   for (rte_mbuf* m : held_) rte_pktmbuf_free(m);
   held_.clear();
 }
@@ -427,8 +422,10 @@ void Nic::pump(Time now) {
     Qp* qp = active_.front();
     active_.pop_front();
     qp->in_tx_list = false;
-    if (qp->ctx != nullptr && !qp->ctx->dead && qp->ctx->memory->gone()) qp->ctx->dead = true;
-    if (qp->ctx != nullptr && qp->ctx->dead) continue;  // its process is gone: nothing more leaves
+    if (HostContext* ctx = qp->ctx; ctx != nullptr && (ctx->dead || ctx->memory->gone())) {
+      ctx->dead = true;  // its process is gone: nothing more leaves, not even the ACK of a failed write
+      continue;
+    }
     const bool resp = responder_has_work(*qp);
     if (!resp && !requester_has_work(*qp, now)) continue;
     if (priority_paused(qp->priority, now)) {

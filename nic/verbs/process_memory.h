@@ -26,7 +26,6 @@ class ProcessMemory final : public nic::HostMemory {
   bool write_deferred_ref(uint64_t addr, const void* src, size_t len) override;
   bool flush() override;
   bool batches() const override { return true; }
-  bool gone() const override { return gone_; }
   pid_t pid() const { return pid_; }
   uint64_t failures() const { return failures_; }
   uint64_t calls() const { return calls_; }
@@ -37,7 +36,6 @@ class ProcessMemory final : public nic::HostMemory {
   pid_t pid_;
   uint64_t failures_ = 0;
   uint64_t calls_ = 0;
-  bool gone_ = false;
   bool fail(ssize_t result);  // counts a failed call; notes ESRCH
   bool add(uint64_t addr, const void* src, size_t len);
   std::vector<uint8_t> staging_;  // copies of sources the caller reuses at once

@@ -51,11 +51,9 @@ class VanishingMemory final : public HostMemory {
     return !gone_ && inner_->flush();  // gone: what was held is never written
   }
   bool batches() const override { return inner_->batches(); }
-  bool gone() const override { return gone_; }
 
  private:
   std::unique_ptr<HostMemory> inner_;
-  bool gone_ = false;
 };
 
 }  // namespace
