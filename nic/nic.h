@@ -173,9 +173,32 @@ class Nic final : public Node {
   bool fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more);
   bool read_ahead_ok(const Qp& qp, const SendWork& w) const;
   bool fill_response_prefetch(Qp& qp, bool more);
-  rte_mbuf* take_response_prefetched(Qp& qp, bool& failed);
   void drop_prefetch(Qp& qp);
   void drop_prefetch(ReadAhead& p);
+  // Read-ahead, shared by requester and responder: how many frames to read
+  // ahead now, one more empty frame for (key, pos) of `len` bytes (false
+  // without an mbuf), and the read that fills them (dropping them if it
+  // fails).
+  uint32_t read_ahead_limit();
+  bool add_ahead_frame(ReadAhead& p, iovec* dst, uint32_t len, uint32_t key, uint64_t pos);
+  bool read_ahead(Qp& qp, ReadAhead& p, const HostPiece* pieces, size_t n_pieces, const iovec* dst);
+  // The next read-ahead frame if it is the one for (key, pos); else the
+  // frames held are dropped and fill(more) reads ahead anew -- first on
+  // into what follows, then, if that fails (something behind is at fault:
+  // its own turn will tell), this alone. nullptr with `failed` if this
+  // cannot be read, nullptr alone if there is no mbuf.
+  template <typename Fill>
+  rte_mbuf* take_ahead(ReadAhead& p, uint32_t key, uint64_t pos, bool& failed, Fill&& fill) {
+    if (p.next < p.count && !p.holds(key, pos)) drop_prefetch(p);
+    if (p.next == p.count) {
+      if (!fill(true) && !fill(false)) {
+        failed = true;
+        return nullptr;
+      }
+      if (p.count == 0) return nullptr;
+    }
+    return p.frames[p.next++];
+  }
   // Deferred DMA writes: flushed before anything makes them visible.
   bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();

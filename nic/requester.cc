@@ -234,15 +234,37 @@ bool Nic::read_ahead_ok(const Qp& qp, const SendWork& w) const {
          w.status == IBV_WC_SUCCESS;
 }
 
+uint32_t Nic::read_ahead_limit() {
+  // Keep most of the pool for traffic: with many QPs, read per packet.
+  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
+  return room ? ReadAhead::kFrames : 1;
+}
+
+bool Nic::add_ahead_frame(ReadAhead& p, iovec* dst, uint32_t len, uint32_t key, uint64_t pos) {
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) return false;
+  m->data_off = kPayloadOff;
+  dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), len};
+  p.frames[p.count] = m;
+  p.key[p.count] = key;
+  p.pos[p.count] = pos;
+  p.count++;
+  return true;
+}
+
+bool Nic::read_ahead(Qp& qp, ReadAhead& p, const HostPiece* pieces, size_t n_pieces, const iovec* dst) {
+  if (p.count == 0 || qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
+  drop_prefetch(p);
+  return false;
+}
+
 // Reads ahead from payload `offset` of `w` on: with `more`, on into the
 // WQEs behind it. False if `w` itself cannot be read; what follows it is
 // read only as far as it can be.
 bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
   auto& p = qp.prefetch;
   p.next = p.count = 0;
-  // Keep most of the pool for traffic: with many QPs, read per packet.
-  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
-  const uint32_t ahead = room ? ReadAhead::kFrames : 1;
+  const uint32_t ahead = read_ahead_limit();
   constexpr size_t kMaxPieces = 128;  // one process_vm_readv (see ProcessMemory)
   iovec dst[ReadAhead::kFrames];
   HostPiece pieces[kMaxPieces];
@@ -253,21 +275,11 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
     const uint32_t first = p.count, start = at;
     uint32_t bytes = 0;
     for (; p.count < ahead && at < cur->length; at += qp.mtu) {
-      rte_mbuf* m = new_frame();
-      if (m == nullptr) break;
-      m->data_off = kPayloadOff;
       const uint32_t k = std::min(qp.mtu, cur->length - at);
-      dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
-      p.frames[p.count] = m;
-      p.key[p.count] = cur->index;
-      p.pos[p.count] = at;
-      p.count++;
+      if (!add_ahead_frame(p, dst, k, cur->index, at)) break;
       bytes += k;
     }
-    if (bytes == 0) {  // no mbuf: read what there is (perhaps nothing)
-      if (p.count == 0) return true;
-      break;
-    }
+    if (bytes == 0) break;  // no mbuf: read what there is (perhaps nothing)
     const size_t n = n_pieces + kMaxSge > kMaxPieces ? 0 : sge_pieces(qp, *cur, start, bytes, pieces + n_pieces);
     if (n == 0) {  // no room for its pieces, or not readable: stop before this WQE
       for (uint32_t i = first; i < p.count; i++) rte_pktmbuf_free(p.frames[i]);
@@ -282,31 +294,17 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
     cur = &qp.work(next);
     at = 0;
   }
-  if (qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
-  drop_prefetch(p);
-  return false;
+  return read_ahead(qp, p, pieces, n_pieces, dst);
 }
 
 // The frame for payload [offset, offset + len) of a multi-packet WQE, the
-// payload already in place at kPayloadOff. nullptr with `failed` if the
-// memory cannot be read, nullptr alone if there is no mbuf.
+// payload already in place at kPayloadOff (see take_ahead()).
 rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed) {
   auto& p = qp.prefetch;
-  // A resend, or another WQE: what was read ahead is not what comes next.
-  if (p.next < p.count && !p.holds(w.index, offset)) drop_prefetch(p);
   // A WQE read ahead before its turn: its MRs must still be there now.
   HostPiece check[kMaxSge];
-  if (p.next < p.count && offset == 0 && sge_pieces(qp, w, 0, w.length, check) == 0) drop_prefetch(p);
-  if (p.next == p.count) {
-    // If reading on into the WQEs behind fails, one of them is at fault
-    // (its own turn will tell): read this one alone.
-    if (!fill_prefetch(qp, w, offset, true) && !fill_prefetch(qp, w, offset, false)) {
-      failed = true;
-      return nullptr;
-    }
-    if (p.count == 0) return nullptr;
-  }
-  return p.frames[p.next++];
+  if (offset == 0 && p.holds(w.index, 0) && sge_pieces(qp, w, 0, w.length, check) == 0) drop_prefetch(p);
+  return take_ahead(p, w.index, offset, failed, [&](bool more) { return fill_prefetch(qp, w, offset, more); });
 }
 
 rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {

@@ -642,7 +642,9 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       // The frame first: without one nothing moves on.
       if (len > 0 && qp.ctx->memory->batches()) {
         bool failed = false;
-        m = take_response_prefetched(qp, failed);
+        // A READ executed again, or one answered out of turn, finds other frames.
+        m = take_ahead(qp.response_prefetch, t.psn, t.va, failed,
+                       [&](bool more) { return fill_response_prefetch(qp, more); });
         if (failed) {
           qp.tasks.clear();
           return nullptr;
@@ -692,7 +694,6 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   return m;
 }
 
-
 // Reads ahead the payload of the READ responses owed, from the next packet
 // of the first task on (with `more`, on into the READs queued behind it),
 // each frame keyed by its PSN and address. False if the first cannot be
@@ -700,8 +701,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
 bool Nic::fill_response_prefetch(Qp& qp, bool more) {
   auto& p = qp.response_prefetch;
   p.next = p.count = 0;
-  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
-  const uint32_t ahead = room ? ReadAhead::kFrames : 1;
+  const uint32_t ahead = read_ahead_limit();
   iovec dst[ReadAhead::kFrames];
   HostPiece pieces[ReadAhead::kFrames];
   size_t n_pieces = 0;
@@ -714,47 +714,17 @@ bool Nic::fill_response_prefetch(Qp& qp, bool more) {
       if (ti == 0) return false;
       break;
     }
-    uint32_t psn = t.psn, rem = t.remaining, bytes = 0;
-    uint64_t va = t.va;
-    while (rem > 0 && p.count < ahead) {
-      rte_mbuf* m = new_frame();
-      if (m == nullptr) break;
-      m->data_off = ReadAhead::kPayloadOff;
-      const uint32_t k = std::min(rem, qp.mtu);
-      dst[p.count] = {rte_pktmbuf_mtod(m, uint8_t*), k};
-      p.frames[p.count] = m;
-      p.key[p.count] = psn;
-      p.pos[p.count] = va;
-      p.count++;
+    uint32_t psn = t.psn, bytes = 0;
+    while (bytes < t.remaining && p.count < ahead) {
+      const uint32_t k = std::min(t.remaining - bytes, qp.mtu);
+      if (!add_ahead_frame(p, dst, k, psn, t.va + bytes)) break;
       psn = wire::psn_add(psn, 1);
-      va += k;
-      rem -= k;
       bytes += k;
     }
     if (bytes == 0) break;
     pieces[n_pieces++] = {mr->host(t.va), bytes};
   }
-  if (p.count == 0 || qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
-  drop_prefetch(p);
-  return false;
-}
-
-// The frame of the next response packet of the first task, its payload in
-// place at ReadAhead::kPayloadOff. nullptr with `failed` if the memory
-// cannot be read, nullptr alone if there is no mbuf.
-rte_mbuf* Nic::take_response_prefetched(Qp& qp, bool& failed) {
-  auto& p = qp.response_prefetch;
-  const ResponderTask& t = qp.tasks.front();
-  // A READ executed again, or one answered out of turn: not what was read.
-  if (p.next < p.count && !p.holds(t.psn, t.va)) drop_prefetch(p);
-  if (p.next == p.count) {
-    if (!fill_response_prefetch(qp, true) && !fill_response_prefetch(qp, false)) {
-      failed = true;
-      return nullptr;
-    }
-    if (p.count == 0) return nullptr;
-  }
-  return p.frames[p.next++];
+  return read_ahead(qp, p, pieces, n_pieces, dst);
 }
 
 }  // namespace rocemu::nic
