@@ -6,7 +6,7 @@
 //   rocemu-verify --server [--port P]          the passive side
 //   rocemu-verify --connect HOST [--port P]    the active side
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
-//   options: --size BYTES --iters N --gid INDEX --hold SECONDS (stay connected, for kill tests)
+//   options: --size BYTES --iters N --gid INDEX
 //            --qp-timeout T (the QP's timeout attribute: 4.096 us * 2^T per try, default 14)
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -45,7 +44,6 @@ struct Options {
   size_t size = 1 << 20;
   int iters = 20;
   int gid = 3;
-  int hold = 0;
 };
 
 uint8_t pattern(uint64_t seed, uint64_t i) {
@@ -277,7 +275,6 @@ int run_pair(const Options& o) {
     drive(s, peer, o);
     done = g_failures == 0 ? 'Y' : 'N';
   }
-  if (o.hold > 0) std::this_thread::sleep_for(std::chrono::seconds(o.hold));
   xfer(fd, &done, &ack, 1);
   if (o.server) {
     // What the client wrote last is here, byte for byte; the counter ran once per iteration.
@@ -420,7 +417,6 @@ int main(int argc, char** argv) {
     else if (a == "--size") o.size = std::stoul(next());
     else if (a == "--iters") o.iters = std::stoi(next());
     else if (a == "--gid") o.gid = std::stoi(next());
-    else if (a == "--hold") o.hold = std::stoi(next());
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
       std::fprintf(stderr, "usage: rocemu-verify --loopback | --server | --connect HOST | --misuse [options]\n");
