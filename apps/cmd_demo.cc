@@ -8,12 +8,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "apps/commands.h"
 #include "apps/runtime.h"
+#include "common/tcp_listen.h"
 
 namespace rocemu::app {
 namespace {
@@ -38,23 +37,6 @@ int wait_for(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// True once something listens on TCP `port` (perftest's server is ready).
-bool listening(int port) {
-  char hex[8];
-  std::snprintf(hex, sizeof hex, ":%04X", port);
-  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string sl, local, remote, state;
-      ls >> sl >> local >> remote >> state;
-      if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == hex) return true;
-    }
-  }
-  return false;
-}
-
 int run_pair(const std::string& self, const std::string& tool, int port, const std::vector<std::string>& extra) {
   std::printf("\n==== %s: server on h2, client on h1 (through sw1) ====\n", tool.c_str());
   std::fflush(stdout);
@@ -62,7 +44,7 @@ int run_pair(const std::string& self, const std::string& tool, int port, const s
                                      "-p", std::to_string(port)};
   server.insert(server.end(), extra.begin(), extra.end());
   const pid_t s = spawn(server);
-  for (int i = 0; i < 400 && !listening(port); i++) {
+  for (int i = 0; i < 400 && !tcp_listening(port); i++) {
     if (waitpid(s, nullptr, WNOHANG) == s) {
       std::fprintf(stderr, "rocemu demo: %s server exited early\n", tool.c_str());
       return 1;

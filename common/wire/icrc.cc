@@ -99,7 +99,8 @@ ROCEMU_VCLMUL inline __m512i fold512(__m512i acc, __m512i k, __m512i next) {
 
 // The same with VPCLMULQDQ: four 512-bit registers of four lanes each, 256
 // bytes a step; n is a multiple of 16, at least 256.
-ROCEMU_VCLMUL uint32_t fold_vpclmul(uint32_t raw, const uint8_t* p, size_t n) {  const __m512i k2048 = _mm512_set_epi64(kFold2048Hi, kFold2048Lo, kFold2048Hi, kFold2048Lo, kFold2048Hi,
+ROCEMU_VCLMUL uint32_t fold_vpclmul(uint32_t raw, const uint8_t* p, size_t n) {
+  const __m512i k2048 = _mm512_set_epi64(kFold2048Hi, kFold2048Lo, kFold2048Hi, kFold2048Lo, kFold2048Hi,
                                          kFold2048Lo, kFold2048Hi, kFold2048Lo);
   const __m512i k512 = _mm512_set_epi64(kFold512Hi, kFold512Lo, kFold512Hi, kFold512Lo, kFold512Hi, kFold512Lo,
                                         kFold512Hi, kFold512Lo);

@@ -9,8 +9,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 extern char** environ;
 
@@ -107,22 +105,6 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::seconds deadline
     }
   }
   return true;
-}
-
-bool tcp_listening(int port) {
-  char hex[8];
-  std::snprintf(hex, sizeof hex, ":%04X", port);
-  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(f);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream ls(line);
-      std::string sl, local, remote, state;
-      ls >> sl >> local >> remote >> state;
-      if (state == "0A" && local.size() > 5 && local.substr(local.size() - 5) == hex) return true;
-    }
-  }
-  return false;
 }
 
 std::pair<int, std::string> run(const std::vector<std::string>& argv, const std::vector<std::string>& env,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/tcp_listen.h"
+
 namespace rocemu::test {
 
 struct Process {
@@ -29,8 +31,7 @@ int finish(Process& p, std::chrono::seconds deadline);
 // Waits until `cond` holds, pumping every process in `watch` meanwhile;
 // false on timeout.
 bool wait_until(const std::function<bool()>& cond, std::chrono::seconds deadline, std::vector<Process*> watch = {});
-// True while something listens on this TCP port.
-bool tcp_listening(int port);
+using rocemu::tcp_listening;  // true while something listens on this TCP port
 // Runs to completion and returns (status, output).
 std::pair<int, std::string> run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
                                 std::chrono::seconds deadline = std::chrono::seconds(60));
