@@ -15,6 +15,7 @@
 #include "common/wire/build.h"
 #include "common/wire/psn.h"
 #include "nic/objects.h"
+#include "nic/wc_status.h"
 
 namespace rocemu::nic {
 
@@ -209,8 +210,6 @@ struct Qp {
 
 constexpr uint32_t mtu_bytes(ibv_mtu m) { return 128u << int(m); }
 const char* qp_state_name(ibv_qp_state s);
-// The text libibverbs' ibv_wc_status_str gives.
-const char* wc_status_name(ibv_wc_status s);
 
 // The attribute check of ibv_modify_qp: which attributes a transition
 // requires and which it allows, for each QP type (IBA tables 91/92, as the

@@ -93,18 +93,6 @@ const char* qp_state_name(ibv_qp_state s) {
   }
 }
 
-const char* wc_status_name(ibv_wc_status s) {
-  static const char* const kNames[] = {
-      "success", "local length error", "local QP operation error", "local EE context operation error",
-      "local protection error", "Work Request Flushed Error", "memory management operation error",
-      "bad response error", "local access error", "remote invalid request error", "remote access error",
-      "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-      "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-      "invalid EE context state", "fatal error", "response timeout error", "general error", "TM error",
-      "TM rendezvous error"};
-  return unsigned(s) < sizeof kNames / sizeof kNames[0] ? kNames[s] : "unknown";
-}
-
 bool modify_qp_is_ok(ibv_qp_state cur, ibv_qp_state next, QpType type, int mask) {
   if (cur < 0 || cur >= kStates || next < 0 || next >= kStates) return false;
   if ((mask & IBV_QP_CUR_STATE) && cur != IBV_QPS_RTR && cur != IBV_QPS_RTS && cur != IBV_QPS_SQD &&

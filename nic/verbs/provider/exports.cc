@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "nic/verbs/provider/provider.h"
+#include "nic/wc_status.h"
 
 using namespace rocemu;
 
@@ -44,17 +45,7 @@ constexpr RateRow kRates[] = {
 
 extern "C" {
 
-const char* ibv_wc_status_str(enum ibv_wc_status status) {
-  static const char* const kNames[] = {
-      "success", "local length error", "local QP operation error", "local EE context operation error",
-      "local protection error", "Work Request Flushed Error", "memory management operation error",
-      "bad response error", "local access error", "remote invalid request error", "remote access error",
-      "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
-      "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
-      "invalid EE context state", "fatal error", "response timeout error", "general error", "TM error",
-      "TM rendezvous error"};
-  return unsigned(status) < sizeof kNames / sizeof kNames[0] ? kNames[status] : "unknown";
-}
+const char* ibv_wc_status_str(enum ibv_wc_status status) { return rocemu::nic::wc_status_name(status); }
 
 const char* ibv_event_type_str(enum ibv_event_type event) {
   static const char* const kNames[] = {
