@@ -224,16 +224,7 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
     i.pfc_watchdog = on;
   }
   if (n["faults"]) i.faults = parse_faults(n["faults"], f + ".faults", ctx);
-  if (const YAML::Node s = n["pfc-storm"]) {
-    const std::string sf = f + ".pfc-storm";
-    ctx.check_keys(s, sf, {"state", "switch-priority", "quanta", "interval"});
-    i.pfc_storm.enable = true;
-    read_bool(s, "state", sf, ctx, i.pfc_storm.enable);
-    if (s["switch-priority"])
-      if (auto m = index_list(s["switch-priority"], sf + ".switch-priority", ctx)) i.pfc_storm.priorities = *m;
-    read_int(s, "quanta", sf, ctx, i.pfc_storm.quanta, 1, 0xffff);
-    read_duration(s, "interval", sf, ctx, i.pfc_storm.interval);
-  }
+  if (const YAML::Node s = n["pfc-storm"]) i.pfc_storm = parse_pfc_storm(s, f + ".pfc-storm", ctx);
 }
 
 std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& field, const SwitchConfig& cfg,
@@ -250,9 +241,23 @@ std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& fi
 
 }  // namespace
 
+PfcStorm parse_pfc_storm(const YAML::Node& s, std::string_view field, Context& ctx) {
+  const std::string sf(field);
+  PfcStorm storm;
+  ctx.check_keys(s, sf, {"state", "switch-priority", "quanta", "interval"});
+  storm.enable = true;
+  read_bool(s, "state", sf, ctx, storm.enable);
+  if (s["switch-priority"])
+    if (auto m = index_list(s["switch-priority"], sf + ".switch-priority", ctx)) storm.priorities = *m;
+  read_int(s, "quanta", sf, ctx, storm.quanta, 1, 0xffff);
+  read_duration(s, "interval", sf, ctx, storm.interval);
+  return storm;
+}
+
 std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string_view field, Context& ctx) {
   const std::string f(field);
-  const bool was_ok = ctx.ok();
+  // Errors recorded before (elsewhere in the file) are not this switch's.
+  const size_t errors_before = ctx.error_count();
   ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "interfaces", "routes", "neighbors", "qos"});
   uint16_t ports = 4;
   read_int(n, "ports", f, ctx, ports, 1, 256);
@@ -339,11 +344,11 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     }
   }
   if (const YAML::Node q = n["qos"]) parse_qos(q, f + ".qos", ctx, cfg.qos);
-  if (was_ok && ctx.ok()) {
+  if (ctx.error_count() == errors_before) {
     if (Status s = cfg.validate(); !s.ok()) ctx.error(n, f + "." + s.message().substr(0, s.message().find(':')),
                                                       s.message().substr(s.message().find(':') + 2));
   }
-  if (!ctx.ok()) return std::nullopt;
+  if (ctx.error_count() != errors_before) return std::nullopt;
   return cfg;
 }
 

@@ -16,6 +16,8 @@ namespace rocemu::sw {
 // Reads a switch's mapping (the node entry of a topology file). Records
 // every error in `ctx` and returns nullopt if there was any.
 std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string_view field, config::Context& ctx);
+// Reads an interface's `pfc-storm` mapping (also used by scenario fault schedules).
+PfcStorm parse_pfc_storm(const YAML::Node& n, std::string_view field, config::Context& ctx);
 
 }  // namespace rocemu::sw
 

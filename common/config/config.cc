@@ -110,12 +110,12 @@ void Context::error(const YAML::Node& at, std::string_view field, std::string_vi
   std::ostringstream os;
   os << file_;
   if (at.IsDefined() && at.Mark().line >= 0) os << ":" << at.Mark().line + 1;
-  os << ": " << field << ": " << message;
+  os << ": " << prefix_ << field << ": " << message;
   errors_.push_back(os.str());
 }
 
 void Context::error(std::string_view field, std::string_view message) {
-  errors_.push_back(file_ + ": " + std::string(field) + ": " + std::string(message));
+  errors_.push_back(file_ + ": " + prefix_ + std::string(field) + ": " + std::string(message));
 }
 
 Status Context::status() const {
@@ -226,6 +226,10 @@ std::optional<std::string> Context::choice(const YAML::Node& n, std::string_view
 }
 
 void Context::check_keys(const YAML::Node& n, std::string_view field, std::initializer_list<std::string_view> known) {
+  check_keys(n, field, std::span<const std::string_view>(known.begin(), known.size()));
+}
+
+void Context::check_keys(const YAML::Node& n, std::string_view field, std::span<const std::string_view> known) {
   if (!n.IsMap()) return;
   for (const auto& kv : n) {
     const std::string key = kv.first.Scalar();

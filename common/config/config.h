@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/engine/time.h"
@@ -29,10 +31,15 @@ class Context {
  public:
   explicit Context(std::string file) : file_(std::move(file)) {}
 
+  // Fields named from here on start with `prefix` (e.g. "topology." while
+  // a scenario file reads its inline topology); returns the previous one.
+  std::string set_prefix(std::string prefix) { return std::exchange(prefix_, std::move(prefix)); }
+
   // Records "file:line: field: message".
   void error(const YAML::Node& at, std::string_view field, std::string_view message);
   void error(std::string_view field, std::string_view message);  // no line
   bool ok() const { return errors_.empty(); }
+  size_t error_count() const { return errors_.size(); }
   // All errors, one per line; or ok.
   Status status() const;
   const std::string& file() const { return file_; }
@@ -51,9 +58,11 @@ class Context {
                                     std::initializer_list<std::string_view> choices);
   // Records an error for each key of map `n` not in `known`.
   void check_keys(const YAML::Node& n, std::string_view field, std::initializer_list<std::string_view> known);
+  void check_keys(const YAML::Node& n, std::string_view field, std::span<const std::string_view> known);
 
  private:
   std::string file_;
+  std::string prefix_;
   std::vector<std::string> errors_;
 };
 

@@ -171,8 +171,6 @@ FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Co
 
 Result<Topology> parse_topology(const std::string& text, const std::string& file, const NodeKindRegistry& reg) {
   config::Context ctx(file);
-  Topology topo;
-  topo.file = file;
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -180,6 +178,18 @@ Result<Topology> parse_topology(const std::string& text, const std::string& file
     return Status::error(file + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root.IsMap()) return Status::error(file + ": expected a mapping with nodes, links, ports and engine");
+  Topology topo = parse_topology(root, ctx, reg);
+  if (!ctx.ok()) return ctx.status();
+  return topo;
+}
+
+Topology parse_topology(const YAML::Node& root, config::Context& ctx, const NodeKindRegistry& reg) {
+  Topology topo;
+  topo.file = ctx.file();
+  if (!root.IsMap()) {
+    ctx.error(root, "", "expected a mapping with nodes, links, ports and engine");
+    return topo;
+  }
   topo.raw = root;
   ctx.check_keys(root, "", {"engine", "nodes", "links", "ports", "switch", "scenario", "nics"});
 
@@ -302,8 +312,6 @@ Result<Topology> parse_topology(const std::string& text, const std::string& file
     if (!topo.ports.empty() && topo.engine.mode == TimeMode::kVirtual && root["engine"] && root["engine"]["time"])
       ctx.error(root["engine"]["time"], "engine.time", "external ports need real time");
   }
-
-  if (!ctx.ok()) return ctx.status();
   return topo;
 }
 

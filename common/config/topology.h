@@ -87,6 +87,9 @@ struct Topology {
 
 Result<Topology> parse_topology(const std::string& text, const std::string& file, const NodeKindRegistry& reg);
 Result<Topology> load_topology(const std::string& path, const NodeKindRegistry& reg);
+// Reads an already loaded document (e.g. a scenario's inline topology),
+// recording every error in `ctx`; the result is only usable if ctx.ok().
+Topology parse_topology(const YAML::Node& root, config::Context& ctx, const NodeKindRegistry& reg);
 
 // Parses a fault stage mapping (shared by links, ports and the CLI).
 FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Context& ctx);

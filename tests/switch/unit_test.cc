@@ -440,6 +440,28 @@ nodes:
   CHECK(msg.find("nodes.sw1.qos.pfc.cable-lenght: unknown field") != std::string::npos);
 }
 
+TEST_CASE("Topology YAML: an error elsewhere in the file does not lose a good switch", "[unit][switch]") {
+  // The switch is read after a bad generator; its links must still find it
+  // (no "no node named 'sw1'") and only the generator's error is reported.
+  NodeKindRegistry reg;
+  register_basic_kinds(reg);
+  register_switch_kinds(reg);
+  const std::string text = R"(
+nodes:
+  g0: {kind: generator, size: 10}
+  sw1: {kind: switch, ports: 2}
+  s0: {kind: sink}
+links:
+  - {a: s0, b: "sw1:1"}
+)";
+  auto t = parse_topology(text, "t.yaml", reg);
+  REQUIRE(!t.ok());
+  const std::string msg = t.status().message();
+  INFO(msg);
+  CHECK(msg.find("t.yaml:3: nodes.g0.size") != std::string::npos);
+  CHECK(msg.find("sw1") == std::string::npos);
+}
+
 TEST_CASE("The YAML example in switch/README.md parses and validates", "[unit][switch]") {
   std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/switch/README.md");
   REQUIRE(in);
