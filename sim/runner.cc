@@ -1,0 +1,234 @@
+#include "sim/runner.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "nic/nic.h"
+#include "sim/null_memory.h"
+#include "sim/sampler.h"
+#include "sim/workload.h"
+#include "switch/switch.h"
+
+namespace rocemu::sim {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class AllCounters final : public CounterSink {
+ public:
+  CounterMap values;
+  void counter(std::string_view scope, std::string_view name, uint64_t value) override {
+    std::string key;
+    key.reserve(scope.size() + name.size() + 1);
+    key.append(scope).append("/").append(name);
+    values[std::move(key)] = value;
+  }
+};
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+class Run {
+ public:
+  explicit Run(const Scenario& s) : s_(s), layout_(layout_of(s.topology)) {}
+  ~Run() {
+    flows_.clear();
+    hosts_.clear();  // contexts close before the NICs go
+  }
+  Status build();
+  Status start_flows();
+  Status loop(const RunOptions& o);
+  RunResult finish();
+
+ private:
+  Status apply(const FaultEvent& e);
+  void service_ready(Time now);
+  void act_due(Time now);
+  bool all_done() const;
+  Time next_wake() const;
+  CounterMap counters() const;
+
+  const Scenario& s_;
+  Layout layout_;
+  std::unique_ptr<Engine> engine_;
+  std::map<std::string, std::unique_ptr<nic::SimHost>> hosts_;
+  std::vector<Flow*> ready_;
+  std::vector<std::unique_ptr<Flow>> flows_;
+  std::vector<Time> wake_;
+  std::unique_ptr<Sampler> sampler_;
+  size_t next_fault_ = 0;
+  Time t0_{0};
+  CounterMap start_counters_;
+  Clock::time_point wall0_ = Clock::now();
+};
+
+Status Run::build() {
+  auto e = Engine::create(s_.topology.engine);
+  if (!e.ok()) return e.status();
+  engine_ = std::move(e.value());
+  if (Status st = build_fabric(s_.topology, *engine_); !st.ok()) return st;
+  engine_->start();
+  for (const std::string& n : layout_.nics) {
+    auto* nic = dynamic_cast<nic::Nic*>(engine_->find_node(n));
+    hosts_[n] = std::make_unique<nic::SimHost>(*engine_, *nic, std::make_unique<NullMemory>());
+  }
+  return {};
+}
+
+// QPs for every flow, then ARP: time 0 is when every flow can send.
+Status Run::start_flows() {
+  uint32_t qp_index = 0;
+  for (const FlowSpec& f : s_.flows) {
+    const Workload& w = s_.workloads[f.workload];
+    flows_.push_back(std::make_unique<Flow>(f, w, *hosts_.at(f.src), *hosts_.at(f.dst), qp_index, ready_));
+    qp_index += w.qps;
+    if (Status st = flows_.back()->setup(); !st.ok()) return st;
+  }
+  const bool resolved = engine_->run_until(
+      [&] { return std::all_of(flows_.begin(), flows_.end(), [](const auto& f) { return f->resolved(); }); },
+      engine_->now() + ms(10));
+  if (!resolved) {
+    for (const auto& f : flows_)
+      if (!f->resolved())
+        return Status::error(s_.file + ": flow " + f->name() +
+                             ": its hosts did not learn their next hop's MAC in 10 ms (addresses, gateways, routes?)");
+  }
+  ready_.clear();
+  t0_ = engine_->now();
+  for (auto& f : flows_) f->begin(t0_);
+  wake_.assign(flows_.size(), t0_);
+  start_counters_ = counters();
+  sampler_ = std::make_unique<Sampler>(*engine_, s_, layout_, flows_);
+  return {};
+}
+
+CounterMap Run::counters() const {
+  AllCounters c;
+  engine_->report_counters(c);
+  return std::move(c.values);
+}
+
+Status Run::apply(const FaultEvent& e) {
+  if (e.target == FaultEvent::Target::kSwitchPort) {
+    auto* sw = dynamic_cast<sw::Switch*>(engine_->find_node(e.node));
+    sw::SwitchConfig cfg = sw->config();
+    cfg.interfaces[e.port].faults = e.faults;
+    cfg.interfaces[e.port].pfc_storm = e.storm;
+    return sw->apply(cfg);
+  }
+  for (const auto& l : engine_->links())
+    for (int side = 0; side < 2; side++)
+      if (l->end(side).owner()->name() == e.node && l->end(side).index() == e.port) {
+        if (e.out) l->set_faults(side, e.faults);
+        if (e.in) l->set_faults(1 - side, e.faults);
+        return {};
+      }
+  return Status::error("no link at " + e.node + ":" + std::to_string(e.port));
+}
+
+void Run::service_ready(Time now) {
+  while (!ready_.empty()) {
+    std::vector<Flow*> batch;
+    batch.swap(ready_);
+    for (Flow* f : batch) f->service(now);
+  }
+}
+
+void Run::act_due(Time now) {
+  for (size_t i = 0; i < flows_.size(); i++) {
+    if (wake_[i] <= now) flows_[i]->act(now);
+    wake_[i] = flows_[i]->next_wake(now);
+  }
+}
+
+bool Run::all_done() const {
+  return next_fault_ == s_.faults.size() &&
+         std::all_of(flows_.begin(), flows_.end(), [](const auto& f) { return f->done(); });
+}
+
+Time Run::next_wake() const {
+  Time t = kTimeNever;
+  for (Time w : wake_) t = std::min(t, w);
+  if (next_fault_ < s_.faults.size()) t = std::min(t, t0_ + s_.faults[next_fault_].at);
+  return t;
+}
+
+Status Run::loop(const RunOptions& o) {
+  const Time end = t0_ + s_.duration;
+  Time next_sample = t0_;
+  bool stopping = false;
+  double last_report = 0;
+  for (;;) {
+    const Time now = engine_->now();
+    service_ready(now);
+    for (; next_fault_ < s_.faults.size() && t0_ + s_.faults[next_fault_].at <= now; next_fault_++)
+      if (Status st = apply(s_.faults[next_fault_]); !st.ok()) return st;
+    act_due(now);
+    stopping = stopping || (s_.until_done && all_done());
+    if (now == next_sample) {
+      sampler_->sample(now);
+      next_sample += s_.sample_interval;
+      if (stopping || next_sample > end) return {};
+    }
+    engine_->run_until([&] { return !ready_.empty(); }, std::min(next_sample, next_wake()));
+    if (o.progress && since(wall0_) - last_report >= 0.2) {
+      last_report = since(wall0_);
+      o.progress({engine_->now() - t0_, s_.duration, last_report, engine_->iterations()});
+    }
+  }
+}
+
+RunResult Run::finish() {
+  Measurements m;
+  m.end = engine_->now() - t0_;
+  m.samples = sampler_->rows();
+  m.start = std::move(start_counters_);
+  m.final = counters();
+  for (const auto& f : flows_) {
+    m.flows.push_back(f->result());
+    m.qps.push_back(f->qp_scopes());
+  }
+  m.cc = sampler_->flow_cc(m.flows);
+  m.queues = sampler_->queue_stats();
+  RunResult r;
+  r.summary = build_summary(s_, layout_, m);
+  r.series = sampler_->series();
+  r.verdict = evaluate(s_.expectations, r.summary);
+  r.events = engine_->iterations();
+  r.wall_seconds = since(wall0_);
+  return r;
+}
+
+Status write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::error(p.string() + ": cannot write");
+  return {};
+}
+
+}  // namespace
+
+Result<RunResult> run_scenario(const Scenario& s, const RunOptions& o) {
+  Run run(s);
+  if (Status st = run.build(); !st.ok()) return st;
+  if (Status st = run.start_flows(); !st.ok()) return st;
+  if (Status st = run.loop(o); !st.ok()) return st;
+  return run.finish();
+}
+
+Status write_outputs(const RunResult& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::error(dir + ": " + ec.message());
+  const std::filesystem::path d(dir);
+  if (Status st = write_file(d / "summary.json", r.summary.dump(2) + "\n"); !st.ok()) return st;
+  for (const Series& s : r.series)
+    if (Status st = write_file(d / (s.name + ".csv"), to_csv(s)); !st.ok()) return st;
+  // A series this run does not have (no DCQCN counters) leaves no stale file behind.
+  if (std::none_of(r.series.begin(), r.series.end(), [](const Series& s) { return s.name == "dcqcn"; }))
+    std::filesystem::remove(d / "dcqcn.csv", ec);
+  return {};
+}
+
+}  // namespace rocemu::sim
