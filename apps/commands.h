@@ -1,6 +1,8 @@
 // The rocemu subcommands.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,12 @@ int cmd_demo(const DemoOptions& o);
 
 struct SimOptions {
   std::string scenario;
-  std::string out_dir;
+  std::string out_dir;            // default: the scenario's name
+  std::string junit;              // write the verdict as JUnit XML here
+  std::string baseline;           // compare with this baseline
+  std::string write_baseline;     // save a baseline of this run here
+  bool no_plots = false;
+  std::optional<uint64_t> seed;   // overrides the scenario's
 };
 int cmd_sim(const SimOptions& o);
 

@@ -23,6 +23,8 @@ usage:
   rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...
                                    faults on the link at that port (loss 0.01, delay 5us, ...)
   rocemu capture NODE[:PORT] FILE  capture a port to a pcapng file
+  rocemu sim SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--no-plots]
+                                   run a scenario in virtual time: summary.json, CSVs, plots, verdict
 
 Run `rocemu COMMAND --help` for the options of a command.
 )";
@@ -77,6 +79,25 @@ int main(int argc, char** argv) {
     app.add_option("--topology", o.topology, "topology file; default: the built-in one");
     CLI11_PARSE(app, argc - 1, argv + 1);
     return cmd_demo(o);
+  }
+  if (cmd == "sim") {
+    SimOptions o;
+    app.add_option("scenario", o.scenario, "scenario file (YAML)")->required();
+    app.add_option("-o,--output", o.out_dir, "output directory (default: the scenario's name)");
+    app.add_option("--junit", o.junit, "write the expectations as JUnit XML test cases to FILE");
+    app.add_option("--baseline", o.baseline, "compare summary metrics with this baseline file");
+    app.add_option("--write-baseline", o.write_baseline, "write a baseline of this run to FILE");
+    app.add_flag("--no-plots", o.no_plots, "do not draw PNG plots");
+    uint64_t seed = 0;
+    auto* seed_opt = app.add_option("--seed", seed, "override the scenario's seed");
+    try {
+      app.parse(argc - 1, argv + 1);
+    } catch (const CLI::ParseError& e) {
+      const int rc = app.exit(e);
+      return rc == 0 ? 0 : 2;
+    }
+    if (seed_opt->count() > 0) o.seed = seed;
+    return cmd_sim(o);
   }
   std::fprintf(stderr, "rocemu: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
