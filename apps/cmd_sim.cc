@@ -119,8 +119,10 @@ int cmd_sim(const SimOptions& o) {
     }
     base = std::move(b.value());
   }
-  set_log_level(spdlog::level::warn);
-  const uint32_t memory_mb = uint32_t(uint64_t(s->topology.engine.mbufs) * 4800 / (1 << 20)) + 256;
+  set_log_level(spdlog::level::err);  // the verdict and summary say what happened
+  // The packet pool (an mbuf takes about 5 KB with its frame) and the rest
+  // (route tables, rings) with room to spare.
+  const uint32_t memory_mb = uint32_t(uint64_t(s->topology.engine.mbufs) * 5200 / (1 << 20)) + 512;
   if (Status st = dpdk::init_eal({.hugepages = false, .memory_mb = memory_mb, .extra_args = {}}); !st.ok()) {
     std::fprintf(stderr, "rocemu sim: %s\n", st.message().c_str());
     return kUsage;

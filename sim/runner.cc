@@ -41,7 +41,7 @@ class Run {
   RunResult finish();
 
  private:
-  Status apply(const FaultEvent& e);
+  Status apply(const ScheduledEvent& e);
   void service_ready(Time now);
   void act_due(Time now);
   bool all_done() const;
@@ -56,7 +56,7 @@ class Run {
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<Time> wake_;
   std::unique_ptr<Sampler> sampler_;
-  size_t next_fault_ = 0;
+  size_t next_event_ = 0;
   Time t0_{0};
   CounterMap start_counters_;
   Clock::time_point wall0_ = Clock::now();
@@ -108,8 +108,9 @@ CounterMap Run::counters() const {
   return std::move(c.values);
 }
 
-Status Run::apply(const FaultEvent& e) {
-  if (e.target == FaultEvent::Target::kSwitchPort) {
+Status Run::apply(const ScheduledEvent& e) {
+  if (e.kind == ScheduledEvent::Kind::kNv) return dynamic_cast<sw::Switch*>(engine_->find_node(e.node))->nv(e.nv);
+  if (e.kind == ScheduledEvent::Kind::kPortFault) {
     auto* sw = dynamic_cast<sw::Switch*>(engine_->find_node(e.node));
     sw::SwitchConfig cfg = sw->config();
     cfg.interfaces[e.port].faults = e.faults;
@@ -142,14 +143,14 @@ void Run::act_due(Time now) {
 }
 
 bool Run::all_done() const {
-  return next_fault_ == s_.faults.size() &&
+  return next_event_ == s_.schedule.size() &&
          std::all_of(flows_.begin(), flows_.end(), [](const auto& f) { return f->done(); });
 }
 
 Time Run::next_wake() const {
   Time t = kTimeNever;
   for (Time w : wake_) t = std::min(t, w);
-  if (next_fault_ < s_.faults.size()) t = std::min(t, t0_ + s_.faults[next_fault_].at);
+  if (next_event_ < s_.schedule.size()) t = std::min(t, t0_ + s_.schedule[next_event_].at);
   return t;
 }
 
@@ -161,8 +162,8 @@ Status Run::loop(const RunOptions& o) {
   for (;;) {
     const Time now = engine_->now();
     service_ready(now);
-    for (; next_fault_ < s_.faults.size() && t0_ + s_.faults[next_fault_].at <= now; next_fault_++)
-      if (Status st = apply(s_.faults[next_fault_]); !st.ok()) return st;
+    for (; next_event_ < s_.schedule.size() && t0_ + s_.schedule[next_event_].at <= now; next_event_++)
+      if (Status st = apply(s_.schedule[next_event_]); !st.ok()) return st;
     act_due(now);
     stopping = stopping || (s_.until_done && all_done());
     if (now == next_sample) {

@@ -8,6 +8,7 @@
 
 #include "sim/layout.h"
 #include "sim/summary.h"
+#include "switch/nvue.h"
 #include "switch/switch_kind.h"
 
 namespace rocemu::sim {
@@ -304,7 +305,7 @@ void expand_flows(const YAML::Node& at, Reader& r) {
 
 // ---- faults ----
 
-bool read_link_target(const YAML::Node& v, const std::string& f, FaultEvent& e, Reader& r) {
+bool read_link_target(const YAML::Node& v, const std::string& f, ScheduledEvent& e, Reader& r) {
   auto s = r.ctx.str(v, f);
   if (!s) return false;
   const auto colon = s->rfind(':');
@@ -322,7 +323,7 @@ bool read_link_target(const YAML::Node& v, const std::string& f, FaultEvent& e, 
   return false;
 }
 
-bool read_port_target(const YAML::Node& v, const std::string& f, FaultEvent& e, Reader& r) {
+bool read_port_target(const YAML::Node& v, const std::string& f, ScheduledEvent& e, Reader& r) {
   auto s = r.ctx.str(v, f);
   if (!s) return false;
   const auto colon = s->rfind(':');
@@ -342,25 +343,25 @@ bool read_port_target(const YAML::Node& v, const std::string& f, FaultEvent& e, 
   return true;
 }
 
-void read_fault_action(const YAML::Node& n, const std::string& f, FaultEvent& e, Reader& r) {
+void read_fault_action(const YAML::Node& n, const std::string& f, ScheduledEvent& e, Reader& r) {
   const bool clear = n["clear"] && r.ctx.boolean(n["clear"], f + ".clear").value_or(false);
   if (clear == bool(n["set"] || n["pfc_storm"]))
     r.ctx.error(n, f, "give set (and for a switch port, pfc_storm) or clear: true");
   if (n["set"]) e.faults = parse_faults(n["set"], f + ".set", r.ctx);
   if (n["pfc_storm"]) {
-    if (e.target != FaultEvent::Target::kSwitchPort)
+    if (e.kind != ScheduledEvent::Kind::kPortFault)
       r.ctx.error(n["pfc_storm"], f + ".pfc_storm", "only a switch port (port: SWITCH:INTERFACE) emits a PFC storm");
     else e.storm = sw::parse_pfc_storm(n["pfc_storm"], f + ".pfc_storm", r.ctx);
   }
   if (const YAML::Node d = n["direction"]) {
-    if (e.target != FaultEvent::Target::kLink) r.ctx.error(d, f + ".direction", "only links have directions");
+    if (e.kind != ScheduledEvent::Kind::kLinkFault) r.ctx.error(d, f + ".direction", "only links have directions");
     if (auto s = r.ctx.choice(d, f + ".direction", {"out", "in", "both"})) e.out = *s != "in", e.in = *s != "out";
   }
 }
 
 void read_fault(const YAML::Node& n, const std::string& f, Reader& r) {
   r.ctx.check_keys(n, f, {"at", "link", "port", "direction", "set", "pfc_storm", "clear"});
-  FaultEvent e;
+  ScheduledEvent e;
   if (!n["at"]) r.ctx.error(n, f + ".at", "every fault needs a time (at: 500us)");
   else if (auto t = r.ctx.duration(n["at"], f + ".at")) e.at = *t;
   bool ok = false;
@@ -369,11 +370,11 @@ void read_fault(const YAML::Node& n, const std::string& f, Reader& r) {
   } else if (n["link"]) {
     ok = read_link_target(n["link"], f + ".link", e, r);
   } else {
-    e.target = FaultEvent::Target::kSwitchPort;
+    e.kind = ScheduledEvent::Kind::kPortFault;
     ok = read_port_target(n["port"], f + ".port", e, r);
   }
   read_fault_action(n, f, e, r);
-  if (ok) r.s.faults.push_back(std::move(e));
+  if (ok) r.s.schedule.push_back(std::move(e));
 }
 
 void read_faults(const YAML::Node& v, const std::string& f, Reader& r) {
@@ -386,7 +387,73 @@ void read_faults(const YAML::Node& v, const std::string& f, Reader& r) {
     if (!v[i].IsMap()) r.ctx.error(v[i], ff, "expected a mapping {at, link|port, set|clear}");
     else read_fault(v[i], ff, r);
   }
-  std::stable_sort(r.s.faults.begin(), r.s.faults.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
+}
+
+// ---- NVUE commands ----
+
+std::vector<std::string> words(const std::string& command) {
+  std::vector<std::string> out;
+  std::istringstream in(command);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// One `nv` entry; false if it is unusable.
+bool read_nv_command(const YAML::Node& n, const std::string& f, Reader& r, ScheduledEvent& e) {
+  r.ctx.check_keys(n, f, {"at", "switch", "command"});
+  e.kind = ScheduledEvent::Kind::kNv;
+  if (n["at"])
+    if (auto t = r.ctx.duration(n["at"], f + ".at")) e.at = *t;
+  if (!n["switch"] || !n["command"]) {
+    r.ctx.error(n, f, "an nv entry needs switch and command");
+    return false;
+  }
+  auto sw = r.ctx.str(n["switch"], f + ".switch");
+  auto cmd = r.ctx.str(n["command"], f + ".command");
+  if (!sw || !cmd) return false;
+  e.node = *sw;
+  e.nv = words(*cmd);
+  if (e.nv.empty() || (e.nv[0] != "set" && e.nv[0] != "unset")) {
+    r.ctx.error(n["command"], f + ".command", "expected an NVUE set or unset command (set qos roce mode lossy)");
+    return false;
+  }
+  const NodeSpec* node = r.topology_ok ? find_node(r.s.topology, *sw) : nullptr;
+  if (r.topology_ok && (node == nullptr || node->kind->name() != "switch")) {
+    r.ctx.error(n["switch"], f + ".switch", "no switch named '" + *sw + "' in the topology");
+    return false;
+  }
+  return true;
+}
+
+// Every switch's configuration through its commands, in time order, as
+// the run will apply them: a command that fails names its entry.
+void check_nv_commands(const YAML::Node& v, std::vector<std::pair<ScheduledEvent, size_t>> cmds, Reader& r) {
+  std::map<std::string, sw::SwitchConfig> cfgs;
+  for (const NodeSpec& n : r.s.topology.nodes)
+    if (n.kind->name() == "switch") cfgs[n.name] = std::any_cast<const sw::SwitchConfig&>(n.config);
+  std::stable_sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return a.first.at < b.first.at; });
+  for (const auto& [e, i] : cmds) {
+    sw::SwitchConfig& cfg = cfgs.at(e.node);
+    Status st = sw::nv_edit(cfg, e.nv);
+    if (st.ok()) st = cfg.validate();
+    if (!st.ok()) r.ctx.error(v[i]["command"], "nv[" + std::to_string(i) + "].command", st.message());
+  }
+}
+
+void read_nv(const YAML::Node& v, const std::string& f, Reader& r) {
+  if (!v.IsSequence()) {
+    r.ctx.error(v, f, "expected a list of {at, switch, command}");
+    return;
+  }
+  std::vector<std::pair<ScheduledEvent, size_t>> cmds;
+  for (size_t i = 0; i < v.size(); i++) {
+    const std::string nf = f + "[" + std::to_string(i) + "]";
+    ScheduledEvent e;
+    if (!v[i].IsMap()) r.ctx.error(v[i], nf, "expected a mapping {at, switch, command}");
+    else if (read_nv_command(v[i], nf, r, e)) cmds.push_back({std::move(e), i});
+  }
+  if (r.topology_ok) check_nv_commands(v, cmds, r);
+  for (auto& [e, i] : cmds) r.s.schedule.push_back(std::move(e));
 }
 
 // ---- expectations ----
@@ -456,6 +523,7 @@ constexpr ScenarioKey kScenarioKeys[] = {
     {"bottleneck", read_bottleneck, "NODE:PORT whose utilisation is summary.bottleneck (default: the busiest)"},
     {"workloads", read_workloads, "flows between hosts: see the workload keys"},
     {"faults", read_faults, "a schedule: [{at, link: NODE[:PORT] | port: SWITCH:IF, set: {...} | clear: true}]"},
+    {"nv", read_nv, "NVUE commands on a switch: [{at: 0, switch: sw1, command: \"set qos roce mode lossy\"}]"},
     {"expectations", read_expectations, "[{name, metric, op, value}]: the verdict"},
 };
 
@@ -468,6 +536,7 @@ void read_root(const YAML::Node& root, Reader& r) {
     if (k.name == "workloads" && root[f]) expand_flows(root[f], r);
   }
   if (!r.have_topology) r.ctx.error(root, "topology", "a scenario needs a topology (inline) or a topology_file");
+  std::stable_sort(r.s.schedule.begin(), r.s.schedule.end(), [](const auto& a, const auto& b) { return a.at < b.at; });
   r.s.topology.engine.seed = r.s.seed;
 }
 

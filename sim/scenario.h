@@ -15,6 +15,8 @@
 //   faults:
 //     - {at: 500us, link: h0, set: {loss: 0.01}}
 //     - {at: 1ms, link: h0, clear: true}
+//   nv:
+//     - {at: 0, switch: sw1, command: "set qos roce mode lossy"}
 //   expectations:
 //     - {name: nothing dropped, metric: drops.total, op: "==", value: 0}
 //
@@ -71,18 +73,19 @@ struct FlowSpec {
   uint64_t messages = 0;  // 0: as many as `duration` allows
 };
 
-// An entry of `faults`: at `at`, set or clear the fault stage of the link
-// at NODE:PORT (`link`) or of a switch port (`port`, which also takes a
-// PFC storm).
-struct FaultEvent {
-  enum class Target : uint8_t { kLink, kSwitchPort };
+// An entry of `faults` or `nv`, at time `at`: set or clear the fault stage
+// of the link at NODE:PORT (`link`) or of a switch port (`port`, which also
+// takes a PFC storm), or run an NVUE set/unset command on a switch.
+struct ScheduledEvent {
+  enum class Kind : uint8_t { kLinkFault, kPortFault, kNv };
   Duration at{0};
-  Target target = Target::kLink;
+  Kind kind = Kind::kLinkFault;
   std::string node;
   uint16_t port = 0;
-  bool out = true, in = true;  // link directions (out: what NODE:PORT sends)
-  FaultConfig faults;          // empty when clearing
-  sw::PfcStorm storm;          // switch ports only
+  bool out = true, in = true;   // link directions (out: what NODE:PORT sends)
+  FaultConfig faults;           // empty when clearing
+  sw::PfcStorm storm;           // switch ports only
+  std::vector<std::string> nv;  // kNv: the words after `nv`, e.g. set qos roce mode lossy
 };
 
 enum class Op : uint8_t { kLt, kLe, kGt, kGe, kEq, kWithin };
@@ -108,7 +111,7 @@ struct Scenario {
   std::string bottleneck;             // NODE:PORT; empty: the busiest port
   std::vector<Workload> workloads;
   std::vector<FlowSpec> flows;        // the workloads expanded
-  std::vector<FaultEvent> faults;     // sorted by time
+  std::vector<ScheduledEvent> schedule;  // faults and nv commands, by time
   std::vector<Expectation> expectations;
 };
 
