@@ -457,11 +457,8 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   auto it = qps_.find(qpn);
   if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
   Qp* qp = it->second.get();
-  auto drop = [qp](auto& list) { std::erase(list, qp); };
-  drop(active_);
-  drop(paused_);
-  drop(waiting_for_arp_);
-  for (auto& b : blocked_) drop(b);
+  sched_.forget(*qp);
+  std::erase(waiting_for_arp_, qp);
   for (rte_mbuf* m : qp->ooo)
     if (m != nullptr) rte_pktmbuf_free(m);
   drop_prefetch(*qp);

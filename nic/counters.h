@@ -34,8 +34,9 @@ namespace rocemu::nic {
   X(retransmitted_packets, "requester: packets sent again")                                               \
   X(np_ecn_marked_roce_packets, "RoCE packets received with ECN CE")                                      \
   X(np_cnp_sent, "CNPs sent")                                                                             \
+  X(np_cnp_suppressed, "CE-marked packets that got no CNP (min_time_between_cnps; no mlx5 name)")          \
   X(rp_cnp_handled, "CNPs received and handled")                                                          \
-  X(rp_cnp_ignored, "CNPs received for an unknown QP")                                                    \
+  X(rp_cnp_ignored, "CNPs received for an unknown QP or a priority whose reaction point is off")                                                    \
   X(rx_icrc_encapsulated, "always 0: no encapsulation")                                                   \
   X(rx_icrc_error, "RoCE packets dropped for a bad ICRC (no mlx5 name; mlx5 drops silently)")              \
   X(rx_malformed, "frames that did not decode (no mlx5 name)")                                            \

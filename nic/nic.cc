@@ -43,6 +43,8 @@ Nic::Nic(std::string name, NicConfig cfg) : Node(std::move(name), 3), cfg_(std::
   arp_timer_.bind<&Nic::on_arp_timer>(this);
   pump_timer_.bind<&Nic::on_pump>(this);
   unpause_timer_.bind<&Nic::on_unpause>(this);
+  cc_ = cc::make_algorithm(cfg_.cc);
+  if (cc_ == nullptr) cc_ = cc::make_algorithm(cc::CcConfig{"none", "", {}});
 }
 
 Nic::~Nic() {
@@ -64,6 +66,8 @@ void Nic::on_start(Time now) {
   lp.tx_slack = engine().options().mode == TimeMode::kReal ? engine().options().real_tx_slack : Duration(0);
   loopback_ = std::make_unique<InternalLink>(name() + ":loopback", this, kLoopbackTx, this, kLoopbackRx, lp,
                                              timers(), pool(), rng().next());
+  sched_.bind(&timers(), Timer::method<&Nic::on_pace, Nic>(), this);
+  pace_burst_ = lp.tx_slack;
   announce(now);
 }
 
@@ -202,15 +206,19 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
   }
   counters_[NicCounters::rx_roce_packets]++;
   counters_[NicCounters::rx_roce_bytes] += v.len;
-  if (v.ecn == wire::Ecn::kCe) counters_[NicCounters::np_ecn_marked_roce_packets]++;
+  const bool ce = v.ecn == wire::Ecn::kCe;
+  if (ce) counters_[NicCounters::np_ecn_marked_roce_packets]++;
   const wire::Bth& bth = v.bth();
   Qp* qp = find_qp(bth.dest_qp());
+  const bool live = qp != nullptr && qp->ctx != nullptr && !qp->ctx->dead;
   if (v.opcode == wire::op::kCnp) {
-    counters_[qp != nullptr ? NicCounters::rp_cnp_handled : NicCounters::rp_cnp_ignored]++;
+    // Reaction point: the QP's algorithm decides (and may ignore its priority).
+    const bool handled = live && !qp->is_ud() && cc_flow(*qp).on_cnp(now);
+    counters_[handled ? NicCounters::rp_cnp_handled : NicCounters::rp_cnp_ignored]++;
     rte_pktmbuf_free(m);
     return;
   }
-  if (qp == nullptr || qp->ctx == nullptr || qp->ctx->dead) {
+  if (!live) {
     counters_[NicCounters::rx_not_for_us]++;
     rte_pktmbuf_free(m);
     return;
@@ -225,6 +233,7 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
     rte_pktmbuf_free(m);
     return;
   }
+  if (ce && !qp->is_ud()) on_ce_marked(*qp, now);
   rx_frame_ = m;
   if (v.op().any(wire::kOpRequest)) {
     if (qp->is_ud()) {
@@ -293,11 +302,9 @@ void Nic::handle_pfc(const wire::PacketView& v, Time now) {
 }
 
 void Nic::on_unpause(Time now) {
-  auto paused = std::move(paused_);
-  paused_.clear();
-  for (Qp* qp : paused) {
+  for (Qp* qp : sched_.take_paused()) {
     if (priority_paused(qp->priority, now)) {
-      paused_.push_back(qp);
+      sched_.wait_pause(*qp);
     } else {
       activate(*qp, now);
     }
@@ -392,83 +399,155 @@ void Nic::send_control(rte_mbuf* m, Time now) {
 }
 
 void Nic::activate(Qp& qp, Time now) {
-  if (qp.in_tx_list) return;
-  qp.in_tx_list = true;
-  active_.push_back(&qp);
+  if (qp.tx_gate != TxGate::kNone) return;
+  sched_.ready(qp);
   if (!pumping_) pump(now);
 }
 
 void Nic::on_tx_ready(uint16_t port_index, Time now) {
-  if (port_index < blocked_.size()) {
-    auto blocked = std::move(blocked_[port_index]);
-    blocked_[port_index].clear();
-    for (Qp* qp : blocked) {
-      qp->in_tx_list = false;
-      activate(*qp, now);
-    }
-  }
+  for (Qp* qp : sched_.take_port(port_index)) sched_.ready(*qp);
   if (!pumping_) pump(now);
 }
 
-void Nic::pump(Time now) {
-  pumping_ = true;
+void Nic::on_pace(Time now) {
+  sched_.release_due(now);
+  if (!pumping_) pump(now);
+}
+
+void Nic::send_control_frames(Time now) {
   Port* wire_port = port(kWirePort);
   while (!control_q_.empty() && wire_port != nullptr && wire_port->tx_ready(now)) {
     emit(kWirePort, control_q_.front(), now);
     control_q_.pop_front();
   }
+}
+
+Time Nic::pace_due(Qp& qp) {
+  return qp.pace_bytes == 0 ? qp.pace_from : qp.pace_from + TxScheduler::slot(qp.pace_bytes, cc_flow(qp).rate_bps());
+}
+
+TxGate Nic::gate_for(Qp& qp, bool paced, uint16_t out, Time now) {
+  if (priority_paused(qp.priority, now)) return TxGate::kPfcPause;
+  if (paced && pace_due(qp) > now) return TxGate::kPacing;
+  if (!port(out)->tx_ready(now)) return TxGate::kPortBusy;
+  return TxGate::kNone;
+}
+
+bool Nic::send_one(Qp& qp, bool resp, bool paced, uint16_t out, Time now) {
+  rte_mbuf* m = resp ? responder_make_packet(qp, now) : requester_make_packet(qp, now);
+  if (m == nullptr) return !(counters_[NicCounters::tx_no_mbuf] > 0 && pool().in_use() >= pool().capacity());
+  const uint32_t len = rte_pktmbuf_pkt_len(m);
+  counters_[NicCounters::tx_roce_packets]++;
+  counters_[NicCounters::tx_roce_bytes] += len;
+  if (paced) {
+    // Pacing: this packet takes a slot at the QP's rate from where the last
+    // one ended (a late real-time engine may catch up pace_burst_ of them);
+    // at line rate the wire paces by itself.
+    cc::Flow& flow = cc_flow(qp);
+    const bool below_line = flow.rate_bps() < double(port(out)->rate_bps());
+    qp.pace_from = below_line ? std::max(pace_due(qp), now - pace_burst_) : now;
+    qp.pace_bytes = below_line ? wire_bytes(len) : 0;
+    flow.on_sent(len, now);
+  }
+  emit(out, m, now);
+  return true;
+}
+
+void Nic::pump(Time now) {
+  pumping_ = true;
+  send_control_frames(now);
   uint32_t budget = kPumpBudget;
-  while (!active_.empty() && budget > 0) {
-    Qp* qp = active_.front();
-    active_.pop_front();
-    qp->in_tx_list = false;
+  while (budget > 0) {
+    Qp* qp = sched_.take_ready();
+    if (qp == nullptr) break;
     if (HostContext* ctx = qp->ctx; ctx != nullptr && (ctx->dead || ctx->memory->gone())) {
       ctx->dead = true;  // its process is gone: nothing more leaves, not even the ACK of a failed write
       continue;
     }
     const bool resp = responder_has_work(*qp);
     if (!resp && !requester_has_work(*qp, now)) continue;
-    if (priority_paused(qp->priority, now)) {
-      paused_.push_back(qp);
-      continue;
-    }
     const uint16_t out = resp ? qp->egress_port : requester_port(*qp);
-    Port* p = port(out);
-    if (p == nullptr) {
-      continue;  // not connected: nothing can leave
+    if (port(out) == nullptr) continue;  // not connected: nothing can leave
+    // Data (requests, READ responses, atomic ACKs) is paced; a bare ACK is not.
+    const bool paced = !resp || !qp->tasks.empty();
+    switch (gate_for(*qp, paced, out, now)) {
+      case TxGate::kPfcPause: sched_.wait_pause(*qp); continue;
+      case TxGate::kPacing: sched_.wait_pacing(*qp, pace_due(*qp)); continue;
+      case TxGate::kPortBusy: sched_.wait_port(*qp, out); continue;  // on_tx_ready puts it back
+      default: break;
     }
-    if (!p->tx_ready(now)) {
-      qp->in_tx_list = true;  // parked; on_tx_ready puts it back
-      blocked_[out].push_back(qp);
-      continue;
-    }
-    rte_mbuf* m = resp ? responder_make_packet(*qp, now) : requester_make_packet(*qp, now);
-    if (m != nullptr) {
-      counters_[NicCounters::tx_roce_packets]++;
-      counters_[NicCounters::tx_roce_bytes] += rte_pktmbuf_pkt_len(m);
-      emit(out, m, now);
-      budget--;
-    } else if (counters_[NicCounters::tx_no_mbuf] > 0 && pool().in_use() >= pool().capacity()) {
+    if (!send_one(*qp, resp, paced, out, now)) {
       // Out of buffers: try again a little later.
-      qp->in_tx_list = true;
-      active_.push_front(qp);
+      sched_.ready_front(*qp);
       timers().schedule(pump_timer_, now + us(1));
       break;
     }
-    if (!qp->in_tx_list && (responder_has_work(*qp) || requester_has_work(*qp, now))) {
-      qp->in_tx_list = true;
-      active_.push_back(qp);
-    }
+    budget--;
+    if (responder_has_work(*qp) || requester_has_work(*qp, now)) sched_.ready(*qp);
   }
-  if (!active_.empty() && budget == 0 && !pump_timer_.armed()) timers().schedule(pump_timer_, now);
+  if (sched_.has_ready() && budget == 0 && !pump_timer_.armed()) timers().schedule(pump_timer_, now);
   pumping_ = false;
+}
+
+// ---------------------------------------------------- congestion control ----
+
+cc::Flow& Nic::cc_flow(Qp& qp) {
+  if (!qp.cc)
+    qp.cc = cc_->open({qp.qpn, qp.priority, double(link_rate_bps()), &timers(), &Nic::rate_up_thunk, &qp});
+  return *qp.cc;
+}
+
+void Nic::rate_up_thunk(void* qp, Time now) {
+  Qp& q = *static_cast<Qp*>(qp);
+  q.nic->on_rate_up(q, now);
+}
+
+void Nic::on_rate_up(Qp& qp, Time now) {
+  // A QP waiting at the old rate waits less now.
+  if (qp.tx_gate != TxGate::kPacing) return;
+  qp.tx_gate = TxGate::kNone;
+  const Time due = pace_due(qp);
+  if (due > now) {
+    sched_.wait_pacing(qp, due);
+  } else {
+    activate(qp, now);
+  }
+}
+
+void Nic::on_ce_marked(Qp& qp, Time now) {
+  if (!cc_flow(qp).on_ce(now)) {
+    counters_[NicCounters::np_cnp_suppressed]++;
+    return;
+  }
+  send_cnp(qp, now);
+}
+
+void Nic::send_cnp(Qp& qp, Time now) {
+  if (!qp.neighbor_ok) return;
+  rte_mbuf* m = new_frame();
+  if (m == nullptr) return;
+  wire::PathHeaders path = qp.path;
+  path.dscp = cfg_.cnp_dscp;
+  path.ecn = wire::Ecn::kNotEct;
+  path.pcp = cfg_.cnp_prio;
+  const uint32_t len = wire::encode_cnp({rte_pktmbuf_mtod(m, uint8_t*), dpdk::PacketPool::kMaxFrame}, path,
+                                        qp.dest_qpn);
+  rte_pktmbuf_append(m, uint16_t(len));
+  counters_[NicCounters::np_cnp_sent]++;
+  if (qp.egress_port == kWirePort) {
+    send_control(m, now);  // ahead of data
+  } else {
+    emit(qp.egress_port, m, now);  // loopback
+  }
 }
 
 void Nic::report_counters(CounterSink& sink) const {
   counters_.report(sink, name());
+  const Time now = engine().now();
   for (const auto& [qpn, qp] : qps_) {
     const std::string scope = name() + "/qp" + std::to_string(qpn);
     sink.counter(scope, "retransmitted_packets", qp->retransmitted);
+    if (qp->cc) qp->cc->report(sink, scope, now);
   }
 }
 

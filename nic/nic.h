@@ -25,9 +25,11 @@
 #include "common/engine/node.h"
 #include "common/log.h"
 #include "common/wire/packet.h"
+#include "nic/cc/cc.h"
 #include "nic/counters.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
+#include "nic/tx_scheduler.h"
 
 namespace rocemu::nic {
 
@@ -46,8 +48,9 @@ struct NicConfig {
   uint8_t default_traffic_class = 106;     // used when a QP sets 0: DSCP 26, ECT(0)
   bool ecn = true;                         // send data ECT(0)
   uint8_t trim_dscp = 11;                  // trimmed packets arrive with this DSCP
-  uint8_t cnp_dscp = 48;
-  uint8_t cnp_prio = 6;
+  uint8_t cnp_dscp = 48;                   // mlx5 roce_np cnp_dscp
+  uint8_t cnp_prio = 6;                    // mlx5 roce_np cnp_802p_prio
+  cc::CcConfig cc;                         // congestion control (cc/cc.h)
   std::array<uint8_t, 64> dscp_to_prio{};  // filled with dscp >> 3 (mlx5 trust dscp)
   bool vlan = false;                       // tag frames (PCP = priority)
   uint16_t vid = 0;
@@ -87,6 +90,7 @@ class Nic final : public Node {
   bool link_up() const;
   const NicCounters& counters() const { return counters_; }
   NicCounters& counters() { return counters_; }
+  const cc::Algorithm& congestion_control() const { return *cc_; }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
   HostContext* open_context(HostMemory* memory);
@@ -150,13 +154,30 @@ class Nic final : public Node {
   void send_arp_request(const wire::IpAddr& ip, Time now);
   bool is_local_ip(const wire::IpAddr& ip) const;
   void activate(Qp& qp, Time now);
+  // ---- transmit scheduling (nic.cc; the lists in tx_scheduler.h) ----
   void pump(Time now);
   void on_pump(Time now) { pump(now); }
+  void on_pace(Time now);
   void on_unpause(Time now);
   bool priority_paused(uint8_t prio, Time now) const { return pause_until_[prio] > now; }
+  void send_control_frames(Time now);
+  // Where `qp` must wait before its next packet goes out on port `out`;
+  // kNone if it may send now.
+  TxGate gate_for(Qp& qp, bool paced, uint16_t out, Time now);
+  Time pace_due(Qp& qp);  // when the QP's last paced slot ends, at its rate now
+  // Builds and sends the QP's next packet; false if no buffer was had.
+  bool send_one(Qp& qp, bool resp, bool paced, uint16_t out, Time now);
   // Sends a frame on a port now; frees it if the port refuses.
   bool emit(uint16_t port, rte_mbuf* m, Time now);
   void send_control(rte_mbuf* m, Time now);  // ARP, CNP: queued ahead of QP traffic
+
+  // ---- congestion control (nic.cc; the algorithm in cc/) ----
+  cc::Flow& cc_flow(Qp& qp);
+  static void rate_up_thunk(void* qp, Time now);
+  void on_rate_up(Qp& qp, Time now);
+  // Notification point: a CE-marked packet arrived on `qp`.
+  void on_ce_marked(Qp& qp, Time now);
+  void send_cnp(Qp& qp, Time now);
 
   // ---- requester.cc ----
   bool fetch_send_wqes(Qp& qp, Time now);
@@ -265,11 +286,11 @@ class Nic final : public Node {
   void on_arp_timer(Time now);
 
   // transmit scheduling
-  std::deque<Qp*> active_;                   // QPs with something to send
+  TxScheduler sched_;
+  std::unique_ptr<cc::Algorithm> cc_;        // chosen once, from cfg_.cc
   std::deque<rte_mbuf*> control_q_;          // ARP, CNP: sent before QP traffic
   std::array<Time, 8> pause_until_{};        // PFC received per priority
-  std::vector<Qp*> paused_;                  // QPs waiting for their priority
-  std::array<std::vector<Qp*>, 3> blocked_;  // QPs waiting for a port to take more
+  Duration pace_burst_{0};                   // real time: how late a paced QP may catch up
   Timer pump_timer_;
   Timer unpause_timer_;
   bool pumping_ = false;

@@ -1,5 +1,6 @@
 #include "nic/nic_kind.h"
 
+#include "nic/cc/cc_config.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -13,7 +14,7 @@ class NicKind final : public NodeKind {
     const std::string f(field);
     ctx.check_keys(n, f,
                    {"kind", "mac", "ip", "ips", "prefix", "gateway", "neighbors", "loss_recovery", "sr_window",
-                    "sr_rto_low", "traffic_class", "ecn", "trim_dscp", "cnp_dscp", "vlan"});
+                    "sr_rto_low", "traffic_class", "ecn", "trim_dscp", "cnp_dscp", "cnp_802p_prio", "vlan", "cc"});
     NicConfig c;
     if (n["mac"]) {
       if (auto s = ctx.str(n["mac"], f + ".mac")) {
@@ -67,6 +68,8 @@ class NicKind final : public NodeKind {
     if (n["ecn"]) c.ecn = ctx.boolean(n["ecn"], f + ".ecn").value_or(true);
     if (n["trim_dscp"]) c.trim_dscp = uint8_t(ctx.integer(n["trim_dscp"], f + ".trim_dscp", 0, 63).value_or(11));
     if (n["cnp_dscp"]) c.cnp_dscp = uint8_t(ctx.integer(n["cnp_dscp"], f + ".cnp_dscp", 0, 63).value_or(48));
+    if (n["cnp_802p_prio"]) c.cnp_prio = uint8_t(ctx.integer(n["cnp_802p_prio"], f + ".cnp_802p_prio", 0, 7).value_or(6));
+    if (n["cc"]) c.cc = cc::parse_cc(n["cc"], f + ".cc", ctx);
     if (n["vlan"]) {
       c.vlan = true;
       c.vid = uint16_t(ctx.integer(n["vlan"], f + ".vlan", 1, 4094).value_or(1));

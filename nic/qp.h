@@ -9,12 +9,15 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <vector>
 
 #include "common/engine/timer_wheel.h"
 #include "common/wire/build.h"
 #include "common/wire/psn.h"
+#include "nic/cc/cc.h"
 #include "nic/objects.h"
+#include "nic/tx_scheduler.h"
 #include "nic/wc_status.h"
 
 namespace rocemu::nic {
@@ -197,8 +200,15 @@ struct Qp {
   uint32_t trim_lost_psn = 0;
   std::vector<uint8_t> ooo_trimmed; // selective repeat: trimmed PSNs in the window, like ooo
 
-  // ---- scheduling ----
-  bool in_tx_list = false;
+  // ---- scheduling (tx_scheduler.h) and congestion control (cc/) ----
+  TxGate tx_gate = TxGate::kNone;
+  // Pacing: the last paced packet took a slot of `pace_bytes` wire bytes
+  // from `pace_from` at the QP's rate; the next may go when it ends (at the
+  // rate as it is then).
+  Time pace_from{0};
+  uint32_t pace_bytes = 0;
+  uint32_t pace_gen = 0;       // tells a current wait-list entry from stale ones
+  std::unique_ptr<cc::Flow> cc;  // opened on first use
   bool error_flushed = false;
 
   bool is_rc() const { return type == QpType::kRc; }

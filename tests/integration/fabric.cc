@@ -24,6 +24,7 @@ std::string star_yaml(const StarSpec& s) {
       << "    gateway: 10.0." << i << ".254\n"
       << "    loss_recovery: " << s.loss_recovery << "\n";
     if (s.traffic_class >= 0) y << "    traffic_class: " << s.traffic_class << "\n";
+    if (!s.cc.empty()) y << "    cc: " << s.cc << "\n";
   }
   y << "  sw1:\n"
     << "    kind: switch\n"

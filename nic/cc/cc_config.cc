@@ -1,0 +1,133 @@
+#include "nic/cc/cc_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <variant>
+
+namespace rocemu::nic::cc {
+namespace {
+
+bool all_digits(const YAML::Node& n) {
+  if (!n.IsScalar() || n.Scalar().empty()) return false;
+  const std::string& s = n.Scalar();
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(uint8_t(c)) != 0; });
+}
+
+// How a knob's value is written, in mlx5's units when it is a bare number.
+enum class Unit { kMbps, kMicros, kBytes64, kInt, kBool, kPrios };
+
+struct Knob {
+  const char* name;
+  Unit unit;
+  std::variant<double DcqcnParams::*, Duration DcqcnParams::*, uint64_t DcqcnParams::*, uint32_t DcqcnParams::*,
+               bool DcqcnParams::*, uint8_t DcqcnParams::*>
+      member;
+  int64_t lo = 0, hi = 0;  // kInt
+};
+
+// One table: every knob, its unit and where it goes.
+const Knob kKnobs[] = {
+    {"rpg_time_reset", Unit::kMicros, &DcqcnParams::rpg_time_reset},
+    {"rpg_byte_reset", Unit::kBytes64, &DcqcnParams::rpg_byte_reset},
+    {"rpg_threshold", Unit::kInt, &DcqcnParams::rpg_threshold, 0, 31},
+    {"rpg_max_rate", Unit::kMbps, &DcqcnParams::rpg_max_rate_bps},
+    {"rpg_ai_rate", Unit::kMbps, &DcqcnParams::rpg_ai_rate_bps},
+    {"rpg_hai_rate", Unit::kMbps, &DcqcnParams::rpg_hai_rate_bps},
+    {"rpg_gd", Unit::kInt, &DcqcnParams::rpg_gd, 1, 15},
+    {"rpg_min_dec_fac", Unit::kInt, &DcqcnParams::rpg_min_dec_fac, 0, 100},
+    {"rpg_min_rate", Unit::kMbps, &DcqcnParams::rpg_min_rate_bps},
+    {"rate_to_set_on_first_cnp", Unit::kMbps, &DcqcnParams::rate_to_set_on_first_cnp_bps},
+    {"dce_tcp_g", Unit::kInt, &DcqcnParams::dce_tcp_g, 0, 1024},
+    {"dce_tcp_rtt", Unit::kMicros, &DcqcnParams::dce_tcp_rtt},
+    {"initial_alpha_value", Unit::kInt, &DcqcnParams::initial_alpha_value, 0, 1024},
+    {"rate_reduce_monitor_period", Unit::kMicros, &DcqcnParams::rate_reduce_monitor_period},
+    {"clamp_tgt_rate", Unit::kBool, &DcqcnParams::clamp_tgt_rate},
+    {"clamp_tgt_rate_ati", Unit::kBool, &DcqcnParams::clamp_tgt_rate_ati},
+    {"min_time_between_cnps", Unit::kMicros, &DcqcnParams::min_time_between_cnps},
+    {"roce_rp_enable", Unit::kPrios, &DcqcnParams::rp_enable},
+    {"roce_np_enable", Unit::kPrios, &DcqcnParams::np_enable},
+};
+
+void set_knob(const Knob& k, const YAML::Node& v, const std::string& where, config::Context& ctx, DcqcnParams& p) {
+  switch (k.unit) {
+    case Unit::kMbps:
+      if (all_digits(v)) {
+        if (auto i = ctx.integer(v, where, 0, 1'000'000'000)) p.*std::get<double DcqcnParams::*>(k.member) = double(*i) * 1e6;
+      } else if (auto r = ctx.rate(v, where)) {
+        p.*std::get<double DcqcnParams::*>(k.member) = double(*r);
+      }
+      return;
+    case Unit::kMicros:
+      if (all_digits(v)) {
+        if (auto i = ctx.integer(v, where, 0, 100'000'000)) p.*std::get<Duration DcqcnParams::*>(k.member) = us(*i);
+      } else if (auto d = ctx.duration(v, where)) {
+        p.*std::get<Duration DcqcnParams::*>(k.member) = *d;
+      }
+      return;
+    case Unit::kBytes64:
+      if (all_digits(v)) {
+        if (auto i = ctx.integer(v, where, 0, int64_t(1) << 40)) p.*std::get<uint64_t DcqcnParams::*>(k.member) = uint64_t(*i) * 64;
+      } else if (auto b = ctx.size(v, where)) {
+        p.*std::get<uint64_t DcqcnParams::*>(k.member) = *b;
+      }
+      return;
+    case Unit::kInt:
+      if (auto i = ctx.integer(v, where, k.lo, k.hi)) p.*std::get<uint32_t DcqcnParams::*>(k.member) = uint32_t(*i);
+      return;
+    case Unit::kBool:
+      if (auto b = ctx.boolean(v, where)) p.*std::get<bool DcqcnParams::*>(k.member) = *b;
+      return;
+    case Unit::kPrios: {
+      if (!v.IsSequence()) {
+        ctx.error(v, where, "expected a list of priorities 0..7, e.g. [3]");
+        return;
+      }
+      uint8_t mask = 0;
+      for (size_t i = 0; i < v.size(); i++)
+        if (auto pr = ctx.integer(v[i], where + "[" + std::to_string(i) + "]", 0, 7)) mask |= uint8_t(1u << *pr);
+      p.*std::get<uint8_t DcqcnParams::*>(k.member) = mask;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> knob_names() {
+  std::vector<std::string> v;
+  for (const Knob& k : kKnobs) v.emplace_back(k.name);
+  return v;
+}
+
+CcConfig parse_cc(const YAML::Node& n, std::string_view field, config::Context& ctx) {
+  const std::string f(field);
+  CcConfig c;
+  if (n.IsScalar()) {
+    if (auto a = ctx.choice(n, f, {"none", "dcqcn"})) c.algorithm = *a;
+    return c;
+  }
+  if (!n.IsMap()) {
+    ctx.error(n, f, "expected none, dcqcn, or a mapping {algorithm: dcqcn, profile: mlx5, <mlx5 knob>: value}");
+    return c;
+  }
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    const std::string where = f + "." + key;
+    if (key == "algorithm") {
+      if (auto a = ctx.choice(kv.second, where, {"none", "dcqcn"})) c.algorithm = *a;
+    } else if (key == "profile") {
+      if (auto pr = ctx.choice(kv.second, where, {"mlx5", "paper", "hpcc"})) c.profile = *pr;
+    } else if (std::none_of(std::begin(kKnobs), std::end(kKnobs), [&](const Knob& k) { return key == k.name; })) {
+      std::string names;
+      for (const Knob& k : kKnobs) names += std::string(names.empty() ? "" : ", ") + k.name;
+      ctx.error(kv.first, where, "unknown key; expected algorithm, profile or one of " + names);
+    }
+  }
+  // The profile first, then the knobs over it.
+  DcqcnParams::profile(c.profile, c.dcqcn);
+  for (const Knob& k : kKnobs)
+    if (const auto& v = n[k.name]) set_knob(k, v, f + "." + k.name, ctx, c.dcqcn);
+  return c;
+}
+
+}  // namespace rocemu::nic::cc

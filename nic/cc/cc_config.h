@@ -1,0 +1,31 @@
+// The `cc` key of a NIC in a topology file: the congestion-control
+// algorithm, a profile, and knobs by their mlx5 names.
+//
+//   cc: dcqcn                 # or none; the default is dcqcn with mlx5's values
+//   cc:
+//     algorithm: dcqcn
+//     profile: paper          # mlx5 (default), paper, hpcc
+//     rpg_ai_rate: 40         # Mbit/s, or "40Mbps"
+//     rpg_time_reset: 55      # us, or "55us"
+//     rpg_byte_reset: 10MB    # a size, or an integer in mlx5's 64-byte units
+//     roce_rp_enable: [3]     # priorities whose QPs react to CNPs (default all)
+//     roce_np_enable: [3]     # priorities that send CNPs (default all)
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config/config.h"
+#include "nic/cc/cc.h"
+
+namespace rocemu::nic::cc {
+
+CcConfig parse_cc(const YAML::Node& n, std::string_view field, config::Context& ctx);
+
+// The knob names `cc` takes (for help texts and docs).
+std::vector<std::string> knob_names();
+
+}  // namespace rocemu::nic::cc

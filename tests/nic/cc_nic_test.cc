@@ -1,0 +1,271 @@
+// Congestion control on the NIC, packet by packet: a probe plays the far
+// end of an RC QP. As notification point the NIC answers CE-marked packets
+// with CNPs (format, DSCP, pacing per QP, per-priority enable); as reaction
+// point it paces its packets at the rate DCQCN sets after a CNP.
+#include <catch2/catch.hpp>
+
+#include "common/wire/build.h"
+#include "common/wire/packet.h"
+#include "nic/cc/dcqcn.h"
+#include "tests/nic/fabric.h"
+
+using namespace rocemu;
+using namespace rocemu::nic;
+using NC = NicCounters;
+
+namespace {
+
+constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+constexpr uint32_t kProbeQpn = 0x77;
+constexpr uint64_t kRate = 100'000'000'000ull;
+
+class Probe final : public Node {
+ public:
+  Probe() : Node("probe", 1) {}
+  std::string_view kind() const override { return "probe"; }
+  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time now) override {
+    for (uint16_t i = 0; i < n; i++) {
+      dpdk::seal(pkts[i]);
+      auto b = dpdk::bytes(pkts[i]);
+      got.push_back({now, std::vector<uint8_t>(b.begin(), b.end())});
+      rte_pktmbuf_free(pkts[i]);
+    }
+  }
+  struct Frame {
+    Time at;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Frame> got;
+};
+
+// NIC h1 (10.0.0.1) -- 100 Gbit/s -- probe (10.0.0.9), one RC QP in RTS.
+struct CcBench {
+  std::unique_ptr<Engine> engine;
+  Nic* nic = nullptr;
+  Probe* probe = nullptr;
+  std::unique_ptr<SimHost> host;
+  SimHost::Cq* cq = nullptr;
+  SimHost::Qp* qp = nullptr;
+  wire::PathHeaders to_nic;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 20, 0x11);
+  uint32_t key = 0;
+
+  explicit CcBench(cc::CcConfig ccfg) {
+    engine = test::make_engine(7);
+    NicConfig c;
+    c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+    c.ips = {*wire::IpAddr::parse("10.0.0.1")};
+    c.neighbors[*wire::IpAddr::parse("10.0.0.9")] = *wire::MacAddr::parse("02:00:00:00:00:09");
+    c.cc = ccfg;
+    nic = &engine->add<Nic>("h1", c);
+    probe = &engine->add<Probe>();
+    REQUIRE(engine->connect(*nic, 0, *probe, 0, LinkParams{.rate_bps = kRate, .delay = ns(100)}).ok());
+    engine->start();
+    host = std::make_unique<SimHost>(*engine, *nic);
+    cq = host->create_cq(64);
+    qp = host->create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+    key = host->reg_mr(mem.data(), mem.size(), kAll);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = kAll;
+    REQUIRE(host->modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = kProbeQpn;
+    a.max_dest_rd_atomic = 4;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.sgid_index = 3;
+    a.ah_attr.port_num = 1;
+    const auto probe_ip = *wire::IpAddr::parse("10.0.0.9");
+    std::memcpy(a.ah_attr.grh.dgid.raw, probe_ip.b.data(), 16);
+    REQUIRE(host->modify(qp, a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 20;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 4;
+    REQUIRE(host->modify(qp, a,
+                         IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+    to_nic.src_mac = *wire::MacAddr::parse("02:00:00:00:00:09");
+    to_nic.dst_mac = c.mac;
+    to_nic.src_ip = probe_ip;
+    to_nic.dst_ip = c.ips[0];
+    to_nic.dscp = 26;
+    engine->run_for(us(5));
+    probe->got.clear();
+  }
+
+  void inject(std::vector<uint8_t> frame) {
+    rte_mbuf* m = engine->pool().alloc_copy(frame);
+    REQUIRE(m != nullptr);
+    nic->on_rx(0, &m, 1, engine->now());
+  }
+  // A WRITE request to the NIC's memory, CE-marked or not.
+  void write_to_nic(uint32_t psn, bool ce) {
+    wire::PathHeaders p = to_nic;
+    p.ecn = ce ? wire::Ecn::kCe : wire::Ecn::kEct0;
+    wire::RoceFields f;
+    f.opcode = wire::op::kWriteOnly;
+    f.dest_qp = qp->qpn;
+    f.psn = psn;
+    f.ack_req = true;
+    f.reth_va = reinterpret_cast<uint64_t>(mem.data());
+    f.reth_rkey = key;
+    f.reth_len = 64;
+    std::vector<uint8_t> out(256);
+    out.resize(wire::encode_roce(out, p, f, std::vector<uint8_t>(64, 0x22)));
+    inject(out);
+  }
+  void cnp_to_nic() {
+    std::vector<uint8_t> out(256);
+    wire::PathHeaders p = to_nic;
+    p.dscp = 48;
+    out.resize(wire::encode_cnp(out, p, qp->qpn));
+    inject(out);
+  }
+  // Decoded CNPs the probe received.
+  std::vector<wire::PacketView> cnps() const {
+    std::vector<wire::PacketView> out;
+    for (const auto& f : probe->got) {
+      wire::PacketView v;
+      REQUIRE(wire::decode(f.bytes, v) == wire::DecodeError::kOk);
+      if (v.is_roce && v.opcode == wire::op::kCnp) out.push_back(v);
+    }
+    return out;
+  }
+  void post_write(uint32_t len) {
+    ibv_sge sg{reinterpret_cast<uint64_t>(mem.data()), len, key};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = 0x1000;
+    wr.wr.rdma.rkey = 0x1234;
+    REQUIRE(host->post_send(qp, &wr) == 0);
+  }
+  // Gaps between the arrivals of the WRITE packets the probe got from `from` on.
+  std::vector<Duration> write_gaps(size_t from) const {
+    std::vector<Duration> g;
+    for (size_t i = from + 1; i < probe->got.size(); i++) g.push_back(probe->got[i].at - probe->got[i - 1].at);
+    return g;
+  }
+};
+
+cc::CcConfig dcqcn(const cc::DcqcnParams& p = cc::DcqcnParams::mlx5()) { return {"dcqcn", "mlx5", p}; }
+
+}  // namespace
+
+TEST_CASE("NP: a CE-marked request gets a CNP to the sender's QP, at most one per min_time_between_cnps",
+          "[protocol][nic][dcqcn]") {
+  CcBench b(dcqcn());
+  b.write_to_nic(0, true);
+  b.engine->run_for(us(1));
+  auto c = b.cnps();
+  REQUIRE(c.size() == 1);
+  const wire::PacketView& v = c[0];
+  CHECK(v.bth().dest_qp() == kProbeQpn);  // the sender's QP
+  CHECK(v.bth().becn());
+  CHECK(v.bth().psn() == 0);
+  CHECK(v.dscp == 48);                    // cnp_dscp
+  CHECK(v.ecn == wire::Ecn::kNotEct);
+  CHECK(v.dst_ip() == *wire::IpAddr::parse("10.0.0.9"));
+  CHECK(v.icrc_ok());
+  CHECK(b.nic->counters()[NC::np_cnp_sent] == 1);
+  CHECK(b.nic->counters()[NC::np_ecn_marked_roce_packets] == 1);
+
+  // 1 us later (< 2 us, mlx5's min_time_between_cnps): marked, but no CNP.
+  b.probe->got.clear();
+  b.write_to_nic(1, true);
+  b.engine->run_for(us(1));
+  CHECK(b.cnps().empty());
+  CHECK(b.nic->counters()[NC::np_cnp_suppressed] == 1);
+  // An unmarked packet asks for nothing.
+  b.write_to_nic(2, false);
+  b.engine->run_for(us(1));
+  CHECK(b.cnps().empty());
+  CHECK(b.nic->counters()[NC::np_ecn_marked_roce_packets] == 2);
+  // The interval has passed: the next mark gets its CNP.
+  b.write_to_nic(3, true);
+  b.engine->run_for(us(1));
+  CHECK(b.cnps().size() == 1);
+  CHECK(b.nic->counters()[NC::np_cnp_sent] == 2);
+}
+
+TEST_CASE("NP: CNPs only on the priorities enabled, none without congestion control", "[protocol][nic][dcqcn]") {
+  SECTION("roce_np_enable without the QP's priority (DSCP 26 -> 3)") {
+    cc::DcqcnParams p = cc::DcqcnParams::mlx5();
+    p.np_enable = 0xff & ~(1u << 3);
+    CcBench b(dcqcn(p));
+    b.write_to_nic(0, true);
+    b.engine->run_for(us(1));
+    CHECK(b.cnps().empty());
+    CHECK(b.nic->counters()[NC::np_cnp_sent] == 0);
+    CHECK(b.nic->counters()[NC::np_ecn_marked_roce_packets] == 1);
+  }
+  SECTION("cc: none") {
+    CcBench b({"none", "", {}});
+    b.write_to_nic(0, true);
+    b.engine->run_for(us(1));
+    CHECK(b.cnps().empty());
+    CHECK(b.nic->counters()[NC::np_cnp_sent] == 0);
+  }
+}
+
+TEST_CASE("RP: after a CNP the QP's packets leave at the cut rate", "[protocol][nic][dcqcn]") {
+  // WRITE MIDDLE packets of a 1 KB MTU: Ethernet 14, IPv4 20, UDP 8, BTH
+  // 12, payload 1024, ICRC 4, and 24 bytes of preamble, FCS and gap.
+  const double wire_bits = (14 + 20 + 8 + 12 + 1024.0 + 4 + 24) * 8;
+  const double line_gap_ps = wire_bits / double(kRate) * 1e12;
+  SECTION("dcqcn: the first CNP cuts to R (1 - alpha/2), alpha = 1023/1024") {
+    CcBench b(dcqcn());
+    b.post_write(256 * 1024);
+    b.engine->run_for(us(2));  // about 20 packets at line rate
+    const size_t before = b.probe->got.size();
+    REQUIRE(before > 4);
+    for (Duration g : b.write_gaps(1)) CHECK(double(g.count()) == Approx(line_gap_ps).epsilon(0.001));
+    b.cnp_to_nic();
+    CHECK(b.nic->counters()[NC::rp_cnp_handled] == 1);
+    b.engine->run_for(us(10));
+    const double rate = double(kRate) * (1 - (1023.0 / 1024) / 2);
+    const double cut_gap_ps = wire_bits / rate * 1e12;
+    // Past the packets already on the wire, every gap is the cut rate's.
+    const auto gaps = b.write_gaps(before + 2);
+    REQUIRE(gaps.size() > 20);
+    for (Duration g : gaps) CHECK(double(g.count()) == Approx(cut_gap_ps).epsilon(0.001));
+  }
+  SECTION("none: a CNP changes nothing") {
+    CcBench b({"none", "", {}});
+    b.post_write(256 * 1024);
+    b.engine->run_for(us(2));
+    b.cnp_to_nic();
+    CHECK(b.nic->counters()[NC::rp_cnp_ignored] == 1);
+    b.engine->run_for(us(10));
+    for (Duration g : b.write_gaps(1)) CHECK(double(g.count()) == Approx(line_gap_ps).epsilon(0.001));
+  }
+}
+
+TEST_CASE("RP: a rate increase lets a QP paced at a low rate go at once", "[protocol][nic][dcqcn]") {
+  // The first CNP sets 1 Mbit/s (rate and target), where a 1 KB packet's
+  // slot is 8.8 ms. The timer's first event is fast recovery (no change),
+  // its second (CNP + 600 us) additive increase by 50 Gbit/s, which takes
+  // the rate to about 25 Gbit/s: the waiting QP must not sit out its slot.
+  cc::DcqcnParams p = cc::DcqcnParams::mlx5();
+  p.rate_to_set_on_first_cnp_bps = 1e6;
+  p.rpg_ai_rate_bps = 50e9;
+  p.rpg_byte_reset = 0;
+  CcBench b(dcqcn(p));
+  b.post_write(64 * 1024);
+  b.engine->run_for(us(1));
+  b.cnp_to_nic();
+  b.engine->run_for(us(550));
+  const size_t before = b.probe->got.size();
+  b.engine->run_for(us(100));
+  INFO(before << " packets by CNP + 550 us, " << b.probe->got.size() << " by CNP + 650 us");
+  CHECK(b.probe->got.size() - before > 30);
+}
