@@ -111,6 +111,9 @@ def plot_cnp(d, summary):
 
 
 def plot_pfc(d, summary):
+    """A heat map, one row per switch port and priority: how much of each
+    sample interval it asserted XOFF (its senders paused) or had its egress
+    paused by PFC it received. Lines would not tell 16 ports apart."""
     series = read_csv(os.path.join(d, "pfc.csv"))
     if series is None:
         print("plots: pfc.png skipped (no port was ever paused)")
@@ -118,18 +121,25 @@ def plot_pfc(d, summary):
     time, cols = series
 
     def label(name):
-        if name.endswith("_paused") and "/prio" in name:
-            return name.removesuffix("_paused").replace("/prio", " prio ") + ": egress paused by received PFC"
         if name.endswith("_xoff"):
-            return name.removesuffix("_xoff").replace("/prio", " prio ") + ": switch sends XOFF"
-        return name.removesuffix("_paused") + " (NIC): transmit paused"
+            return name.removesuffix("_xoff").replace("/prio", " prio ") + ": XOFF to its sender"
+        return name.removesuffix("_paused").replace("/prio", " prio ") + ": egress paused by PFC"
 
-    fig, (ax,) = new_figure(summary, "PFC pause state per port and priority")
-    for name, v in cols.items():
-        ax.step(time, v, where="post", label=label(name), linewidth=1)
-    ax.set_ylabel("fraction of each sample interval paused")
-    ax.set_ylim(-0.05, 1.05)
-    finish(fig, [ax], os.path.join(d, "pfc.png"), len(cols))
+    order = sorted(cols, key=lambda n: (0 if n.endswith("_xoff") else 1, n))
+    rows = [cols[n] for n in order]
+    step = time[1] - time[0] if len(time) > 1 else 1
+    edges = [t - step for t in time] + [time[-1]]  # each value covers the interval before its sample
+    fig, (ax,) = new_figure(summary, "PFC at the switch ports, per priority")
+    fig.set_figheight(max(3.5, 1.6 + 0.28 * len(rows)))
+    mesh = ax.pcolormesh(edges, list(range(len(rows) + 1)), rows, vmin=0, vmax=1, cmap="Reds", shading="flat")
+    if len(rows) <= 48:
+        ax.set_yticks([i + 0.5 for i in range(len(rows))])
+        ax.set_yticklabels([label(n) for n in order], fontsize=7)
+    else:
+        ax.set_ylabel(f"{len(rows)} ports and priorities")
+    ax.invert_yaxis()
+    fig.colorbar(mesh, ax=ax, label="fraction of the interval paused (0..1)")
+    finish(fig, [ax], os.path.join(d, "pfc.png"), 0)
 
 
 def plot_dcqcn(d, summary):

@@ -34,14 +34,13 @@ Distribution distribution(const Column& c, size_t rows) {
 class Sampler::NicProbe final : public CounterSink {
  public:
   explicit NicProbe(Sampler& s) : s_(s) {}
-  uint64_t cnp_sent = 0, cnp_handled = 0, paused_ps = 0;
+  uint64_t cnp_sent = 0, cnp_handled = 0;
 
   void counter(std::string_view scope, std::string_view name, uint64_t value) override {
     const bool qp = scope.find('/') != std::string_view::npos;
     if (!qp) {
       if (name == "np_cnp_sent") cnp_sent = value;
       else if (name == "rp_cnp_handled") cnp_handled = value;
-      else if (name == "tx_pfc_paused_time_ps") paused_ps = value;
       return;
     }
     const bool rate = name == "cc_rate_kbps";
@@ -63,11 +62,7 @@ Sampler::Sampler(Engine& engine, const Scenario& s, const Layout& layout, const 
   last_bytes_.assign(flows.size(), 0);
   for (const auto& sp : layout.switches)
     add_switch(dynamic_cast<const sw::Switch*>(engine.find_node(sp.name)), sp);
-  for (const auto& n : layout.nics) {
-    nics_.push_back(dynamic_cast<const nic::Nic*>(engine.find_node(n)));
-    nic_paused_.emplace_back(n + "_paused", 4);
-  }
-  last_paused_ps_.assign(nics_.size(), 0);
+  for (const auto& n : layout.nics) nics_.push_back(dynamic_cast<const nic::Nic*>(engine.find_node(n)));
   last_cnp_sent_.assign(nics_.size(), 0);
   last_cnp_handled_.assign(nics_.size(), 0);
   for (size_t f = 0; f < flows.size(); f++) {
@@ -143,10 +138,8 @@ void Sampler::sample_nics(size_t row, double secs) {
   for (size_t i = 0; i < nics_.size(); i++) {
     NicProbe probe(*this);
     nics_[i]->report_counters(probe);
-    nic_paused_[i].set(row, secs > 0 ? double(probe.paused_ps - last_paused_ps_[i]) * 1e-12 / secs : 0);
     sent += probe.cnp_sent - last_cnp_sent_[i];
     handled += probe.cnp_handled - last_cnp_handled_[i];
-    last_paused_ps_[i] = probe.paused_ps;
     last_cnp_sent_[i] = probe.cnp_sent;
     last_cnp_handled_[i] = probe.cnp_handled;
   }
@@ -169,10 +162,7 @@ std::vector<Series> Sampler::series() const {
   out.push_back({"flows", time_us_, flow_rate_});
   out.push_back({"queues", time_us_, moved(queues_)});
   out.push_back({"cnp", time_us_, {cnp_sent_, cnp_handled_, ecn_marked_}});
-  std::vector<Column> pfc = moved(pfc_);
-  for (const Column& c : nic_paused_)
-    if (c.moved()) pfc.push_back(c);
-  out.push_back({"pfc", time_us_, pfc});
+  out.push_back({"pfc", time_us_, moved(pfc_)});
   std::vector<Column> cc;
   for (size_t q = 0; q < qps_.size(); q++)
     if (qps_[q].seen) cc.push_back(qp_rate_[q]), cc.push_back(qp_alpha_[q]);

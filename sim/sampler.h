@@ -1,7 +1,10 @@
 // The time series of a run, sampled every sample_interval of virtual time:
 // per-flow rate (payload sent, see Flow::progress_bytes), per-queue depth of every switch
-// egress queue, CNPs and ECN marks, PFC pause per port and priority, and,
-// where the NICs report them, each QP's DCQCN rate and alpha. Read-only:
+// egress queue, CNPs and ECN marks, PFC per switch port and priority (the
+// XOFF it asserts, the pause it honours), and,
+// where the NICs report them, each QP's DCQCN rate and alpha. (A NIC's
+// tx_pfc_paused_time_ps counts a whole pause when it starts and takes the
+// rest back at XON, so it makes a total, not a series.) Read-only:
 // switches through their const accessors, NICs through their counters by
 // name (so DCQCN's counters are picked up when they exist).
 #pragma once
@@ -46,7 +49,7 @@ class Sampler {
     size_t first_pfc = 0;    // index into pfc_ of (port 0, prio 0, paused) then xoff
     std::vector<Duration> last_paused, last_xoff;  // per port x priority
   };
-  // NIC counters wanted by name: per NIC (CNPs, pause time) and per QP
+  // NIC counters wanted by name: per NIC (CNPs) and per QP
   // (DCQCN rate and alpha), filled by each NIC's report_counters.
   class NicProbe;
   struct QpProbe {
@@ -71,8 +74,7 @@ class Sampler {
   std::vector<Column> queues_;
   std::vector<Column> pfc_;
   std::vector<const nic::Nic*> nics_;
-  std::vector<Column> nic_paused_;
-  std::vector<uint64_t> last_paused_ps_, last_cnp_sent_, last_cnp_handled_;
+  std::vector<uint64_t> last_cnp_sent_, last_cnp_handled_;
   uint64_t last_marks_ = 0;
   Column cnp_sent_{"cnp_sent_per_s", 0}, cnp_handled_{"cnp_handled_per_s", 0}, ecn_marked_{"ecn_marked_per_s", 0};
   std::vector<QpProbe> qps_;

@@ -173,6 +173,7 @@ Json ports_json(const Layout& l, const Measurements& m, const Counters& c, std::
     const double gbps = secs > 0 ? double(wire) * 8 / secs / 1e9 : 0;
     const double util = p.rate_bps > 0 ? gbps * 1e9 / double(p.rate_bps) : 0;
     j[p.name] = Json{{"rate_gbps", fixed(double(p.rate_bps) / 1e9, 3)},
+                     {"tx_packets", c.delta(p.name, "tx_packets")},
                      {"tx_gbps", fixed(gbps, 3)},
                      {"utilization", fixed(util, 4)}};
     if (util > best) best = util, busiest = p.name;
@@ -212,7 +213,8 @@ Json queues_json(const Layout& l, const Measurements& m, const Counters& c) {
 // depth of its busiest queue (the TC that sent the most packets).
 Json bottleneck_json(const Layout& l, const Json& ports, const Json& queues, const std::string& port) {
   Json b{{"port", port}};
-  for (const char* k : {"rate_gbps", "tx_gbps", "utilization"}) b[k] = ports.contains(port) ? ports[port][k] : Json(0.0);
+  for (const char* k : {"rate_gbps", "tx_packets", "tx_gbps", "utilization"})
+    b[k] = ports.contains(port) ? ports[port][k] : Json(0.0);
   const Json* q = nullptr;
   const auto colon = port.rfind(':');
   for (const auto& sw : l.switches) {
