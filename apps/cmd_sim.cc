@@ -61,7 +61,8 @@ void plot(const std::string& dir) {
 
 void progress_line(const sim::Progress& p) {
   std::printf("\r  virtual %.3f of %.3f ms  wall %.1f s  %.2f M events/s   ", to_us(p.now) / 1000,
-              to_us(p.duration) / 1000, p.wall_seconds, p.wall_seconds > 0 ? double(p.events) / p.wall_seconds / 1e6 : 0);
+              to_us(p.duration) / 1000, p.wall_seconds,
+              p.wall_seconds > 0 ? double(p.events) / p.wall_seconds / 1e6 : 0);
   std::fflush(stdout);
 }
 
@@ -93,8 +94,7 @@ bool baseline(const SimOptions& o, const sim::Scenario& s, const sim::RunResult&
   if (!o.write_baseline.empty()) {
     if (!write_text(o.write_baseline, sim::baseline_yaml(s, r.summary)))
       std::fprintf(stderr, "rocemu sim: cannot write %s\n", o.write_baseline.c_str());
-    else
-      std::printf("baseline written: %s\n", o.write_baseline.c_str());
+    else std::printf("baseline written: %s\n", o.write_baseline.c_str());
   }
   if (b == nullptr) return true;
   v = sim::compare_baseline(*b, r.summary);
@@ -102,49 +102,53 @@ bool baseline(const SimOptions& o, const sim::Scenario& s, const sim::RunResult&
   return v.pass();
 }
 
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "%s\n", message.c_str());
+  return kUsage;
+}
+
+// The EAL, sized for the topology's packet pool (an mbuf takes about 5 KB
+// with its frame) and the rest (route tables, rings) with room to spare.
+Status start_dpdk(const sim::Scenario& s) {
+  const uint32_t memory_mb = uint32_t(uint64_t(s.topology.engine.mbufs) * 5200 / (1 << 20)) + 512;
+  return dpdk::init_eal({.hugepages = false, .memory_mb = memory_mb, .extra_args = {}});
+}
+
+Result<sim::RunResult> run(const sim::Scenario& s) {
+  sim::RunOptions ro;
+  const bool tty = isatty(STDOUT_FILENO) == 1;
+  if (tty) ro.progress = progress_line;
+  auto r = sim::run_scenario(s, ro);
+  if (tty) std::printf("\r%*s\r", 72, "");
+  return r;
+}
+
+void print_run(const sim::RunResult& r, const std::string& dir) {
+  std::printf("  virtual %.3f ms (%s samples) in %.2f s wall (set-up %.2f s), %.2f M events/s; outputs in %s/\n",
+              r.summary["end_us"].get<double>() / 1000, std::to_string(r.summary["samples"].get<uint64_t>()).c_str(),
+              r.wall_seconds, r.setup_seconds, r.wall_seconds > 0 ? double(r.events) / r.wall_seconds / 1e6 : 0,
+              dir.c_str());
+}
+
 }  // namespace
 
 int cmd_sim(const SimOptions& o) {
   auto s = load(o);
-  if (!s.ok()) {
-    std::fprintf(stderr, "%s\n", s.status().message().c_str());
-    return kUsage;
-  }
+  if (!s.ok()) return usage_error(s.status().message());
   std::optional<sim::Baseline> base;
   if (!o.baseline.empty()) {
     auto b = load_baseline(o.baseline, *s);
-    if (!b.ok()) {
-      std::fprintf(stderr, "%s\n", b.status().message().c_str());
-      return kUsage;
-    }
+    if (!b.ok()) return usage_error(b.status().message());
     base = std::move(b.value());
   }
   set_log_level(spdlog::level::err);  // the verdict and summary say what happened
-  // The packet pool (an mbuf takes about 5 KB with its frame) and the rest
-  // (route tables, rings) with room to spare.
-  const uint32_t memory_mb = uint32_t(uint64_t(s->topology.engine.mbufs) * 5200 / (1 << 20)) + 512;
-  if (Status st = dpdk::init_eal({.hugepages = false, .memory_mb = memory_mb, .extra_args = {}}); !st.ok()) {
-    std::fprintf(stderr, "rocemu sim: %s\n", st.message().c_str());
-    return kUsage;
-  }
+  if (Status st = start_dpdk(*s); !st.ok()) return usage_error("rocemu sim: " + st.message());
   std::printf("rocemu sim: %s (%s), seed %s\n", s->name.c_str(), o.scenario.c_str(), std::to_string(s->seed).c_str());
-  sim::RunOptions ro;
-  const bool tty = isatty(STDOUT_FILENO) == 1;
-  if (tty) ro.progress = progress_line;
-  auto r = sim::run_scenario(*s, ro);
-  if (tty) std::printf("\r%*s\r", 72, "");
-  if (!r.ok()) {
-    std::fprintf(stderr, "rocemu sim: %s\n", r.status().message().c_str());
-    return kUsage;
-  }
+  auto r = run(*s);
+  if (!r.ok()) return usage_error("rocemu sim: " + r.status().message());
   const std::string dir = o.out_dir.empty() ? s->name : o.out_dir;
-  if (Status st = sim::write_outputs(*r, dir); !st.ok()) {
-    std::fprintf(stderr, "rocemu sim: %s\n", st.message().c_str());
-    return kUsage;
-  }
-  std::printf("  virtual %.3f ms (%s samples) in %.2f s wall, %.2f M events/s; outputs in %s/\n",
-              r->summary["end_us"].get<double>() / 1000, std::to_string(r->summary["samples"].get<uint64_t>()).c_str(),
-              r->wall_seconds, r->wall_seconds > 0 ? double(r->events) / r->wall_seconds / 1e6 : 0, dir.c_str());
+  if (Status st = sim::write_outputs(*r, dir); !st.ok()) return usage_error("rocemu sim: " + st.message());
+  print_run(*r, dir);
   if (!o.no_plots) plot(dir);
   std::fputs(sim::format_verdict("verdict", r->verdict).c_str(), stdout);
   sim::Verdict bv;
@@ -152,10 +156,8 @@ int cmd_sim(const SimOptions& o) {
   if (!o.junit.empty()) {
     std::vector<sim::JunitSuite> suites{{s->name, &r->verdict}};
     if (base) suites.push_back({s->name + ".baseline", &bv});
-    if (!write_text(o.junit, sim::junit_xml(suites, r->wall_seconds))) {
-      std::fprintf(stderr, "rocemu sim: cannot write %s\n", o.junit.c_str());
-      return kUsage;
-    }
+    if (!write_text(o.junit, sim::junit_xml(suites, r->wall_seconds)))
+      return usage_error("rocemu sim: cannot write " + o.junit);
   }
   return r->verdict.pass() && base_ok ? 0 : kFail;
 }

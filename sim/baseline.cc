@@ -17,9 +17,9 @@ struct Section {
   bool recursive;
 };
 constexpr Section kBaselineSections[] = {
-    {"flow_stats", true}, {"workloads", true}, {"bottleneck", false}, {"ecn", false},
-    {"cnp", false},       {"dcqcn", false},    {"pfc", false},        {"pfc_watchdog", false},
-    {"drops", false},     {"trims", false},    {"retransmissions", false},
+    {"flow_stats", true},       {"workloads", true}, {"bottleneck", false},   {"ecn", false},   {"cnp", false},
+    {"dcqcn", false},           {"pfc", false},      {"pfc_watchdog", false}, {"drops", false}, {"trims", false},
+    {"retransmissions", false},
 };
 
 void leaves(const Json& j, const std::string& path, bool recursive, std::vector<std::string>& out) {

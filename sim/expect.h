@@ -14,8 +14,8 @@ namespace rocemu::sim {
 struct Check {
   std::string name;
   std::string metric;
-  std::string condition;            // "<= 0", "within 5% of 97.5"
-  std::optional<double> measured;   // nullopt: not in the summary
+  std::string condition;           // "<= 0", "within 5% of 97.5"
+  std::optional<double> measured;  // nullopt: not in the summary
   bool pass = false;
 };
 

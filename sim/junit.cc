@@ -29,8 +29,8 @@ std::string seconds(double s) {
 }
 
 std::string testcase(const std::string& suite, const Check& c) {
-  const std::string what = c.metric + " = " + (c.measured ? format_number(*c.measured) : "missing") + " (expected " +
-                           c.condition + ")";
+  const std::string what =
+      c.metric + " = " + (c.measured ? format_number(*c.measured) : "missing") + " (expected " + c.condition + ")";
   std::string out = "    <testcase classname=\"rocemu.sim." + xml_escape(suite) + "\" name=\"" + xml_escape(c.name) +
                     "\" time=\"0\">\n";
   if (c.pass) out += "      <system-out>" + xml_escape(what) + "</system-out>\n";

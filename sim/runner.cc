@@ -59,7 +59,10 @@ class Run {
   size_t next_event_ = 0;
   Time t0_{0};
   CounterMap start_counters_;
-  Clock::time_point wall0_ = Clock::now();
+  Clock::time_point setup0_ = Clock::now();
+  Clock::time_point wall0_ = setup0_;  // time 0 of the scenario
+  double setup_seconds_ = 0;
+  uint64_t events0_ = 0;
 };
 
 Status Run::build() {
@@ -99,6 +102,9 @@ Status Run::start_flows() {
   wake_.assign(flows_.size(), t0_);
   start_counters_ = counters();
   sampler_ = std::make_unique<Sampler>(*engine_, s_, layout_, flows_);
+  wall0_ = Clock::now();
+  events0_ = engine_->iterations();
+  setup_seconds_ = std::chrono::duration<double>(wall0_ - setup0_).count();
   return {};
 }
 
@@ -174,7 +180,7 @@ Status Run::loop(const RunOptions& o) {
     engine_->run_until([&] { return !ready_.empty(); }, std::min(next_sample, next_wake()));
     if (o.progress && since(wall0_) - last_report >= 0.2) {
       last_report = since(wall0_);
-      o.progress({engine_->now() - t0_, s_.duration, last_report, engine_->iterations()});
+      o.progress({engine_->now() - t0_, s_.duration, last_report, engine_->iterations() - events0_});
     }
   }
 }
@@ -195,8 +201,9 @@ RunResult Run::finish() {
   r.summary = build_summary(s_, layout_, m);
   r.series = sampler_->series();
   r.verdict = evaluate(s_.expectations, r.summary);
-  r.events = engine_->iterations();
+  r.events = engine_->iterations() - events0_;
   r.wall_seconds = since(wall0_);
+  r.setup_seconds = setup_seconds_;
   return r;
 }
 

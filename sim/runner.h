@@ -22,7 +22,7 @@ struct Progress {
   Duration now{0};       // virtual time reached, since time 0
   Duration duration{0};  // the scenario's
   double wall_seconds = 0;
-  uint64_t events = 0;   // engine events so far
+  uint64_t events = 0;  // engine events so far
 };
 
 struct RunOptions {
@@ -34,8 +34,9 @@ struct RunResult {
   Json summary;
   std::vector<Series> series;
   Verdict verdict;
-  double wall_seconds = 0;  // never in summary.json or the CSVs
-  uint64_t events = 0;
+  double wall_seconds = 0;   // from time 0 to the end; never in summary.json or the CSVs
+  double setup_seconds = 0;  // building the fabric, QPs and ARP before time 0
+  uint64_t events = 0;       // engine events from time 0
 };
 
 // The EAL must be running (dpdk::init_eal) with room for the topology's mbufs.

@@ -20,7 +20,9 @@ Distribution distribution(const Column& c, size_t rows) {
   for (size_t r = 0; r < rows; r++) sum += v[r] = c.at(r);
   std::sort(v.begin(), v.end());
   // Nearest rank; samples are evenly spaced, so the mean is time-weighted.
-  auto pct = [&](double p) { return v[std::min(rows - 1, size_t(std::max(1.0, std::ceil(p / 100 * double(rows)))) - 1)]; };
+  auto pct = [&](double p) {
+    return v[std::min(rows - 1, size_t(std::max(1.0, std::ceil(p / 100 * double(rows)))) - 1)];
+  };
   d.mean = sum / double(rows);
   d.p50 = pct(50);
   d.p90 = pct(90);
@@ -56,12 +58,12 @@ class Sampler::NicProbe final : public CounterSink {
   Sampler& s_;
 };
 
-Sampler::Sampler(Engine& engine, const Scenario& s, const Layout& layout, const std::vector<std::unique_ptr<Flow>>& flows)
+Sampler::Sampler(Engine& engine, const Scenario& s, const Layout& layout,
+                 const std::vector<std::unique_ptr<Flow>>& flows)
     : flows_(flows), interval_(s.sample_interval) {
   for (const auto& f : flows) flow_rate_.emplace_back(f->name() + "_gbps", 3);
   last_bytes_.assign(flows.size(), 0);
-  for (const auto& sp : layout.switches)
-    add_switch(dynamic_cast<const sw::Switch*>(engine.find_node(sp.name)), sp);
+  for (const auto& sp : layout.switches) add_switch(dynamic_cast<const sw::Switch*>(engine.find_node(sp.name)), sp);
   for (const auto& n : layout.nics) nics_.push_back(dynamic_cast<const nic::Nic*>(engine.find_node(n)));
   last_cnp_sent_.assign(nics_.size(), 0);
   last_cnp_handled_.assign(nics_.size(), 0);
@@ -81,7 +83,8 @@ void Sampler::add_switch(const sw::Switch* sw, const Layout::SwitchPorts& sp) {
   SwitchProbe p{sw, sp.name, sp.interfaces, queues_.size(), pfc_.size(), {}, {}};
   for (const auto& f : sp.interfaces) {
     const std::string base = sp.name + "/" + f + "/";
-    for (int tc = 0; tc < kNumTc; tc++) queues_.emplace_back(base + "tc" + std::to_string(tc) + std::string(kBytesSuffix), 0);
+    for (int tc = 0; tc < kNumTc; tc++)
+      queues_.emplace_back(base + "tc" + std::to_string(tc) + std::string(kBytesSuffix), 0);
     for (int prio = 0; prio < kNumPrio; prio++) {
       pfc_.emplace_back(base + "prio" + std::to_string(prio) + "_paused", 4);
       pfc_.emplace_back(base + "prio" + std::to_string(prio) + "_xoff", 4);

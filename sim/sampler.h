@@ -45,8 +45,8 @@ class Sampler {
     const sw::Switch* sw;
     std::string name;
     std::vector<std::string> interfaces;
-    size_t first_queue = 0;  // index into queues_ of (port 0, tc 0)
-    size_t first_pfc = 0;    // index into pfc_ of (port 0, prio 0, paused) then xoff
+    size_t first_queue = 0;                        // index into queues_ of (port 0, tc 0)
+    size_t first_pfc = 0;                          // index into pfc_ of (port 0, prio 0, paused) then xoff
     std::vector<Duration> last_paused, last_xoff;  // per port x priority
   };
   // NIC counters wanted by name: per NIC (CNPs) and per QP

@@ -23,7 +23,7 @@ struct Reader {
   std::string dir;  // the scenario file's directory (topology_file is relative to it)
   Scenario& s;
   bool have_topology = false;
-  bool topology_ok = false;  // its nodes can be referred to
+  bool topology_ok = false;     // its nodes can be referred to
   Status topology_file_errors;  // a topology_file names its own file in its errors
 };
 
@@ -60,7 +60,8 @@ const NodeSpec* find_node(const Topology& t, std::string_view name) {
 void finish_topology(Reader& r, const YAML::Node& at) {
   r.have_topology = true;
   Topology& t = r.s.topology;
-  if (!t.ports.empty()) r.ctx.error(at, "topology.ports", "external ports need real time; rocemu sim runs in virtual time");
+  if (!t.ports.empty())
+    r.ctx.error(at, "topology.ports", "external ports need real time; rocemu sim runs in virtual time");
   t.engine.mode = TimeMode::kVirtual;  // a scenario always runs in virtual time
   r.s.seed = t.engine.seed;            // unless the scenario gives its own
 }
@@ -145,7 +146,8 @@ std::optional<std::string> host_ref(const YAML::Node& v, const std::string& f, R
   if (!h || !r.topology_ok) return h;
   const NodeSpec* n = find_node(r.s.topology, *h);
   if (n == nullptr) r.ctx.error(v, f, "no node named '" + *h + "' in the topology");
-  else if (n->kind->name() != "nic") r.ctx.error(v, f, "'" + *h + "' is a " + std::string(n->kind->name()) + ", not a nic");
+  else if (n->kind->name() != "nic")
+    r.ctx.error(v, f, "'" + *h + "' is a " + std::string(n->kind->name()) + ", not a nic");
   else return h;
   return std::nullopt;
 }
@@ -257,7 +259,8 @@ void check_workload(const YAML::Node& n, const std::string& f, Workload& w, Read
   if (!n["from"] || !n["to"]) r.ctx.error(n, f, "a workload needs from and to");
   const int amounts = (n["count"] ? 1 : 0) + (n["bytes"] ? 1 : 0) + (n["duration"] ? 1 : 0);
   if (amounts != 1) r.ctx.error(n, f, "give exactly one of count, bytes and duration");
-  if (n["dscp"] && n["traffic_class"]) r.ctx.error(n["traffic_class"], f + ".traffic_class", "give dscp or traffic_class, not both");
+  if (n["dscp"] && n["traffic_class"])
+    r.ctx.error(n["traffic_class"], f + ".traffic_class", "give dscp or traffic_class, not both");
   if (w.bytes > 0) w.count = (w.bytes + w.message_size - 1) / w.message_size;
 }
 
@@ -475,7 +478,8 @@ void read_expectation(const YAML::Node& n, const std::string& f, const Json* ske
   if (metric && skeleton != nullptr) {
     const Json* m = find_metric(*skeleton, *metric);
     if (m == nullptr)
-      r.ctx.error(n["metric"], f + ".metric", "'" + *metric + "' is not in summary.json (" + metric_hint(*skeleton, *metric) + ")");
+      r.ctx.error(n["metric"], f + ".metric",
+                  "'" + *metric + "' is not in summary.json (" + metric_hint(*skeleton, *metric) + ")");
     else if (!m->is_number() && !m->is_boolean())
       r.ctx.error(n["metric"], f + ".metric", "'" + *metric + "' is a section, not a number");
   }
@@ -494,8 +498,7 @@ void read_expectations(const YAML::Node& v, const std::string& f, Reader& r) {
   // Metric paths are checked against the summary a run of this scenario
   // would write: the same builder, on empty results.
   std::optional<Json> skeleton;
-  if (r.topology_ok)
-    skeleton = build_summary(r.s, layout_of(r.s.topology), Measurements::empty_for(r.s));
+  if (r.topology_ok) skeleton = build_summary(r.s, layout_of(r.s.topology), Measurements::empty_for(r.s));
   for (size_t i = 0; i < v.size(); i++) {
     const std::string ef = f + "[" + std::to_string(i) + "]";
     if (!v[i].IsMap()) r.ctx.error(v[i], ef, "expected a mapping {name, metric, op, value}");

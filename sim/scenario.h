@@ -61,14 +61,14 @@ struct Workload {
   uint32_t mtu = 1024;        // path MTU in bytes (256 .. 4096)
   uint32_t window = 8;        // messages outstanding per QP
   std::optional<OnOff> on_off;
-  uint8_t timeout = 14;       // local ACK timeout, 4.096 us x 2^timeout
+  uint8_t timeout = 14;  // local ACK timeout, 4.096 us x 2^timeout
   uint8_t retry_cnt = 7;
 };
 
 // One flow: data from `src` to `dst` (for READ, `dst` posts the READs).
 struct FlowSpec {
-  std::string name;      // the workload's, or "<workload>-<src>" if it has several sources
-  size_t workload = 0;   // index into Scenario::workloads
+  std::string name;     // the workload's, or "<workload>-<src>" if it has several sources
+  size_t workload = 0;  // index into Scenario::workloads
   std::string src, dst;
   uint64_t messages = 0;  // 0: as many as `duration` allows
 };
@@ -92,7 +92,7 @@ enum class Op : uint8_t { kLt, kLe, kGt, kGe, kEq, kWithin };
 
 struct Expectation {
   std::string name;
-  std::string metric;        // a path into summary.json, e.g. flow_stats.jain_fairness
+  std::string metric;  // a path into summary.json, e.g. flow_stats.jain_fairness
   Op op = Op::kEq;
   double value = 0;
   double within_percent = 0;  // Op::kWithin
@@ -107,10 +107,10 @@ struct Scenario {
   uint64_t seed = 1;
   Duration duration = ms(10);
   Duration sample_interval = us(10);
-  bool until_done = true;             // stop once every flow is done (and no fault is due)
-  std::string bottleneck;             // NODE:PORT; empty: the busiest port
+  bool until_done = true;  // stop once every flow is done (and no fault is due)
+  std::string bottleneck;  // NODE:PORT; empty: the busiest port
   std::vector<Workload> workloads;
-  std::vector<FlowSpec> flows;        // the workloads expanded
+  std::vector<FlowSpec> flows;           // the workloads expanded
   std::vector<ScheduledEvent> schedule;  // faults and nv commands, by time
   std::vector<Expectation> expectations;
 };

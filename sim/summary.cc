@@ -224,7 +224,9 @@ Json bottleneck_json(const Layout& l, const Json& ports, const Json& queues, con
   }
   int tc = 0;
   for (int t = 1; q != nullptr && t < kNumTc; t++)
-    if ((*q)["tc" + std::to_string(t)]["packets"].get<uint64_t>() > (*q)["tc" + std::to_string(tc)]["packets"].get<uint64_t>()) tc = t;
+    if ((*q)["tc" + std::to_string(t)]["packets"].get<uint64_t>() >
+        (*q)["tc" + std::to_string(tc)]["packets"].get<uint64_t>())
+      tc = t;
   b["queue_tc"] = tc;
   for (const char* k : {"mean_bytes", "p99_bytes", "max_bytes", "watermark_bytes"})
     b[std::string("queue_") + k] = q != nullptr ? (*q)["tc" + std::to_string(tc)][k] : Json(0);
@@ -235,8 +237,10 @@ Json bottleneck_json(const Layout& l, const Json& ports, const Json& queues, con
 
 Json ecn_json(const Layout& l, const Counters& c) {
   return Json{
-      {"marked_packets", sum_switch_ports(l, [&](const std::string& p) { return c.delta(p, "tx-ecn-stats.ecn-marked-packets"); })},
-      {"received_marked_packets", sum_nics(l, [&](const std::string& n) { return c.delta(n, "np_ecn_marked_roce_packets"); })}};
+      {"marked_packets",
+       sum_switch_ports(l, [&](const std::string& p) { return c.delta(p, "tx-ecn-stats.ecn-marked-packets"); })},
+      {"received_marked_packets",
+       sum_nics(l, [&](const std::string& n) { return c.delta(n, "np_ecn_marked_roce_packets"); })}};
 }
 
 Json cnp_json(const Layout& l, const Counters& c) {
@@ -245,7 +249,8 @@ Json cnp_json(const Layout& l, const Counters& c) {
               {"suppressed", nic("np_cnp_suppressed")},
               {"handled", nic("rp_cnp_handled")},
               {"ignored", nic("rp_cnp_ignored")},
-              {"switch_forwarded", sum_switch_ports(l, [&](const std::string& p) { return c.delta(p, "tx-cnp-stats.cnp-packets"); })}};
+              {"switch_forwarded",
+               sum_switch_ports(l, [&](const std::string& p) { return c.delta(p, "tx-cnp-stats.cnp-packets"); })}};
 }
 
 Json dcqcn_json(const Measurements& m, const Counters& c) {
@@ -271,7 +276,8 @@ Json pfc_json(const Layout& l, const Counters& c) {
     };
     const uint64_t s = sw("tx-pause-packets"), r = sw("rx-pause-packets");
     const uint64_t x = sw("tx-pause-duration-us"), d = sw("rx-pause-duration-us");
-    prios["prio" + std::to_string(p)] = Json{{"sent", s}, {"received", r}, {"switch_xoff_us", x}, {"switch_paused_us", d}};
+    prios["prio" + std::to_string(p)] =
+        Json{{"sent", s}, {"received", r}, {"switch_xoff_us", x}, {"switch_paused_us", d}};
     sent += s, received += r, xoff_us += x, paused_us += d;
   }
   const uint64_t nic_rx = sum_nics(l, [&](const std::string& n) { return c.delta(n, "rx_pfc_frames"); });
@@ -352,12 +358,9 @@ Json trims_json(const Layout& l, const Counters& c) {
 
 Json retransmissions_json(const Layout& l, const Counters& c) {
   auto nic = [&](std::string_view name) { return sum_nics(l, [&](const std::string& n) { return c.delta(n, name); }); };
-  return Json{{"packets", nic("retransmitted_packets")},
-              {"timeouts", nic("local_ack_timeout_err")},
-              {"seq_err_naks", nic("packet_seq_err")},
-              {"out_of_sequence", nic("out_of_sequence")},
-              {"duplicate_requests", nic("duplicate_request")},
-              {"rnr_naks", nic("rnr_nak_retry_err")}};
+  return Json{{"packets", nic("retransmitted_packets")},        {"timeouts", nic("local_ack_timeout_err")},
+              {"seq_err_naks", nic("packet_seq_err")},          {"out_of_sequence", nic("out_of_sequence")},
+              {"duplicate_requests", nic("duplicate_request")}, {"rnr_naks", nic("rnr_nak_retry_err")}};
 }
 
 }  // namespace

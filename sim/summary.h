@@ -5,9 +5,8 @@
 // with the same seed give the same bytes.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -22,7 +21,7 @@ using CounterMap = std::map<std::string, uint64_t, std::less<>>;  // "scope/name
 struct FlowResult {
   uint64_t messages_posted = 0;
   uint64_t messages_completed = 0;
-  uint64_t bytes = 0;  // payload of the completed messages
+  uint64_t bytes = 0;   // payload of the completed messages
   uint64_t errors = 0;  // completions with an error status
   bool completed = false;
   Time start{0}, finish{0};  // since the scenario's time 0
@@ -48,7 +47,7 @@ struct FlowQps {
 struct Measurements {
   Duration end{0};  // virtual time run, from the scenario's time 0
   uint64_t samples = 0;
-  CounterMap start, final;  // every counter at time 0 and at the end
+  CounterMap start, final;        // every counter at time 0 and at the end
   std::vector<FlowResult> flows;  // by Scenario::flows index
   std::vector<FlowCc> cc;
   std::vector<FlowQps> qps;

@@ -47,7 +47,7 @@ class Flow {
 
  private:
   struct QpPair {
-    nic::SimHost::Qp* req = nullptr;   // posts the messages
+    nic::SimHost::Qp* req = nullptr;  // posts the messages
     nic::SimHost::Qp* resp = nullptr;
     nic::SimHost::Cq* req_cq = nullptr;
     nic::SimHost::Cq* resp_cq = nullptr;

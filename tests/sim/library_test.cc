@@ -2,7 +2,6 @@
 // verdict is PASS. Each one is short in virtual time; the wall time of
 // each is printed so CI logs show which one grew.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <filesystem>
 

@@ -3,7 +3,6 @@
 // exit status); a baseline notices a changed metric; JUnit output parses;
 // the fault schedule acts at its times.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <sstream>
 
@@ -20,7 +19,8 @@ const std::string kPassing =
     "  - {name: completes, metric: flow_stats.all_completed, op: \"==\", value: true}\n"
     "  - {name: lossless, metric: drops.total, op: \"==\", value: 0}\n";
 // No flow can beat its 100 Gbit/s link.
-const std::string kFailing = "  - {name: faster than the wire, metric: flow_stats.throughput_gbps.max, op: \">\", value: 100}\n";
+const std::string kFailing =
+    "  - {name: faster than the wire, metric: flow_stats.throughput_gbps.max, op: \">\", value: 100}\n";
 
 std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -38,7 +38,8 @@ TEST_CASE("Two runs with the same seed write the same bytes; another seed change
   REQUIRE(sim::write_outputs(run_text(text), a).ok());
   REQUIRE(sim::write_outputs(run_text(text), b).ok());
   const auto names = files_in(a);
-  CHECK(names == std::vector<std::string>{"cnp.csv", "dcqcn.csv", "flows.csv", "pfc.csv", "queues.csv", "summary.json"});
+  CHECK(names ==
+        std::vector<std::string>{"cnp.csv", "dcqcn.csv", "flows.csv", "pfc.csv", "queues.csv", "summary.json"});
   REQUIRE(names == files_in(b));
   for (const auto& n : names) {
     INFO(n);
@@ -58,7 +59,7 @@ TEST_CASE("An expectation that must fail fails, one that must pass passes", "[si
   CHECK(r.verdict.checks[1].pass);
   CHECK(!r.verdict.checks[2].pass);
   REQUIRE(r.verdict.checks[2].measured);
-  CHECK(*r.verdict.checks[2].measured > 10);   // it did measure something real
+  CHECK(*r.verdict.checks[2].measured > 10);  // it did measure something real
   CHECK(*r.verdict.checks[2].measured <= 100);
   CHECK(!r.verdict.pass());
   const std::string text = sim::format_verdict("verdict", r.verdict);
@@ -75,10 +76,12 @@ TEST_CASE("rocemu sim exits 0 on PASS, 1 on FAIL, 2 on a bad file, and writes JU
   write_file(dir + "/bad.yaml", bad);
   const std::string bad_line = std::to_string(std::count(bad.begin(), bad.end(), '\n'));  // the last line
   CHECK(run_rocemu("sim " + dir + "/pass.yaml --no-plots -o " + dir + "/out-pass", dir + "/pass.log") == 0);
-  CHECK(run_rocemu("sim " + dir + "/fail.yaml --no-plots -o " + dir + "/out-fail --junit " + dir + "/junit.xml", dir + "/fail.log") == 1);
+  CHECK(run_rocemu("sim " + dir + "/fail.yaml --no-plots -o " + dir + "/out-fail --junit " + dir + "/junit.xml",
+                   dir + "/fail.log") == 1);
   CHECK(run_rocemu("sim " + dir + "/bad.yaml --no-plots -o " + dir + "/out-bad", dir + "/bad.log") == 2);
   CHECK(run_rocemu("sim --no-such-flag", dir + "/usage.log") == 2);
-  CHECK(read_file(dir + "/bad.log").find("bad.yaml:" + bad_line + ": expectations[0].metric: 'nowhere' is not in summary.json") !=
+  CHECK(read_file(dir + "/bad.log")
+            .find("bad.yaml:" + bad_line + ": expectations[0].metric: 'nowhere' is not in summary.json") !=
         std::string::npos);
   CHECK(!std::filesystem::exists(dir + "/out-bad"));  // rejected before anything ran
   CHECK(std::filesystem::exists(dir + "/out-pass/summary.json"));
@@ -86,11 +89,12 @@ TEST_CASE("rocemu sim exits 0 on PASS, 1 on FAIL, 2 on a bad file, and writes JU
   INFO(log);
   CHECK(log.find("verdict: FAIL (2 of 3 passed)") != std::string::npos);
   // JUnit: well-formed XML, one test case per expectation, the failure marked.
-  const std::string py = "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
-                         "s = r.find('testsuite'); print(r.tag, r.get('tests'), r.get('failures'), s.get('name'), "
-                         "len(s.findall('testcase')), len(s.findall('testcase/failure')), "
-                         "s.find('testcase/failure/..').get('name'))\" " +
-                         dir + "/junit.xml > " + dir + "/junit.txt";
+  const std::string py =
+      "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); "
+      "s = r.find('testsuite'); print(r.tag, r.get('tests'), r.get('failures'), s.get('name'), "
+      "len(s.findall('testcase')), len(s.findall('testcase/failure')), "
+      "s.find('testcase/failure/..').get('name'))\" " +
+      dir + "/junit.xml > " + dir + "/junit.txt";
   REQUIRE(std::system(py.c_str()) == 0);
   CHECK(read_file(dir + "/junit.txt") == "testsuites 3 1 small 3 1 faster than the wire\n");
   std::filesystem::remove_all(dir);
@@ -162,9 +166,10 @@ TEST_CASE("The fault schedule acts at its times: a link down from 50 to 100 us",
   INFO("before " << before << " during " << during << " after " << after);
   CHECK(during == 0);  // nothing new leaves h0 while its link is down
   CHECK(before > 0);
-  CHECK(after > 0);    // ... and it goes on once the link is back (after a timeout)
+  CHECK(after > 0);  // ... and it goes on once the link is back (after a timeout)
   CHECK(r.summary["drops"]["by_reason"]["link_down"].get<uint64_t>() > 0);
   CHECK(r.summary["retransmissions"]["timeouts"].get<uint64_t>() > 0);
   CHECK(r.summary["flow_stats"]["all_completed"].get<bool>());
-  CHECK(r.summary["flows"]["incast-h0"]["fct_us"].get<double>() > r.summary["flows"]["incast-h1"]["fct_us"].get<double>());
+  CHECK(r.summary["flows"]["incast-h0"]["fct_us"].get<double>() >
+        r.summary["flows"]["incast-h1"]["fct_us"].get<double>());
 }

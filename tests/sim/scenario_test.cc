@@ -2,7 +2,6 @@
 // error naming the file, the line and the field; a good one reads into
 // what the runner needs; metric paths resolve as summary.json nests.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 
 #include "sim/summary.h"
@@ -121,9 +120,9 @@ TEST_CASE("A good scenario reads into flows, a sorted schedule and expectations"
 nv:
   - {at: 200us, switch: sw1, command: "set qos roce mode lossy"}
 )";
-  auto s = sim::parse_scenario(small_scenario("  - {name: ok, metric: flows.incast-h1.fct_us, op: \"within 5% of\", value: 90}\n",
-                                              8, extra),
-                               "good.yaml", sim_registry());
+  auto s = sim::parse_scenario(
+      small_scenario("  - {name: ok, metric: flows.incast-h1.fct_us, op: \"within 5% of\", value: 90}\n", 8, extra),
+      "good.yaml", sim_registry());
   INFO(s.status().message());
   REQUIRE(s.ok());
   REQUIRE(s->flows.size() == 2);

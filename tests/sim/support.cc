@@ -1,13 +1,13 @@
 #include "tests/sim/support.h"
 
-#include <catch2/catch.hpp>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
 
 #include "nic/nic_kind.h"
 #include "switch/switch_kind.h"
