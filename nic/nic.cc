@@ -63,7 +63,7 @@ void Nic::on_start(Time now) {
   lp.rate_bps = link_rate_bps();
   lp.delay = ns(100);
   lp.mtu = 9000;
-  lp.tx_slack = engine().options().mode == TimeMode::kReal ? engine().options().real_tx_slack : Duration(0);
+  lp.tx_slack = engine().tx_slack();
   loopback_ = std::make_unique<InternalLink>(name() + ":loopback", this, kLoopbackTx, this, kLoopbackRx, lp,
                                              timers(), pool(), rng().next());
   sched_.bind(&timers(), Timer::method<&Nic::on_pace, Nic>(), this);

@@ -95,13 +95,28 @@ void Switch::PortRuntime::on_delay(Time now) {
   if (!delayed.empty()) sw->timers().schedule(delay_timer, delayed.front().due);
 }
 
+namespace {
+constexpr Duration kModelStep = us(1);  // 12.5 KB at 100 Gbit/s
+}  // namespace
+
 void Switch::process(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
   PortRuntime& in = *ports_[port];
   constexpr uint16_t kAhead = 4;
   for (uint16_t i = 0; i < n && i < kAhead; i++) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  // A burst a late real-time engine hands over at one `now` holds packets
+  // that arrived over a while (dpdk::PktMeta::arrival). What arrived more
+  // than kModelStep after the last transmit waits for the egress to take
+  // what came before it, as on time: otherwise the burst would queue (and
+  // be ECN-marked, and raise PFC) all at once. In exact virtual time a
+  // burst's packets all arrive at `now` and this never splits it.
+  Time sent_upto = n > 0 ? dpdk::meta(pkts[0]).arrival : now;
   for (uint16_t i = 0; i < n; i++) {
     rte_mbuf* m = pkts[i];
     if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
+    if (const Time a = dpdk::meta(m).arrival; a > sent_upto + kModelStep) {
+      flush_kicks(now);
+      sent_upto = a;
+    }
     wire::PacketView v;
     const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
     if (e != wire::DecodeError::kOk) {

@@ -194,7 +194,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
   ctx.check_keys(root, "", {"engine", "nodes", "links", "ports", "switch", "scenario", "nics"});
 
   if (const auto& e = root["engine"]) {
-    ctx.check_keys(e, "engine", {"time", "seed", "mbufs", "tx_slack"});
+    ctx.check_keys(e, "engine", {"time", "seed", "mbufs", "tx_slack", "virtual_lag"});
     if (e["time"]) {
       if (auto t = ctx.choice(e["time"], "engine.time", {"virtual", "real"}))
         topo.engine.mode = *t == "virtual" ? TimeMode::kVirtual : TimeMode::kReal;
@@ -202,6 +202,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
     if (e["seed"]) topo.engine.seed = uint64_t(ctx.integer(e["seed"], "engine.seed", 0, INT64_MAX).value_or(1));
     if (e["mbufs"]) topo.engine.mbufs = uint32_t(ctx.integer(e["mbufs"], "engine.mbufs", 1024, 1 << 22).value_or(16384));
     if (e["tx_slack"]) topo.engine.real_tx_slack = ctx.duration(e["tx_slack"], "engine.tx_slack").value_or(us(50));
+    if (e["virtual_lag"]) topo.engine.virtual_lag = ctx.duration(e["virtual_lag"], "engine.virtual_lag").value_or(Duration(0));
   }
 
   std::map<std::string, size_t> node_index;

@@ -51,6 +51,11 @@ struct PktMeta {
   uint32_t seq;          // per-link sequence number (ordering in flight)
   uint32_t aux;
   uint64_t scratch[4];
+  // When the packet reached the node holding it, in modelled time (set by
+  // the link that delivered it; 0 for a packet a node built). A real-time
+  // engine may hand a node a late burst at one `now`; a link sends such a
+  // packet on from here, not from `now` (see InternalLink::send).
+  Time arrival;
 };
 static_assert(sizeof(PktMeta) <= 64);
 

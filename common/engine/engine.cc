@@ -99,7 +99,7 @@ Result<InternalLink*> Engine::connect(Node& a, uint16_t port_a, Node& b, uint16_
   if (Status s = check(a, port_a); !s.ok()) return s;
   if (Status s = check(b, port_b); !s.ok()) return s;
   if (params.rate_bps == 0) return Status::error("link rate must be above 0");
-  if (opts_.mode == TimeMode::kReal && params.tx_slack.count() == 0) params.tx_slack = opts_.real_tx_slack;
+  if (params.tx_slack.count() == 0) params.tx_slack = tx_slack();
   const std::string name = a.name() + ":" + std::to_string(port_a) + "-" + b.name() + ":" + std::to_string(port_b);
   links_.push_back(std::make_unique<InternalLink>(name, &a, port_a, &b, port_b, params, wheel_, *pool_,
                                                   Rng::derive(opts_.seed, 2000 + links_.size())));
@@ -188,13 +188,24 @@ void Engine::apply_posted() {
   for (auto& c : cmds) c(*this);
 }
 
+Duration Engine::tx_slack() const {
+  return opts_.mode == TimeMode::kReal || opts_.virtual_lag.count() > 0 ? opts_.real_tx_slack : Duration(0);
+}
+
+Time Engine::wake_time(Time next) const {
+  const int64_t lag = opts_.virtual_lag.count();
+  if (lag <= 0 || next == kTimeNever) return next;
+  const int64_t k = (next.count() + lag - 1) / lag;
+  return Duration(k * lag);
+}
+
 void Engine::run_until(Time t) {
   start();
   apply_posted();
   for (;;) {
     const Time next = wheel_.next_expiry();
     if (next == kTimeNever || next > t) break;
-    if (next > now()) virtual_clock_->set(next);
+    if (next > now()) virtual_clock_->set(std::min(wake_time(next), t));
     wheel_.advance(now());
     iterations_++;
     apply_posted();
@@ -215,7 +226,7 @@ bool Engine::run_until(const std::function<bool()>& done, Time deadline) {
       }
       return done();
     }
-    if (next > now()) virtual_clock_->set(next);
+    if (next > now()) virtual_clock_->set(std::min(wake_time(next), deadline));
     wheel_.advance(now());
     iterations_++;
     apply_posted();

@@ -32,6 +32,11 @@ struct EngineOptions {
   uint32_t mbufs = 16384;
   // Real time: internal links may run this far ahead of `now` (see LinkParams).
   Duration real_tx_slack = us(50);
+  // Virtual time only: a real-time engine that falls behind, made
+  // deterministic. The loop wakes only on multiples of this (timers then
+  // fire late, in batches, as after a busy or descheduled iteration) and
+  // links run with real_tx_slack as in real time. 0: exact virtual time.
+  Duration virtual_lag{0};
   // Real time: busy-poll this long after the last work before sleeping.
   Duration spin_before_sleep = us(100);
   // Real time with external ports (no RX interrupts): after
@@ -87,6 +92,8 @@ class Engine {
 
   Time now() const { return clock_->now(); }
   TimeMode mode() const { return opts_.mode; }
+  // How far internal links may run ahead of `now` in this engine.
+  Duration tx_slack() const;
   const EngineOptions& options() const { return opts_; }
   TimerWheel& timers() { return wheel_; }
   dpdk::PacketPool& pool() { return *pool_; }
@@ -101,6 +108,8 @@ class Engine {
  private:
   Engine(const EngineOptions& opts, std::unique_ptr<dpdk::PacketPool> pool);
   void apply_posted();
+  // Virtual time: when the loop next wakes for an event due at `next`.
+  Time wake_time(Time next) const;
   bool poll_once(Time now);
   void idle(Time now);
 

@@ -77,6 +77,18 @@ void InternalLink::push(Wire& w, rte_mbuf* pkt, Time arrival) {
   if (!w.deliver_timer.armed() || arrival < w.deliver_timer.expiry()) wheel_.schedule(w.deliver_timer, arrival);
 }
 
+Time InternalLink::earliest_start(rte_mbuf* pkt, Time now) const {
+  // Modelled time rules: a packet handed on late (the engine handled its
+  // burst after the fact) leaves as it would have on time, from its
+  // arrival at this node -- within the slack the link may run ahead, so
+  // nothing is dated earlier than `now - tx_slack`. Without slack (exact
+  // virtual time) every packet is handled on time and leaves at `now`.
+  if (params_.tx_slack.count() == 0) return now;
+  const Time arrival = dpdk::meta(pkt).arrival;
+  if (arrival <= Duration(0)) return now;
+  return std::clamp(arrival, now - params_.tx_slack, now);
+}
+
 void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   Wire& w = wires_[side];
   PortCounters& c = ends_[side]->counters();
@@ -94,7 +106,7 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   }
   c[PortCounters::tx_packets]++;
   c[PortCounters::tx_bytes] += len;
-  const Time start = std::max(now, w.busy_until);
+  const Time start = std::max(earliest_start(pkt, now), w.busy_until);
   w.busy_until = start + serialization_time(wire_bytes(len), rate(side));
   Time arrival = w.busy_until + params_.delay;
   if (!w.fault.active()) {
@@ -150,7 +162,9 @@ void InternalLink::Wire::on_deliver(Time now) {
   while (!empty() && next().arrival <= now) {
     uint16_t n = 0;
     while (n < kBurst && !empty() && next().arrival <= now) {
-      rte_mbuf* m = pop().pkt;
+      const InFlight f = pop();
+      rte_mbuf* m = f.pkt;
+      dpdk::meta(m).arrival = f.arrival;
       const uint32_t len = rte_pktmbuf_pkt_len(m);
       to.counters()[PortCounters::rx_packets]++;
       to.counters()[PortCounters::rx_bytes] += len;

@@ -107,6 +107,8 @@ class InternalLink {
     return r ? *r : params_.rate_bps;
   }
   bool ready(int side, Time now);
+  // When a packet handed over at `now` starts on the wire at the earliest.
+  Time earliest_start(rte_mbuf* pkt, Time now) const;
   void send(int side, rte_mbuf* pkt, Time now);
   void push(Wire& w, rte_mbuf* pkt, Time arrival);
 

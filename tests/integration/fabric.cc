@@ -13,7 +13,8 @@ namespace rocemu::test {
 
 std::string star_yaml(const StarSpec& s) {
   std::ostringstream y;
-  y << "engine: {time: virtual, seed: " << s.seed << ", mbufs: 32768}\n";
+  y << "engine: {time: virtual, seed: " << s.seed << ", mbufs: 32768"
+    << (s.virtual_lag.empty() ? "" : ", virtual_lag: " + s.virtual_lag) << "}\n";
   y << "nodes:\n";
   for (int i = 0; i < s.hosts; i++) {
     y << "  h" << i << ":\n"

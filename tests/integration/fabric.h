@@ -29,6 +29,8 @@ struct StarSpec {
   // The NICs' congestion control (their `cc` key). The PFC, trimming and
   // loss tests study the fabric without it; the DCQCN tests set it.
   std::string cc = "none";
+  // engine.virtual_lag: the engine wakes late, as a real-time one does.
+  std::string virtual_lag;
 };
 
 // The topology file for `spec`.
