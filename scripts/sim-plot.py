@@ -14,6 +14,7 @@ import csv
 import json
 import os
 import sys
+import textwrap
 
 try:
     import matplotlib
@@ -42,10 +43,11 @@ def read_csv(path):
 
 
 def new_figure(summary, what, rows=1):
-    fig, axes = plt.subplots(rows, 1, figsize=(10, 4.2 * rows), sharex=True, squeeze=False)
+    # Constrained layout leaves room for a title of several lines.
+    fig, axes = plt.subplots(rows, 1, figsize=(10, 4.2 * rows), sharex=True, squeeze=False, layout="constrained")
     title = f"{summary['scenario']}: {what}"
     if summary.get("description"):
-        title += f"\n{summary['description']}"
+        title += "\n" + textwrap.fill(summary["description"], 110)
     fig.suptitle(title, fontsize=11)
     return fig, [a[0] for a in axes]
 
@@ -56,7 +58,6 @@ def finish(fig, axes, path, n_lines):
         if 0 < n_lines <= MAX_LEGEND:
             ax.legend(fontsize=8, loc="best")
     axes[-1].set_xlabel("virtual time since the scenario's start (µs)")
-    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     print(f"plots: {path}")
