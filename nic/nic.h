@@ -26,11 +26,13 @@
 #include "common/log.h"
 #include "common/wire/packet.h"
 #include "nic/counters.h"
+#include "nic/loss_recovery.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
 
 namespace rocemu::nic {
 
+// Picks the LossRecoveryStrategy (nic/loss_recovery.h) a NIC is built with.
 enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
 struct NicConfig {
@@ -242,6 +244,9 @@ class Nic final : public Node {
   uint8_t prio_of(uint8_t dscp) const { return cfg_.dscp_to_prio[dscp & 63]; }
 
   NicConfig cfg_;
+  // Loss recovery, chosen once from cfg_.recovery: the transport calls it
+  // wherever go-back-N and selective repeat differ.
+  std::unique_ptr<LossRecoveryStrategy> recovery_ = make_loss_recovery(*this, cfg_);
   std::vector<GidEntry> gids_;
   NicCounters counters_;
   std::shared_ptr<spdlog::logger> log_;
