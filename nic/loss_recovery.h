@@ -51,6 +51,16 @@ class LossRecoveryStrategy {
   // attribute asks for.
   virtual Duration retransmit_timeout(const Qp& qp, Duration timeout) const = 0;
 
+  // ---- completer ----
+  // A NAK-sequence-error for `psn` (the responder misses it).
+  virtual void on_seq_nak(Qp& qp, uint32_t psn, Time now) = 0;
+  // An RNR NAK for `psn`: it goes again once the RNR wait is over.
+  virtual void on_rnr_nak(Qp& qp, uint32_t psn, Time now) = 0;
+  // A READ response or atomic ACK from `psn` on was lost (a gap in the
+  // responses, a trimmed response, an ACK implying the answer went
+  // missing): ask for it again.
+  virtual void on_response_lost(Qp& qp, uint32_t psn, Time now) = 0;
+
  protected:
   explicit LossRecoveryStrategy(Nic& nic) : nic_(nic) {}
   Nic& nic_;
@@ -62,6 +72,9 @@ class GoBackN final : public LossRecoveryStrategy {
   std::string_view name() const override { return "go-back-n"; }
   uint32_t send_window() const override { return 1u << 22; }  // well inside the 24-bit PSN space
   Duration retransmit_timeout(const Qp&, Duration timeout) const override { return timeout; }
+  void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
+  void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
+  void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
 };
 
 class SelectiveRepeat final : public LossRecoveryStrategy {
@@ -73,6 +86,9 @@ class SelectiveRepeat final : public LossRecoveryStrategy {
   std::string_view name() const override { return "selective-repeat"; }
   uint32_t send_window() const override { return window_; }
   Duration retransmit_timeout(const Qp& qp, Duration timeout) const override;
+  void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
+  void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
+  void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
 
  private:
   uint32_t window_;

@@ -246,6 +246,8 @@ class Nic final : public Node {
   NicConfig cfg_;
   // Loss recovery, chosen once from cfg_.recovery: the transport calls it
   // wherever go-back-N and selective repeat differ.
+  friend class GoBackN;
+  friend class SelectiveRepeat;
   std::unique_ptr<LossRecoveryStrategy> recovery_ = make_loss_recovery(*this, cfg_);
   std::vector<GidEntry> gids_;
   NicCounters counters_;
