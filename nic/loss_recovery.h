@@ -61,6 +61,23 @@ class LossRecoveryStrategy {
   // missing): ask for it again.
   virtual void on_response_lost(Qp& qp, uint32_t psn, Time now) = 0;
 
+  // ---- responder (RC) ----
+  // What an RC QP sets up for receiving when it moves INIT -> RTR.
+  virtual void prepare_receive(Qp& qp) = 0;
+  // A request beyond the expected PSN; takes `m`.
+  virtual void on_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) = 0;
+  // A trimmed request (its payload cut by a switch) at the expected PSN,
+  // or at `psn` beyond it.
+  virtual void on_trimmed_expected(Qp& qp, Time now) = 0;
+  virtual void on_trimmed_ahead(Qp& qp, uint32_t psn, Time now) = 0;
+  // A SEND or WRITE packet at the expected PSN arrived intact (called
+  // before the expected PSN moves past it).
+  virtual void on_intact(Qp& qp) = 0;
+  // An in-order request was handled: go on with what waited for it.
+  virtual void on_in_order(Qp& qp, Time now) = 0;
+  // A duplicate READ or atomic at `psn` is about to be answered again.
+  virtual void on_duplicate_read(Qp& qp, uint32_t psn) = 0;
+
  protected:
   explicit LossRecoveryStrategy(Nic& nic) : nic_(nic) {}
   Nic& nic_;
@@ -75,24 +92,46 @@ class GoBackN final : public LossRecoveryStrategy {
   void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
+  void prepare_receive(Qp&) override {}
+  void on_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) override;
+  void on_trimmed_expected(Qp& qp, Time now) override;
+  void on_trimmed_ahead(Qp& qp, uint32_t psn, Time now) override;
+  void on_intact(Qp&) override {}
+  void on_in_order(Qp& qp, Time now) override;
+  void on_duplicate_read(Qp& qp, uint32_t psn) override;
+
+ private:
+  void nak_gap(Qp& qp, Time now);
 };
 
 class SelectiveRepeat final : public LossRecoveryStrategy {
  public:
-  // `window`: packets in flight; `rto_low`: the timeout with at most 3
-  // packets in flight.
-  SelectiveRepeat(Nic& nic, uint32_t window, Duration rto_low)
-      : LossRecoveryStrategy(nic), window_(window), rto_low_(rto_low) {}
+  // `window`: packets in flight and kept out of order; `rto_low`: the
+  // timeout with at most 3 packets in flight; `renak_packets`: a hole is
+  // NAKed again after this many later arrivals.
+  SelectiveRepeat(Nic& nic, uint32_t window, Duration rto_low, uint32_t renak_packets)
+      : LossRecoveryStrategy(nic), window_(window), rto_low_(rto_low), renak_packets_(renak_packets) {}
   std::string_view name() const override { return "selective-repeat"; }
   uint32_t send_window() const override { return window_; }
   Duration retransmit_timeout(const Qp& qp, Duration timeout) const override;
   void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
+  void prepare_receive(Qp& qp) override;
+  void on_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) override;
+  void on_trimmed_expected(Qp& qp, Time now) override;
+  void on_trimmed_ahead(Qp& qp, uint32_t psn, Time now) override;
+  void on_intact(Qp& qp) override;
+  void on_in_order(Qp& qp, Time now) override;
+  void on_duplicate_read(Qp&, uint32_t) override {}
 
  private:
+  void nak_hole(Qp& qp, Time now);
+  void drain_reorder_buffer(Qp& qp, Time now);
+
   uint32_t window_;
   Duration rto_low_;
+  uint32_t renak_packets_;
 };
 
 // The strategy `cfg.recovery` names, for `nic`.

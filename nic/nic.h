@@ -225,9 +225,6 @@ class Nic final : public Node {
   void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
   void process_request(Qp& qp, const wire::PacketView& v, Time now);
   void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
-  void handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
-  void drain_reorder_buffer(Qp& qp, Time now);
-  void nak_trimmed_if_due(Qp& qp, Time now);
   void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
   bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
   bool take_recv(Qp& qp, RecvEntry& out);
