@@ -27,12 +27,14 @@
 #include "common/wire/packet.h"
 #include "nic/cc/cc.h"
 #include "nic/counters.h"
+#include "nic/loss_recovery.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
 #include "nic/tx_scheduler.h"
 
 namespace rocemu::nic {
 
+// Picks the LossRecoveryStrategy (nic/loss_recovery.h) a NIC is built with.
 enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
 struct NicConfig {
@@ -244,9 +246,6 @@ class Nic final : public Node {
   void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
   void process_request(Qp& qp, const wire::PacketView& v, Time now);
   void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
-  void handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
-  void drain_reorder_buffer(Qp& qp, Time now);
-  void nak_trimmed_if_due(Qp& qp, Time now);
   void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
   bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
   bool take_recv(Qp& qp, RecvEntry& out);
@@ -263,6 +262,11 @@ class Nic final : public Node {
   uint8_t prio_of(uint8_t dscp) const { return cfg_.dscp_to_prio[dscp & 63]; }
 
   NicConfig cfg_;
+  // Loss recovery, chosen once from cfg_.recovery: the transport calls it
+  // wherever go-back-N and selective repeat differ.
+  friend class GoBackN;
+  friend class SelectiveRepeat;
+  std::unique_ptr<LossRecoveryStrategy> recovery_ = make_loss_recovery(*this, cfg_);
   std::vector<GidEntry> gids_;
   NicCounters counters_;
   std::shared_ptr<spdlog::logger> log_;
