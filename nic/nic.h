@@ -171,7 +171,10 @@ class Nic final : public Node {
   bool send_one(Qp& qp, bool resp, bool paced, uint16_t out, Time now);
   // Sends a frame on a port now; frees it if the port refuses.
   bool emit(uint16_t port, rte_mbuf* m, Time now);
-  void send_control(rte_mbuf* m, Time now);  // ARP, CNP: queued ahead of QP traffic
+  // ARP, CNP: queued ahead of QP traffic; one with a priority (a CNP)
+  // waits while PFC pauses it.
+  void send_control(rte_mbuf* m, Time now, uint8_t prio = kNoPriority);
+  static constexpr uint8_t kNoPriority = 0xff;
 
   // ---- congestion control (nic.cc; the algorithm in cc/) ----
   cc::Flow& cc_flow(Qp& qp);
@@ -292,7 +295,11 @@ class Nic final : public Node {
   // transmit scheduling
   TxScheduler sched_;
   std::unique_ptr<cc::Algorithm> cc_;        // chosen once, from cfg_.cc
-  std::deque<rte_mbuf*> control_q_;          // ARP, CNP: sent before QP traffic
+  struct ControlFrame {
+    rte_mbuf* m;
+    uint8_t prio;
+  };
+  std::deque<ControlFrame> control_q_;       // ARP, CNP: sent before QP traffic
   std::array<Time, 8> pause_until_{};        // PFC received per priority
   Duration pace_burst_{0};                   // real time: how late a paced QP may catch up
   Timer pump_timer_;
