@@ -169,12 +169,7 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
         if (!(qp.read_rewind_pending && qp.read_rewind_psn == missing)) {
           qp.read_rewind_pending = true;
           qp.read_rewind_psn = missing;
-          if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-            qp.sr_resend.push_back(missing);
-            activate(qp, now);
-          } else {
-            rewind(qp, missing, now);
-          }
+          recovery_->on_response_lost(qp, missing, now);
         }
         psn = wire::psn_add(missing, -1);
         break;
@@ -218,12 +213,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
       if (w.is_read() && !w.done && psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
         qp.read_rewind_pending = true;
         qp.read_rewind_psn = psn;
-        if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-          qp.sr_resend.push_back(psn);
-          activate(qp, now);
-        } else {
-          rewind(qp, psn, now);
-        }
+        recovery_->on_response_lost(qp, psn, now);
         break;
       }
     }
@@ -248,11 +238,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
           }
           qp.rnr_left--;
         }
-        if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-          qp.sr_resend.push_back(psn);
-        } else {
-          rewind(qp, psn, now);
-        }
+        recovery_->on_rnr_nak(qp, psn, now);
         qp.rnr_waiting = true;
         timers().schedule(qp.rnr_timer, now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000));
         arm_retry_timer(qp, now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000));
@@ -265,15 +251,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
         if (code == wire::NakCode::kPsnSeqError) {
           counters_[NicCounters::packet_seq_err]++;
           if (!wire::psn_lt(psn, qp.sent_high) || wire::psn_lt(psn, qp.una_psn)) break;
-          if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-            if (std::find(qp.sr_resend.begin(), qp.sr_resend.end(), psn) == qp.sr_resend.end()) {
-              counters_[NicCounters::roce_adp_retrans]++;
-              qp.sr_resend.push_back(psn);
-            }
-            activate(qp, now);
-          } else {
-            rewind(qp, psn, now);
-          }
+          recovery_->on_seq_nak(qp, psn, now);
           arm_retry_timer(qp, now);
         } else {
           if (code == wire::NakCode::kRemoteAccessError) counters_[NicCounters::req_remote_access_errors]++;
@@ -346,12 +324,7 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
       if (!(qp.read_rewind_pending && qp.read_rewind_psn == expected)) {
         qp.read_rewind_pending = true;
         qp.read_rewind_psn = expected;
-        if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-          qp.sr_resend.push_back(expected);
-          activate(qp, now);
-        } else {
-          rewind(qp, expected, now);
-        }
+        recovery_->on_response_lost(qp, expected, now);
       }
     }
     rte_pktmbuf_free(m);

@@ -390,10 +390,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
         qp->msn = 0;
         qp->last_req_opcode = 0xff;
         qp->in_message = false;
-        if (qp->type == QpType::kRc && cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-          qp->ooo.assign(cfg_.sr_window, nullptr);
-          qp->ooo_trimmed.assign(cfg_.sr_window, 0);
-        }
+        if (qp->type == QpType::kRc) recovery_->prepare_receive(*qp);
       }
       if (!qp->is_ud()) {
         fill_path(*qp);

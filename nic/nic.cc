@@ -54,7 +54,7 @@ Nic::~Nic() {
       if (m != nullptr) rte_pktmbuf_free(m);
     drop_prefetch(*qp);
   }
-  for (rte_mbuf* m : control_q_) rte_pktmbuf_free(m);
+  for (const ControlFrame& c : control_q_) rte_pktmbuf_free(c.m);
 }
 
 void Nic::on_start(Time now) {
@@ -313,6 +313,7 @@ void Nic::on_unpause(Time now) {
   for (Time t : pause_until_)
     if (t > now) earliest = std::min(earliest, t);
   if (earliest != kTimeNever) timers().schedule(unpause_timer_, earliest);
+  if (!control_q_.empty() && !pumping_) pump(now);  // CNPs that waited
 }
 
 // ----------------------------------------------------------- neighbours ----
@@ -393,8 +394,8 @@ bool Nic::emit(uint16_t port_index, rte_mbuf* m, Time now) {
   return true;
 }
 
-void Nic::send_control(rte_mbuf* m, Time now) {
-  control_q_.push_back(m);
+void Nic::send_control(rte_mbuf* m, Time now, uint8_t prio) {
+  control_q_.push_back({m, prio});
   if (!pumping_) pump(now);
 }
 
@@ -415,10 +416,16 @@ void Nic::on_pace(Time now) {
 }
 
 void Nic::send_control_frames(Time now) {
+  // In order, except that a CNP on a priority PFC pauses waits (and what
+  // follows it may pass); ARP has no priority.
   Port* wire_port = port(kWirePort);
-  while (!control_q_.empty() && wire_port != nullptr && wire_port->tx_ready(now)) {
-    emit(kWirePort, control_q_.front(), now);
-    control_q_.pop_front();
+  for (auto it = control_q_.begin(); it != control_q_.end() && wire_port != nullptr && wire_port->tx_ready(now);) {
+    if (it->prio < pause_until_.size() && priority_paused(it->prio, now)) {
+      ++it;
+      continue;
+    }
+    emit(kWirePort, it->m, now);
+    it = control_q_.erase(it);
   }
 }
 
@@ -535,7 +542,7 @@ void Nic::send_cnp(Qp& qp, Time now) {
   rte_pktmbuf_append(m, uint16_t(len));
   counters_[NicCounters::np_cnp_sent]++;
   if (qp.egress_port == kWirePort) {
-    send_control(m, now);  // ahead of data
+    send_control(m, now, cfg_.cnp_prio);  // ahead of data
   } else {
     emit(qp.egress_port, m, now);  // loopback
   }

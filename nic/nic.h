@@ -27,12 +27,14 @@
 #include "common/wire/packet.h"
 #include "nic/cc/cc.h"
 #include "nic/counters.h"
+#include "nic/loss_recovery.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
 #include "nic/tx_scheduler.h"
 
 namespace rocemu::nic {
 
+// Picks the LossRecoveryStrategy (nic/loss_recovery.h) a NIC is built with.
 enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
 struct NicConfig {
@@ -169,7 +171,10 @@ class Nic final : public Node {
   bool send_one(Qp& qp, bool resp, bool paced, uint16_t out, Time now);
   // Sends a frame on a port now; frees it if the port refuses.
   bool emit(uint16_t port, rte_mbuf* m, Time now);
-  void send_control(rte_mbuf* m, Time now);  // ARP, CNP: queued ahead of QP traffic
+  // ARP, CNP: queued ahead of QP traffic; one with a priority (a CNP)
+  // waits while PFC pauses it.
+  void send_control(rte_mbuf* m, Time now, uint8_t prio = kNoPriority);
+  static constexpr uint8_t kNoPriority = 0xff;
 
   // ---- congestion control (nic.cc; the algorithm in cc/) ----
   cc::Flow& cc_flow(Qp& qp);
@@ -244,9 +249,6 @@ class Nic final : public Node {
   void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
   void process_request(Qp& qp, const wire::PacketView& v, Time now);
   void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
-  void handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
-  void drain_reorder_buffer(Qp& qp, Time now);
-  void nak_trimmed_if_due(Qp& qp, Time now);
   void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
   bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
   bool take_recv(Qp& qp, RecvEntry& out);
@@ -263,6 +265,11 @@ class Nic final : public Node {
   uint8_t prio_of(uint8_t dscp) const { return cfg_.dscp_to_prio[dscp & 63]; }
 
   NicConfig cfg_;
+  // Loss recovery, chosen once from cfg_.recovery: the transport calls it
+  // wherever go-back-N and selective repeat differ.
+  friend class GoBackN;
+  friend class SelectiveRepeat;
+  std::unique_ptr<LossRecoveryStrategy> recovery_ = make_loss_recovery(*this, cfg_);
   std::vector<GidEntry> gids_;
   NicCounters counters_;
   std::shared_ptr<spdlog::logger> log_;
@@ -288,7 +295,11 @@ class Nic final : public Node {
   // transmit scheduling
   TxScheduler sched_;
   std::unique_ptr<cc::Algorithm> cc_;        // chosen once, from cfg_.cc
-  std::deque<rte_mbuf*> control_q_;          // ARP, CNP: sent before QP traffic
+  struct ControlFrame {
+    rte_mbuf* m;
+    uint8_t prio;
+  };
+  std::deque<ControlFrame> control_q_;       // ARP, CNP: sent before QP traffic
   std::array<Time, 8> pause_until_{};        // PFC received per priority
   Duration pace_burst_{0};                   // real time: how late a paced QP may catch up
   Timer pump_timer_;

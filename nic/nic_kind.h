@@ -12,7 +12,10 @@
 //     traffic_class: 106           # used when a QP sets 0 (DSCP 26, ECT(0))
 //     ecn: true                    # data is ECN-capable
 //     trim_dscp: 11                # DSCP of packets a switch trimmed
-//     cnp_dscp: 48
+//     cnp_dscp: 48                 # CNPs the NIC sends (mlx5 roce_np)
+//     cnp_802p_prio: 6
+//     cc: dcqcn                    # congestion control: none, dcqcn, or a mapping
+//                                  # with a profile and mlx5 knobs (nic/cc/cc_config.h)
 //     vlan: 100                    # tag frames with this VID (PCP = priority)
 #pragma once
 

@@ -1,8 +1,9 @@
 // Requester: turns send WQEs into request packets. Copies each WQE out of
 // the ring once and checks it, segments messages to the path MTU, numbers
-// packets with PSNs, honours max_rd_atomic, fences and the selective
-// repeat window, and resends on NAK or timeout (go-back-N rewinds;
-// selective repeat resends single PSNs).
+// packets with PSNs, honours max_rd_atomic, fences and the loss
+// recovery's window, and resends on NAK or timeout as the loss recovery
+// says (nic/loss_recovery.h: go-back-N rewinds, selective repeat resends
+// single PSNs).
 #include <algorithm>
 
 #include "nic/nic.h"
@@ -169,10 +170,8 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
     if ((w.flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding > 0) return false;
     if (w.needs_response() && qp.rd_atomic_outstanding >= std::max<uint32_t>(qp.max_rd_atomic, 1)) return false;
   }
-  // In flight is bounded: by the BDP window with selective repeat (the
-  // receiver keeps no more out of order), and well inside the PSN space
-  // otherwise.
-  const uint32_t window = cfg_.recovery == LossRecovery::kSelectiveRepeat ? cfg_.sr_window : (1u << 22);
+  // In flight is bounded by the loss recovery's window.
+  const uint32_t window = recovery_->send_window();
   const uint32_t next = w.started ? qp.send_psn : qp.next_new_psn;
   const int32_t ahead = wire::psn_diff(next, qp.una_psn);  // negative: resending what is acked
   if (!(w.started && w.needs_response()) && ahead > 0 && uint32_t(ahead) >= window) return false;
@@ -538,13 +537,7 @@ void Nic::arm_retry_timer(Qp& qp, Time now) {
     timers().cancel(qp.retry_timer);
     return;
   }
-  Duration t = ack_timeout(qp.timeout);
-  if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-    // IRN: a short timeout when only a few packets are in flight, so a tail
-    // loss costs little.
-    const int32_t in_flight = wire::psn_diff(qp.sent_high, qp.una_psn);
-    if (in_flight <= 3 && cfg_.sr_rto_low < t) t = cfg_.sr_rto_low;
-  }
+  const Duration t = recovery_->retransmit_timeout(qp, ack_timeout(qp.timeout));
   if (t == kTimeNever) {
     timers().cancel(qp.retry_timer);
     return;

@@ -1,8 +1,9 @@
 // Responder: requests arriving at a QP. Checks the PSN (duplicates are
-// answered again, gaps NAKed once for go-back-N or kept for selective
-// repeat), the opcode sequence, the rkey/range/access of RDMA and atomic
-// requests and the receive WQE of a SEND; writes memory, posts receive
-// completions, and queues ACK/NAKs, READ responses and atomic ACKs.
+// answered again; gaps and trimmed packets are the loss recovery's, see
+// nic/loss_recovery.h), the opcode sequence, the rkey/range/access of
+// RDMA and atomic requests and the receive WQE of a SEND; writes memory,
+// posts receive completions, and queues ACK/NAKs, READ responses and
+// atomic ACKs.
 #include <algorithm>
 
 #include "nic/nic.h"
@@ -162,30 +163,10 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
     // in -- no waiting for the requester's timer either way.
     counters_[NicCounters::rx_trimmed]++;
     if (rc && d == 0) {
-      qp.nak_sent = true;
-      qp.sr_nak_psn = qp.epsn;
-      qp.sr_ooo_since_nak = 0;
-      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+      recovery_->on_trimmed_expected(qp, now);
     } else if (rc && d > 0) {
       counters_[NicCounters::out_of_sequence]++;
-      if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-        // Every trimmed PSN in the window is remembered: each is NAKed when
-        // the PSNs before it are in, even with nothing arriving after it.
-        if (uint32_t(d) < qp.ooo_trimmed.size()) qp.ooo_trimmed[psn % qp.ooo_trimmed.size()] = 1;
-      } else if (!qp.trim_lost_valid || wire::psn_lt(psn, qp.trim_lost_psn)) {
-        qp.trim_lost_valid = true;
-        qp.trim_lost_psn = psn;
-      }
-      if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-        if (qp.sr_nak_psn != qp.epsn) {
-          qp.sr_nak_psn = qp.epsn;
-          qp.sr_ooo_since_nak = 0;
-          schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-        }
-      } else if (!qp.nak_sent) {
-        qp.nak_sent = true;
-        schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-      }
+      recovery_->on_trimmed_ahead(qp, psn, now);
     }
     rte_pktmbuf_free(m);
     return;
@@ -209,116 +190,12 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
       rte_pktmbuf_free(m);
       return;
     }
-    if (cfg_.recovery == LossRecovery::kSelectiveRepeat) {
-      handle_out_of_order(qp, m, v, now);
-      return;
-    }
-    if (!qp.nak_sent) {
-      qp.nak_sent = true;
-      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-    }
-    rte_pktmbuf_free(m);
+    recovery_->on_out_of_order(qp, m, v, now);
     return;
   }
   process_request(qp, v, now);
   rte_pktmbuf_free(m);
-  if (rc && qp.ooo_count > 0) drain_reorder_buffer(qp, now);
-  if (rc) nak_trimmed_if_due(qp, now);
-}
-
-void Nic::nak_trimmed_if_due(Qp& qp, Time now) {
-  // A trimmed packet seen ahead of the expected PSN: once everything before
-  // it has arrived, NAK it without waiting for anything else to arrive.
-  if (qp.state == IBV_QPS_ERR) return;
-  if (!qp.ooo_trimmed.empty()) {
-    uint8_t& mark = qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()];
-    if (mark != 0) {
-      mark = 0;
-      qp.sr_nak_psn = qp.epsn;
-      qp.sr_ooo_since_nak = 0;
-      schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-    }
-    return;
-  }
-  if (!qp.trim_lost_valid) return;
-  if (wire::psn_lt(qp.trim_lost_psn, qp.epsn)) {
-    qp.trim_lost_valid = false;  // an intact copy came meanwhile
-  } else if (qp.trim_lost_psn == qp.epsn) {
-    qp.trim_lost_valid = false;
-    qp.nak_sent = true;
-    qp.sr_nak_psn = qp.epsn;
-    qp.sr_ooo_since_nak = 0;
-    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-  }
-}
-
-void Nic::handle_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
-  const uint32_t psn = v.bth().psn();
-  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.epsn));
-  const uint32_t window = uint32_t(qp.ooo.size());
-  if (d >= window) {
-    counters_[NicCounters::rx_ooo_dropped]++;
-    rte_pktmbuf_free(m);
-  } else {
-    rte_mbuf*& slot = qp.ooo[psn % window];
-    if (slot != nullptr) {
-      rte_pktmbuf_free(m);  // already have it
-    } else {
-      slot = m;
-      qp.ooo_count++;
-      counters_[NicCounters::rx_ooo_buffered]++;
-    }
-  }
-  // Tell the requester which PSN is missing, once per hole -- and again
-  // if the hole outlives many more arrivals: its resend was lost too.
-  if (qp.sr_nak_psn != qp.epsn || ++qp.sr_ooo_since_nak >= cfg_.sr_renak_packets) {
-    qp.sr_nak_psn = qp.epsn;
-    qp.sr_ooo_since_nak = 0;
-    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-  }
-}
-
-void Nic::drain_reorder_buffer(Qp& qp, Time now) {
-  const uint32_t window = uint32_t(qp.ooo.size());
-  // Packets that fell behind epsn (covered by a READ's PSN range, or a
-  // duplicate) are dropped; in-order ones are processed.
-  const uint32_t before = qp.epsn;
-  while (qp.ooo_count > 0 && qp.state != IBV_QPS_ERR) {
-    rte_mbuf*& slot = qp.ooo[qp.epsn % window];
-    if (slot == nullptr) break;
-    rte_mbuf* m = slot;
-    slot = nullptr;
-    qp.ooo_count--;
-    wire::PacketView v;
-    if (wire::decode(dpdk::bytes(m), v) == wire::DecodeError::kOk && v.bth().psn() == qp.epsn) {
-      rte_mbuf* outer = rx_frame_;
-      rx_frame_ = m;
-      process_request(qp, v, now);
-      rx_frame_ = outer;
-    }
-    rte_pktmbuf_free(m);
-  }
-  // Drop anything now behind epsn.
-  if (qp.ooo_count > 0) {
-    for (rte_mbuf*& slot : qp.ooo) {
-      if (slot == nullptr) continue;
-      wire::PacketView v;
-      if (wire::decode(dpdk::bytes(slot), v) != wire::DecodeError::kOk ||
-          wire::psn_lt(v.bth().psn(), qp.epsn)) {
-        rte_pktmbuf_free(slot);
-        slot = nullptr;
-        qp.ooo_count--;
-      }
-    }
-  }
-  // A hole filled: tell the requester how far we are, whether or not the
-  // packets kept had AckReq set.
-  if (qp.epsn != before && qp.state != IBV_QPS_ERR) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
-  if (qp.ooo_count > 0 && qp.sr_nak_psn != qp.epsn && qp.state != IBV_QPS_ERR) {
-    qp.sr_nak_psn = qp.epsn;
-    qp.sr_ooo_since_nak = 0;
-    schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
-  }
+  if (rc) recovery_->on_in_order(qp, now);
 }
 
 void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
@@ -327,11 +204,9 @@ void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
   const wire::OpcodeInfo& info = v.op();
   if (info.any(wire::kOpRead) || info.any(wire::kOpAtomic)) {
     // Answer again: READs are executed again, atomics answered from the
-    // saved result. Go-back-N: the requester resends every request after
-    // this one, so responses queued for later PSNs go. Selective repeat:
-    // only this one is asked again; it goes in PSN order among the rest.
-    if (cfg_.recovery == LossRecovery::kGoBackN)
-      std::erase_if(qp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
+    // saved result, in PSN order among the responses still owed (loss
+    // recovery may drop those first).
+    recovery_->on_duplicate_read(qp, psn);
     ResponderTask task;
     if (info.any(wire::kOpRead)) {
       const wire::Reth& reth = v.reth();
@@ -559,7 +434,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   }
   qp.in_message = !last;
   qp.last_req_opcode = op;
-  if (!qp.ooo_trimmed.empty()) qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()] = 0;  // an intact copy came
+  recovery_->on_intact(qp);
   qp.epsn = wire::psn_add(qp.epsn, 1);
   qp.nak_sent = false;
   if (last) qp.msn = (qp.msn + 1) & 0xffffff;

@@ -87,7 +87,8 @@ void Switch::PortRuntime::on_delay(Time now) {
     uint16_t k = 0;
     while (k < kBurst && !delayed.empty() && delayed.front().due <= now) {
       std::pop_heap(delayed.begin(), delayed.end(), cmp);
-      burst[k++] = delayed.back().pkt;
+      burst[k] = delayed.back().pkt;
+      dpdk::meta(burst[k++]).arrival = delayed.back().due;  // it arrives now, as far as the model goes
       delayed.pop_back();
     }
     sw->process(index, burst, k, now);

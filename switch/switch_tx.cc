@@ -147,7 +147,10 @@ rte_mbuf* Switch::dequeue(PortRuntime& p, Time now) {
   const int tc = p.scheduler.select(eligible, head_len);
   if (tc < 0) return nullptr;
   rte_mbuf* m = p.queue[tc].pop();
-  const dpdk::PktMeta& meta = dpdk::meta(m);
+  dpdk::PktMeta& meta = dpdk::meta(m);
+  // One that waited here (busy port, PFC pause) leaves from now; one that
+  // goes on as it came in keeps its arrival (see PktMeta::arrival).
+  if (meta.stamp != now) meta.arrival = Time{0};
   mmu_.release(meta.in_port, meta.pg, p.index, uint8_t(tc), meta.aux);
   p.last_dequeue[tc] = now;
   account_tx(p, m);

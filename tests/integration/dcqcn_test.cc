@@ -119,3 +119,4 @@ TEST_CASE("DCQCN: an engine that falls behind invents no congestion", "[sim][int
     CHECK(o.r.goodput_gbps() > 0.92 * 4096.0 / (4096 + 82) * 100);
   }
 }
+

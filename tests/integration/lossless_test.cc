@@ -95,8 +95,9 @@ TEST_CASE("Lossless incast with real NICs: PFC pauses the NICs, nothing is lost,
 
 TEST_CASE("ECN marks from the switch reach the receiving NIC", "[sim][integration][ecn]") {
   // The same lossless incast: TC3 sits far above the ECN band (150 KB ..
-  // 1.5 MB, every ECT packet marked above it). The NIC has no congestion
-  // control yet; what is checked is that it sees and counts the marks.
+  // 1.5 MB, every ECT packet marked above it). The NICs run without
+  // congestion control here (dcqcn_test.cc has it); what is checked is
+  // that the receiver sees and counts the marks.
   StarSpec sp;
   sp.seed = 22;
   auto star = make_star(sp);

@@ -269,3 +269,24 @@ TEST_CASE("RP: a rate increase lets a QP paced at a low rate go at once", "[prot
   INFO(before << " packets by CNP + 550 us, " << b.probe->got.size() << " by CNP + 650 us");
   CHECK(b.probe->got.size() - before > 30);
 }
+
+TEST_CASE("NP: a CNP waits while PFC pauses its priority, then goes", "[protocol][nic][dcqcn]") {
+  CcBench b(dcqcn());
+  // The partner pauses priority 6 (cnp_802p_prio) for 2000 quanta: 10.24 us at 100 Gbit/s.
+  uint16_t quanta[wire::kNumPriorities] = {};
+  quanta[6] = 2000;
+  std::vector<uint8_t> pfc(64);
+  pfc.resize(wire::encode_pfc(pfc, b.to_nic.src_mac, 1u << 6, quanta));
+  const Time paused_at = b.engine->now();
+  b.inject(pfc);
+  b.write_to_nic(0, true);
+  b.engine->run_for(us(5));
+  CHECK(b.cnps().empty());
+  CHECK(b.nic->counters()[NC::np_cnp_sent] == 1);  // made, held
+  // The data path (priority 3) is not paused: the ACK of the WRITE went.
+  CHECK(!b.probe->got.empty());
+  b.engine->run_for(us(10));
+  REQUIRE(b.cnps().size() == 1);
+  for (const auto& f : b.probe->got)
+    if (f.bytes.size() > 42 && f.bytes[42] == wire::op::kCnp) CHECK(f.at >= paused_at + ns(10240));
+}
