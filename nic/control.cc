@@ -382,6 +382,11 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       qp->trim_lost_valid = false;
       std::fill(qp->ooo_trimmed.begin(), qp->ooo_trimmed.end(), 0);
       qp->error_flushed = false;
+      // A QP starts again at line rate, its congestion state new.
+      sched_.forget(*qp);
+      qp->cc.reset();
+      qp->pace_from = Time{0};
+      qp->pace_bytes = 0;
       break;
     }
     case IBV_QPS_RTR:

@@ -400,6 +400,9 @@ void Nic::send_control(rte_mbuf* m, Time now, uint8_t prio) {
 }
 
 void Nic::activate(Qp& qp, Time now) {
+  // An ACK owed by a QP whose data waits for its pacing slot goes now (the
+  // wait-list entry goes stale; the data waits again after the ACK).
+  if (qp.tx_gate == TxGate::kPacing && qp.ack_pending) qp.tx_gate = TxGate::kNone;
   if (qp.tx_gate != TxGate::kNone) return;
   sched_.ready(qp);
   if (!pumping_) pump(now);
@@ -522,7 +525,9 @@ void Nic::on_rate_up(Qp& qp, Time now) {
 }
 
 void Nic::on_ce_marked(Qp& qp, Time now) {
-  if (!cc_flow(qp).on_ce(now)) {
+  cc::Flow& flow = cc_flow(qp);
+  if (!flow.np_enabled()) return;
+  if (!flow.on_ce(now)) {
     counters_[NicCounters::np_cnp_suppressed]++;
     return;
   }

@@ -107,7 +107,9 @@ void TxScheduler::forget(Qp& qp) {
 }
 
 Duration TxScheduler::slot(uint32_t wire_bytes, double rate_bps) {
-  const double ps = double(wire_bytes) * 8.0 * 1e12 / rate_bps;
+  // A rate below 1 kbit/s is taken as 1 kbit/s: a slot stays finite (a
+  // 4 KB frame's is then 33 s).
+  const double ps = double(wire_bytes) * 8.0 * 1e12 / std::max(rate_bps, 1e3);
   const auto whole = int64_t(ps);
   return Duration(whole + (double(whole) < ps ? 1 : 0));
 }

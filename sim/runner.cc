@@ -1,5 +1,6 @@
 #include "sim/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -177,9 +178,12 @@ Status Run::loop(const RunOptions& o) {
     if (now == next_sample) {
       sampler_->sample(now);
       next_sample += s_.sample_interval;
-      if (stopping || next_sample > end) return {};
+      if (stopping) return {};
     }
-    engine_->run_until([&] { return !ready_.empty(); }, std::min(next_sample, next_wake()));
+    // Samples stay evenly spaced; the run covers its whole duration even
+    // when the interval does not divide it.
+    if (now >= end) return {};
+    engine_->run_until([&] { return !ready_.empty(); }, std::min({next_sample, next_wake(), end}));
     if (o.progress && since(wall0_) - last_report >= 0.2) {
       last_report = since(wall0_);
       o.progress({engine_->now() - t0_, s_.duration, last_report, engine_->iterations() - events0_});

@@ -57,6 +57,8 @@ class Flow {
   // A CE-marked RoCE packet arrived on this QP. Returns true if a CNP must
   // go to the sender now (at most one per min_time_between_cnps).
   virtual bool on_ce(Time /*now*/) { return false; }
+  // Whether this QP's priority has a notification point at all.
+  virtual bool np_enabled() const { return false; }
 
   // Per-QP counters under `scope` (e.g. "h1/qp17").
   virtual void report(CounterSink& /*sink*/, std::string_view /*scope*/, Time /*now*/) const {}

@@ -19,15 +19,18 @@ enum class Unit { kMbps, kMicros, kBytes64, kInt, kBool, kPrios };
 struct Knob {
   const char* name;
   Unit unit;
+  // kMbps, kMicros: the value must be above 0 (a zero rate floor, timer or
+  // alpha period would stall or disable the algorithm).
   std::variant<double DcqcnParams::*, Duration DcqcnParams::*, uint64_t DcqcnParams::*, uint32_t DcqcnParams::*,
                bool DcqcnParams::*, uint8_t DcqcnParams::*>
       member;
   int64_t lo = 0, hi = 0;  // kInt
+  bool positive = false;
 };
 
 // One table: every knob, its unit and where it goes.
 const Knob kKnobs[] = {
-    {"rpg_time_reset", Unit::kMicros, &DcqcnParams::rpg_time_reset},
+    {"rpg_time_reset", Unit::kMicros, &DcqcnParams::rpg_time_reset, 0, 0, true},
     {"rpg_byte_reset", Unit::kBytes64, &DcqcnParams::rpg_byte_reset},
     {"rpg_threshold", Unit::kInt, &DcqcnParams::rpg_threshold, 0, 31},
     {"rpg_max_rate", Unit::kMbps, &DcqcnParams::rpg_max_rate_bps},
@@ -35,10 +38,10 @@ const Knob kKnobs[] = {
     {"rpg_hai_rate", Unit::kMbps, &DcqcnParams::rpg_hai_rate_bps},
     {"rpg_gd", Unit::kInt, &DcqcnParams::rpg_gd, 1, 15},
     {"rpg_min_dec_fac", Unit::kInt, &DcqcnParams::rpg_min_dec_fac, 0, 100},
-    {"rpg_min_rate", Unit::kMbps, &DcqcnParams::rpg_min_rate_bps},
+    {"rpg_min_rate", Unit::kMbps, &DcqcnParams::rpg_min_rate_bps, 0, 0, true},
     {"rate_to_set_on_first_cnp", Unit::kMbps, &DcqcnParams::rate_to_set_on_first_cnp_bps},
     {"dce_tcp_g", Unit::kInt, &DcqcnParams::dce_tcp_g, 0, 1024},
-    {"dce_tcp_rtt", Unit::kMicros, &DcqcnParams::dce_tcp_rtt},
+    {"dce_tcp_rtt", Unit::kMicros, &DcqcnParams::dce_tcp_rtt, 0, 0, true},
     {"initial_alpha_value", Unit::kInt, &DcqcnParams::initial_alpha_value, 0, 1024},
     {"rate_reduce_monitor_period", Unit::kMicros, &DcqcnParams::rate_reduce_monitor_period},
     {"clamp_tgt_rate", Unit::kBool, &DcqcnParams::clamp_tgt_rate},
@@ -49,6 +52,16 @@ const Knob kKnobs[] = {
 };
 
 void set_knob(const Knob& k, const YAML::Node& v, const std::string& where, config::Context& ctx, DcqcnParams& p) {
+  if (k.positive && v.IsScalar()) {
+    const std::string& t = v.Scalar();
+    const bool zero = all_digits(v) ? t.find_first_not_of('0') == std::string::npos
+                                    : k.unit == Unit::kMbps ? config::parse_rate(t) == uint64_t(0)
+                                                            : config::parse_duration(t) == Duration(0);
+    if (zero) {
+      ctx.error(v, where, "must be above 0");
+      return;
+    }
+  }
   switch (k.unit) {
     case Unit::kMbps:
       if (all_digits(v)) {

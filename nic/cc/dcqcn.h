@@ -38,6 +38,7 @@ class DcqcnFlow final : public Flow {
   void on_sent(uint32_t bytes, Time now) override;
   bool on_cnp(Time now) override;
   bool on_ce(Time now) override;
+  bool np_enabled() const override { return np_enabled_; }
   void report(CounterSink& sink, std::string_view scope, Time now) const override;
 
   // ---- state, for tests and counters ----

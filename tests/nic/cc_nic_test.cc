@@ -7,6 +7,7 @@
 #include "common/wire/build.h"
 #include "common/wire/packet.h"
 #include "nic/cc/dcqcn.h"
+#include "nic/nic_kind.h"
 #include "tests/nic/fabric.h"
 
 using namespace rocemu;
@@ -289,4 +290,61 @@ TEST_CASE("NP: a CNP waits while PFC pauses its priority, then goes", "[protocol
   REQUIRE(b.cnps().size() == 1);
   for (const auto& f : b.probe->got)
     if (f.bytes.size() > 42 && f.bytes[42] == wire::op::kCnp) CHECK(f.at >= paused_at + ns(10240));
+}
+
+TEST_CASE("RP: an ACK owed by a QP whose data waits for its pacing slot goes at once", "[protocol][nic][dcqcn]") {
+  // The QP's own WRITE is paced at 1 Mbit/s (an 8.8 ms slot per packet);
+  // a request from the peer on the same QP must still be ACKed within
+  // microseconds, or the peer would time out.
+  cc::DcqcnParams p = cc::DcqcnParams::mlx5();
+  p.rate_to_set_on_first_cnp_bps = 1e6;
+  CcBench b(dcqcn(p));
+  b.post_write(64 * 1024);
+  b.engine->run_for(us(1));
+  b.cnp_to_nic();
+  b.engine->run_for(us(50));
+  REQUIRE(b.qp->nic_qp->tx_gate == TxGate::kPacing);
+  b.probe->got.clear();
+  const Time asked = b.engine->now();
+  b.write_to_nic(0, false);
+  b.engine->run_for(us(20));
+  bool acked = false;
+  for (const auto& f : b.probe->got) {
+    wire::PacketView v;
+    REQUIRE(wire::decode(f.bytes, v) == wire::DecodeError::kOk);
+    if (v.is_roce && v.opcode == wire::op::kAck) {
+      acked = true;
+      CHECK(f.at - asked < us(5));
+    }
+  }
+  CHECK(acked);
+}
+
+TEST_CASE("RP: a QP taken back to RESET starts again at line rate", "[protocol][nic][dcqcn]") {
+  CcBench b(dcqcn());
+  b.post_write(64 * 1024);
+  b.engine->run_for(us(1));
+  b.cnp_to_nic();
+  REQUIRE(b.qp->nic_qp->cc != nullptr);
+  CHECK(b.qp->nic_qp->cc->rate_bps() < 0.6 * double(kRate));
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RESET;
+  REQUIRE(b.host->modify(b.qp, a, IBV_QP_STATE) == 0);
+  CHECK(b.qp->nic_qp->cc == nullptr);  // opened anew, at line rate, when next used
+  CHECK(b.qp->nic_qp->pace_bytes == 0);
+}
+
+TEST_CASE("cc knobs that would stall DCQCN are refused, naming the field", "[unit][nic][dcqcn]") {
+  for (const char* knob : {"rpg_min_rate: 0", "rpg_time_reset: 0us", "dce_tcp_rtt: 0"}) {
+    const std::string yaml = std::string("nodes:\n  h1: {kind: nic, ip: 10.0.0.1, cc: {algorithm: dcqcn, ") + knob +
+                             "}}\n";
+    NodeKindRegistry reg;
+    register_nic_kind(reg);
+    const auto t = parse_topology(yaml, "t.yaml", reg);
+    INFO(knob);
+    REQUIRE(!t.ok());
+    const std::string field = std::string(knob).substr(0, std::string(knob).find(':'));
+    CHECK(t.status().message().find("nodes.h1.cc." + field) != std::string::npos);
+    CHECK(t.status().message().find("must be above 0") != std::string::npos);
+  }
 }

@@ -173,3 +173,18 @@ TEST_CASE("The fault schedule acts at its times: a link down from 50 to 100 us",
   CHECK(r.summary["flows"]["incast-h0"]["fct_us"].get<double>() >
         r.summary["flows"]["incast-h1"]["fct_us"].get<double>());
 }
+
+TEST_CASE("A run covers its whole duration even when the sample interval does not divide it", "[sim][run]") {
+  std::string text = small_scenario(kPassing, 64);
+  auto swap = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  };
+  swap("duration: 2ms\n", "duration: 300us\nuntil: duration\n");
+  swap("sample_interval: 5us", "sample_interval: 1ms");  // longer than the run: one sample, at 0
+  const sim::RunResult r = run_text(text);
+  INFO(r.summary.dump());
+  CHECK(r.summary["end_us"].get<double>() == Approx(300));
+  CHECK(r.summary["flows"]["incast-h0"]["bytes"].get<uint64_t>() > 0);
+}
