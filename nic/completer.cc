@@ -115,7 +115,7 @@ void Nic::qp_to_error(Qp& qp, Time now) {
   timers().cancel(qp.retry_timer);
   timers().cancel(qp.rnr_timer);
   qp.rnr_waiting = false;
-  qp.sr_resend.clear();
+  qp.resend_psns.clear();
   for (rte_mbuf*& m : qp.ooo)
     if (m != nullptr) {
       rte_pktmbuf_free(m);
@@ -183,7 +183,7 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
   if (progress) {
     qp.retry_left = qp.retry_cnt;
     qp.rnr_left = qp.rnr_retry;
-    std::erase_if(qp.sr_resend, [&](uint32_t p) { return wire::psn_lt(p, qp.una_psn); });
+    std::erase_if(qp.resend_psns, [&](uint32_t p) { return wire::psn_lt(p, qp.una_psn); });
   }
   complete_send_queue(qp, now);
   if (qp.state == IBV_QPS_ERR) return;

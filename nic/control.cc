@@ -372,7 +372,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       qp->any_outstanding = false;
       qp->rd_atomic_outstanding = 0;
       qp->rnr_waiting = qp->read_rewind_pending = false;
-      qp->sr_resend.clear();
+      qp->resend_psns.clear();
       qp->in_message = qp->recv_valid = false;
       qp->write_rkey = 0;
       qp->tasks.clear();

@@ -80,20 +80,20 @@ Duration SelectiveRepeat::retransmit_timeout(const Qp& qp, Duration timeout) con
   return in_flight <= 3 && rto_low_ < timeout ? rto_low_ : timeout;
 }
 
-// The requester sends the one PSN asked for again (sr_resend), ahead of
+// The requester sends the one PSN asked for again (resend_psns), ahead of
 // new packets.
 void SelectiveRepeat::on_seq_nak(Qp& qp, uint32_t psn, Time now) {
-  if (std::find(qp.sr_resend.begin(), qp.sr_resend.end(), psn) == qp.sr_resend.end()) {
+  if (std::find(qp.resend_psns.begin(), qp.resend_psns.end(), psn) == qp.resend_psns.end()) {
     nic_.counters()[NicCounters::roce_adp_retrans]++;
-    qp.sr_resend.push_back(psn);
+    qp.resend_psns.push_back(psn);
   }
   nic_.activate(qp, now);
 }
 
-void SelectiveRepeat::on_rnr_nak(Qp& qp, uint32_t psn, Time) { qp.sr_resend.push_back(psn); }
+void SelectiveRepeat::on_rnr_nak(Qp& qp, uint32_t psn, Time) { qp.resend_psns.push_back(psn); }
 
 void SelectiveRepeat::on_response_lost(Qp& qp, uint32_t psn, Time now) {
-  qp.sr_resend.push_back(psn);
+  qp.resend_psns.push_back(psn);
   nic_.activate(qp, now);
 }
 

@@ -160,7 +160,7 @@ struct Qp {
   uint32_t last_nak_psn = 0;         // go-back-N: the NAK already acted on
   bool read_rewind_pending = false;  // a READ re-request is on its way
   uint32_t read_rewind_psn = 0;
-  std::deque<uint32_t> sr_resend;    // selective repeat: PSNs to send again
+  std::deque<uint32_t> resend_psns;  // PSNs the loss recovery asks to send again, one each (before new ones)
   uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
   Timer retry_timer;
   Timer rnr_timer;

@@ -142,7 +142,7 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return false;
   fetch_send_wqes(qp, now);
   if (qp.rnr_waiting) return false;
-  if (!qp.sr_resend.empty()) return qp.neighbor_ok;
+  if (!qp.resend_psns.empty()) return qp.neighbor_ok;
   if (qp.sq_send == qp.sq_fetched) return false;
   SendWork& w = qp.work(qp.sq_send);
   if (w.status != IBV_WC_SUCCESS) {
@@ -439,10 +439,10 @@ rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
 }
 
 rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
-  // Selective repeat: a single PSN asked for again.
-  while (!qp.sr_resend.empty()) {
-    const uint32_t psn = qp.sr_resend.front();
-    qp.sr_resend.pop_front();
+  // A single PSN the loss recovery asked for again (selective repeat does).
+  while (!qp.resend_psns.empty()) {
+    const uint32_t psn = qp.resend_psns.front();
+    qp.resend_psns.pop_front();
     if (wire::psn_lt(psn, qp.una_psn) || !wire::psn_lt(psn, qp.sent_high)) continue;  // acked meanwhile
     for (uint32_t i = qp.sq_head; i != qp.sq_send + 1 && i != qp.sq_fetched; i++) {
       SendWork& w = qp.work(i);
@@ -553,7 +553,7 @@ void Nic::rewind(Qp& qp, uint32_t psn, Time now) {
     if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
       qp.sq_send = i;
       qp.send_psn = w.needs_response() ? w.first_psn : psn;
-      qp.sr_resend.clear();
+      qp.resend_psns.clear();
       counters_[NicCounters::roce_adp_retrans]++;
       activate(qp, now);
       return;
