@@ -9,35 +9,18 @@
 #include "nic/cc/dcqcn.h"
 #include "nic/nic_kind.h"
 #include "tests/nic/fabric.h"
+#include "tests/nic/probe.h"
 
 using namespace rocemu;
 using namespace rocemu::nic;
 using NC = NicCounters;
+using rocemu::test::Probe;
 
 namespace {
 
 constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 constexpr uint32_t kProbeQpn = 0x77;
 constexpr uint64_t kRate = 100'000'000'000ull;
-
-class Probe final : public Node {
- public:
-  Probe() : Node("probe", 1) {}
-  std::string_view kind() const override { return "probe"; }
-  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time now) override {
-    for (uint16_t i = 0; i < n; i++) {
-      dpdk::seal(pkts[i]);
-      auto b = dpdk::bytes(pkts[i]);
-      got.push_back({now, std::vector<uint8_t>(b.begin(), b.end())});
-      rte_pktmbuf_free(pkts[i]);
-    }
-  }
-  struct Frame {
-    Time at;
-    std::vector<uint8_t> bytes;
-  };
-  std::vector<Frame> got;
-};
 
 // NIC h1 (10.0.0.1) -- 100 Gbit/s -- probe (10.0.0.9), one RC QP in RTS.
 struct CcBench {
@@ -53,10 +36,7 @@ struct CcBench {
 
   explicit CcBench(cc::CcConfig ccfg) {
     engine = test::make_engine(7);
-    NicConfig c;
-    c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
-    c.ips = {*wire::IpAddr::parse("10.0.0.1")};
-    c.neighbors[*wire::IpAddr::parse("10.0.0.9")] = *wire::MacAddr::parse("02:00:00:00:00:09");
+    NicConfig c = test::probe_peer_config();
     c.cc = ccfg;
     nic = &engine->add<Nic>("h1", c);
     probe = &engine->add<Probe>();
@@ -66,24 +46,8 @@ struct CcBench {
     cq = host->create_cq(64);
     qp = host->create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
     key = host->reg_mr(mem.data(), mem.size(), kAll);
+    test::probe_qp_to_rtr(*host, qp, QpType::kRc, kProbeQpn, kAll);
     ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = kAll;
-    REQUIRE(host->modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = kProbeQpn;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.sgid_index = 3;
-    a.ah_attr.port_num = 1;
-    const auto probe_ip = *wire::IpAddr::parse("10.0.0.9");
-    std::memcpy(a.ah_attr.grh.dgid.raw, probe_ip.b.data(), 16);
-    REQUIRE(host->modify(qp, a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 20;
     a.retry_cnt = 7;
@@ -92,11 +56,7 @@ struct CcBench {
     REQUIRE(host->modify(qp, a,
                          IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                              IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-    to_nic.src_mac = *wire::MacAddr::parse("02:00:00:00:00:09");
-    to_nic.dst_mac = c.mac;
-    to_nic.src_ip = probe_ip;
-    to_nic.dst_ip = c.ips[0];
-    to_nic.dscp = 26;
+    to_nic = test::probe_to_nic(c);
     engine->run_for(us(5));
     probe->got.clear();
   }

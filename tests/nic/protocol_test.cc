@@ -5,9 +5,11 @@
 #include "common/wire/build.h"
 #include "common/wire/packet.h"
 #include "tests/nic/fabric.h"
+#include "tests/nic/probe.h"
 
 using namespace rocemu;
 using namespace rocemu::nic;
+using rocemu::test::Probe;
 using rocemu::test::sge;
 
 namespace {
@@ -15,21 +17,6 @@ namespace {
 constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
 constexpr uint32_t kProbeQpn = 0x99;
-
-class Probe final : public Node {
- public:
-  Probe() : Node("probe", 1) {}
-  std::string_view kind() const override { return "probe"; }
-  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) override {
-    for (uint16_t i = 0; i < n; i++) {
-      dpdk::seal(pkts[i]);  // a wire would carry the ICRC
-      auto b = dpdk::bytes(pkts[i]);
-      got.emplace_back(b.begin(), b.end());
-      rte_pktmbuf_free(pkts[i]);
-    }
-  }
-  std::vector<std::vector<uint8_t>> got;
-};
 
 struct Bench {
   std::unique_ptr<Engine> engine;
@@ -45,10 +32,7 @@ struct Bench {
   explicit Bench(uint32_t rq_psn = 0, QpType type = QpType::kRc, uint8_t min_rnr_timer = 12,
                  LossRecovery mode = LossRecovery::kGoBackN) {
     engine = test::make_engine(3);
-    NicConfig c;
-    c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
-    c.ips = {*wire::IpAddr::parse("10.0.0.1")};
-    c.neighbors[*wire::IpAddr::parse("10.0.0.9")] = *wire::MacAddr::parse("02:00:00:00:00:09");
+    NicConfig c = test::probe_peer_config();
     c.recovery = mode;
     nic = &engine->add<Nic>("h1", c);
     probe = &engine->add<Probe>();
@@ -59,30 +43,8 @@ struct Bench {
     cq = host->create_cq(64);
     qp = host->create_qp(type, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
     rkey = host->reg_mr(mem.data(), mem.size(), kAll);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = kAll;
-    REQUIRE(host->modify(qp, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = kProbeQpn;
-    a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = min_rnr_timer;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.sgid_index = 3;
-    a.ah_attr.port_num = 1;
-    const auto probe_ip = *wire::IpAddr::parse("10.0.0.9");
-    std::memcpy(a.ah_attr.grh.dgid.raw, probe_ip.b.data(), 16);
-    int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (type == QpType::kRc) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-    REQUIRE(host->modify(qp, a, mask) == 0);
-    to_nic.src_mac = *wire::MacAddr::parse("02:00:00:00:00:09");
-    to_nic.dst_mac = c.mac;
-    to_nic.src_ip = probe_ip;
-    to_nic.dst_ip = c.ips[0];
-    to_nic.dscp = 26;
+    test::probe_qp_to_rtr(*host, qp, type, kProbeQpn, kAll, rq_psn, min_rnr_timer);
+    to_nic = test::probe_to_nic(c);
   }
 
   std::vector<uint8_t> packet(wire::RoceFields f, std::span<const uint8_t> payload = {}) {
@@ -120,7 +82,7 @@ struct Bench {
     std::vector<wire::PacketView> out;
     for (const auto& g : probe->got) {
       wire::PacketView v;
-      REQUIRE(wire::decode(g, v) == wire::DecodeError::kOk);
+      REQUIRE(wire::decode(g.bytes, v) == wire::DecodeError::kOk);
       if (v.is_roce) {
         CHECK(v.icrc_ok());
         out.push_back(v);
