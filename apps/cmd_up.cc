@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -52,27 +54,120 @@ struct Lines final : CounterSink {
   }
 };
 
+// A port as the user names it: NODE (its port 0), NODE:N, or on a switch
+// NODE:IFNAME (sw1:swp1). Unknown nodes and ports are errors that name the
+// valid ones.
+struct PortRef {
+  Node* node = nullptr;
+  uint16_t port = 0;
+  std::string label;  // NODE:NAME as the user wrote it (or NODE:N)
+};
+
+std::vector<std::string> port_names(Node& n) {
+  std::vector<std::string> names;
+  const auto* sw = dynamic_cast<const sw::Switch*>(&n);
+  for (uint16_t i = 0; i < n.num_ports(); i++)
+    names.push_back(sw != nullptr && i < sw->config().interfaces.size() ? sw->config().interfaces[i].name
+                                                                         : std::to_string(i));
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::optional<PortRef> resolve_port(Engine& engine, const std::string& spec, std::string& err) {
+  const auto colon = spec.find(':');
+  const std::string node = spec.substr(0, colon);
+  Node* n = engine.find_node(node);
+  if (n == nullptr || n->kind() == "host-agent") {
+    std::vector<std::string> nodes;
+    for (const auto& x : engine.nodes())
+      if (x->kind() != "host-agent") nodes.push_back(x->name());
+    err = "no node named '" + node + "' (nodes: " + joined(nodes) + ")";
+    return std::nullopt;
+  }
+  if (colon == std::string::npos) return PortRef{n, 0, node + ":" + port_names(*n).front()};
+  const std::string want = spec.substr(colon + 1);
+  const std::vector<std::string> names = port_names(*n);
+  for (uint16_t i = 0; i < names.size(); i++)
+    if (want == names[i] || want == std::to_string(i)) return PortRef{n, i, node + ":" + names[i]};
+  err = "no port '" + want + "' on " + node + " (ports: " + joined(names) + ")";
+  return std::nullopt;
+}
+
+// One `rocemu fault` setting in the forms tc/netem users type, as the
+// topology reader takes it: a probability as 0.01 or 1%, a time and a rate
+// only with their unit (netem reads a bare number as microseconds, the
+// topology as nanoseconds: neither is guessed).
+std::optional<std::string> fault_value(const std::string& key, const std::string& value, std::string& err) {
+  enum class Kind { kProbability, kTime, kRate, kBool };
+  static const std::pair<const char*, Kind> kKeys[] = {
+      {"loss", Kind::kProbability}, {"corrupt", Kind::kProbability}, {"duplicate", Kind::kProbability},
+      {"reorder", Kind::kProbability}, {"delay", Kind::kTime},       {"jitter", Kind::kTime},
+      {"reorder_delay", Kind::kTime}, {"rate", Kind::kRate},          {"link_down", Kind::kBool}};
+  const auto it = std::find_if(std::begin(kKeys), std::end(kKeys), [&](const auto& k) { return key == k.first; });
+  if (it == std::end(kKeys)) {
+    std::string names;
+    for (const auto& k : kKeys) names += std::string(names.empty() ? "" : ", ") + k.first;
+    err = "unknown fault '" + key + "' (faults: " + names + ")";
+    return std::nullopt;
+  }
+  const bool bare = !value.empty() && value.find_first_not_of("0123456789.") == std::string::npos;
+  switch (it->second) {
+    case Kind::kProbability:
+      if (!value.empty() && value.back() == '%') {
+        const std::string num = value.substr(0, value.size() - 1);
+        char* end = nullptr;
+        const double pct = std::strtod(num.c_str(), &end);
+        if (num.empty() || end != num.c_str() + num.size() || pct < 0 || pct > 100) {
+          err = key + ": '" + value + "' is not a percentage from 0% to 100%";
+          return std::nullopt;
+        }
+        return std::to_string(pct / 100);
+      }
+      return value;
+    case Kind::kTime:
+      if (bare) {
+        err = key + ": '" + value + "' needs a unit (e.g. " + value + "us, " + value + "ms, " + value + "ns)";
+        return std::nullopt;
+      }
+      return value;
+    case Kind::kRate:
+      if (bare) {
+        err = key + ": '" + value + "' needs a unit (e.g. " + value + "gbit, " + value + "mbit)";
+        return std::nullopt;
+      }
+      return value;
+    case Kind::kBool:
+      return value;
+  }
+  return value;
+}
+
 // fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...: the fault stage
 // of the link at that port (out: what the port sends; in: what it gets).
 int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   if (w.size() < 3) {
     out = "usage: rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ... "
-          "(loss, corrupt, duplicate, reorder: 0..1; delay, jitter, reorder_delay: 5us; rate: 10G; link_down: true)";
+          "(loss, corrupt, duplicate, reorder: 0.01 or 1%; delay, jitter, reorder_delay: 5us; rate: 10gbit; "
+          "link_down: true)";
     return EINVAL;
   }
-  const auto colon = w[1].rfind(':');
-  const std::string node = w[1].substr(0, colon);
-  const uint16_t port = colon == std::string::npos ? 0 : uint16_t(std::atoi(w[1].c_str() + colon + 1));
+  const auto ref = resolve_port(engine, w[1], out);
+  if (!ref) return ENODEV;
   InternalLink* link = nullptr;
   int side = 0;
   for (const auto& l : engine.links())
     for (int s = 0; s < 2; s++)
-      if (l->end(s).owner()->name() == node && l->end(s).index() == port) {
+      if (l->end(s).owner() == ref->node && l->end(s).index() == ref->port) {
         link = l.get();
         side = s;
       }
   if (link == nullptr) {
-    out = "no internal link at " + node + ":" + std::to_string(port) + " (switch ports: rocemu nv set interface swpN fault ...)";
+    out = "no internal link at " + ref->label + " (an external port: rocemu nv set interface NAME fault ...)";
     return ENODEV;
   }
   size_t i = 2;
@@ -80,21 +175,17 @@ int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string&
   if (w[i] == "out" || w[i] == "in" || w[i] == "both") dir = w[i++];
   FaultConfig fc;
   if (!(i < w.size() && w[i] == "clear")) {
-    std::string yaml = "{";
-    for (; i + 1 < w.size(); i += 2) yaml += (yaml.size() > 1 ? ", " : "") + w[i] + ": \"" + w[i + 1] + "\"";
-    yaml += "}";
+    YAML::Node n(YAML::NodeType::Map);
+    for (; i + 1 < w.size(); i += 2) {
+      auto value = fault_value(w[i], w[i + 1], out);
+      if (!value) return EINVAL;
+      n[w[i]] = *value;
+    }
     if (i != w.size()) {
       out = "'" + w[i] + "' needs a value";
       return EINVAL;
     }
-    config::Context ctx("rocemu fault");
-    YAML::Node n;
-    try {
-      n = YAML::Load(yaml);
-    } catch (const YAML::Exception& e) {
-      out = e.what();
-      return EINVAL;
-    }
+    config::Context ctx("");
     fc = parse_faults(n, "fault", ctx);
     if (!ctx.ok()) {
       out = ctx.status().message();
@@ -103,7 +194,7 @@ int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string&
   }
   if (dir != "in") link->set_faults(side, fc);
   if (dir != "out") link->set_faults(1 - side, fc);
-  out = "link " + link->name() + " (" + dir + "): " + (fc.any() ? "faults set" : "no faults");
+  out = ref->label + ", link " + link->name() + " (" + dir + "): " + (fc.any() ? "faults set" : "no faults");
   return 0;
 }
 
@@ -193,19 +284,13 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
       out = "usage: rocemu capture NODE[:PORT] FILE.pcapng";
       return EINVAL;
     }
-    const auto colon = w[1].rfind(':');
-    const std::string node = w[1].substr(0, colon);
-    const uint16_t port = colon == std::string::npos ? 0 : uint16_t(std::atoi(w[1].c_str() + colon + 1));
-    Node* n = engine.find_node(node);
-    if (n == nullptr) {
-      out = "no node named '" + node + "'";
-      return ENODEV;
-    }
-    if (Status s = engine.capture_port(*n, port, w[2]); !s.ok()) {
+    const auto ref = resolve_port(engine, w[1], out);
+    if (!ref) return ENODEV;
+    if (Status s = engine.capture_port(*ref->node, ref->port, w[2]); !s.ok()) {
       out = s.message();
       return EINVAL;
     }
-    out = "capturing " + node + ":" + std::to_string(port) + " to " + w[2] + " (flushed when the engine stops)";
+    out = "capturing " + ref->label + " to " + w[2] + " (flushed when the engine stops)";
     return 0;
   }
   out = "unknown command '" + w[0] + "'";
@@ -377,7 +462,8 @@ int cmd_engine(const std::vector<std::string>& words) {
   const int e = engine_command(runtime_paths(), words, out);
   if (e != 0) {
     std::fprintf(stderr, "rocemu %s: %s\n", words.empty() ? "" : words[0].c_str(), out.c_str());
-    return 1;
+    // A bad word or value, or a port that does not exist, is a usage error.
+    return e == EINVAL || e == ENODEV ? 2 : 1;
   }
   std::printf("%s%s", out.c_str(), out.empty() || out.back() == '\n' ? "" : "\n");
   return 0;

@@ -1,67 +1,142 @@
 // rocemu: one command for the emulated RoCE fabric.
+//
+// Every subcommand is a row of kCommands: its synopsis and help live there,
+// `rocemu --help`, `rocemu COMMAND --help` and the bash completion are
+// made from it, and `--help` is answered here, before anything reaches an
+// engine. Exit status: 0 ok, 1 failure (or findings), 2 usage.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/commands.h"
 
+#ifndef ROCEMU_VERSION
+#error "the build defines ROCEMU_VERSION"
+#endif
+
 namespace {
 
-const char* kUsage = R"(rocemu - a software RoCEv2 fabric: emulated NICs and a RoCE switch
+using namespace rocemu::app;
 
-usage:
-  rocemu up [TOPOLOGY] [--daemon] [--hugepages] [--capture DIR] [-v]
-                                   start an engine (built-in topology: h1 -- sw1 -- h2)
-  rocemu down                      stop it
-  rocemu status                    nodes, links and attached applications
-  rocemu exec NODE -- PROGRAM ARGS run an unmodified verbs program on NODE's NIC (rocemu0)
-  rocemu demo                      start a fabric, run ib_write_bw and ib_write_lat, stop
-  rocemu nv set|unset|show|action ...   NVUE-style switch configuration and counters
-  rocemu counters [SCOPE] [--all]  every counter of the running engine (nonzero ones)
-  rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...
-                                   faults on the link at that port (loss 0.01, delay 5us, ...)
-  rocemu capture NODE[:PORT] FILE  capture a port to a pcapng file
-  rocemu sim SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--no-plots]
-                                   run a scenario in virtual time: summary.json, CSVs, plots, verdict
+constexpr int kUsageError = 2;
 
-Run `rocemu COMMAND --help` for the options of a command.
-)";
+struct Command {
+  const char* name;
+  const char* synopsis;  // what follows "rocemu NAME"
+  const char* summary;   // one line for `rocemu --help`
+  const char* details;   // the rest of `rocemu NAME --help`
+  const char* options;   // for the completion: its options, space-separated
+};
 
-}  // namespace
+const Command kCommands[] = {
+    {"up", "[TOPOLOGY] [--daemon] [--hugepages] [--capture DIR] [-v] [--no-realtime]",
+     "start an engine (built-in topology: h1 -- sw1 -- h2)", nullptr,
+     "--daemon --hugepages --capture --verbose --no-realtime --help"},
+    {"down", "", "stop the running engine (it frees every application's resources first)", nullptr, "--help"},
+    {"status", "", "nodes, links and attached applications of the running engine", nullptr, "--help"},
+    {"exec", "NODE -- PROGRAM [ARGS...]", "run an unmodified verbs program on NODE's NIC (device rocemu0)",
+     "PROGRAM runs with librocemu-verbs.so preloaded, attached to NODE's emulated NIC;\n"
+     "everything after `--` is the program's, its own --help included.\n",
+     "--help"},
+    {"demo", "[--topology FILE]", "start a fabric, run ib_write_bw and ib_write_lat through it, stop", nullptr,
+     "--topology --help"},
+    {"nv", "[--switch NAME] set|unset|show|action ...", "NVUE-style switch configuration and counters",
+     "  rocemu nv show qos roce                      the RoCE profile\n"
+     "  rocemu nv set qos roce mode lossless|lossy   change it\n"
+     "  rocemu nv show interface swp1 counters       a port's counters\n"
+     "  rocemu nv action clear ...                   clear counters\n",
+     "--switch --help"},
+    {"counters", "[SCOPE] [--all]", "every counter of the running engine (nonzero ones; --all: every one)",
+     "SCOPE keeps the counters whose scope starts with it (h1, sw1, h1/qp17, ...).\n", "--all --help"},
+    {"fault", "NODE[:PORT] [out|in|both] clear | KEY VALUE ...", "impair the link at a port",
+     "PORT is the port's number or, on a switch, its interface name (sw1:swp1).\n"
+     "  loss, corrupt, duplicate, reorder   a probability: 0.01 or 1%\n"
+     "  delay, jitter, reorder_delay        a time with its unit: 100us, 5ms, 20ns\n"
+     "  rate                                a bit rate with its unit: 10gbit, 400mbit, 25G\n"
+     "  link_down                           true or false\n"
+     "out: what the port sends; in: what it receives; both (the default).\n",
+     "out in both clear loss corrupt duplicate reorder delay jitter reorder_delay rate link_down --help"},
+    {"capture", "NODE[:PORT] FILE.pcapng", "capture a port to a pcapng file",
+     "PORT is the port's number or, on a switch, its interface name (sw1:swp1).\n", "--help"},
+    {"sim", "SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--seed N] [--no-plots]",
+     "run a scenario in virtual time: summary.json, CSVs, plots, verdict", nullptr,
+     "--output --junit --baseline --write-baseline --seed --no-plots --help"},
+    {"completion", "bash", "print the bash completion script (source <(rocemu completion bash))", nullptr, "--help"},
+};
 
-int main(int argc, char** argv) {
-  using namespace rocemu::app;
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+const Command* find_command(std::string_view name) {
+  for (const Command& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "rocemu %s - a software RoCEv2 fabric: emulated NICs and a RoCE switch\n\nusage:\n",
+               ROCEMU_VERSION);
+  for (const Command& c : kCommands) {
+    const std::string head = std::string("  rocemu ") + c.name + (*c.synopsis ? " " : "") + c.synopsis;
+    std::fprintf(out, "%s\n      %s\n", head.c_str(), c.summary);
   }
-  const std::string cmd = argv[1];
-  std::vector<std::string> rest(argv + 2, argv + argc);
+  std::fputs("\nRun `rocemu COMMAND --help` for one command; `rocemu --version` for the version.\n"
+             "Exit status: 0 ok, 1 failure, 2 usage error.\n",
+             out);
+}
 
-  // Commands that pass their words through untouched.
-  if (cmd == "exec") {
-    if (rest.empty() || rest[0] == "--help") {
-      std::printf("usage: rocemu exec NODE -- PROGRAM [ARGS...]\n"
-                  "Runs PROGRAM with librocemu-verbs.so preloaded, attached to NODE's emulated NIC.\n");
-      return rest.empty() ? 2 : 0;
-    }
-    const std::string node = rest[0];
-    size_t i = 1;
-    if (i < rest.size() && rest[i] == "--") i++;
-    return cmd_exec(node, std::vector<std::string>(rest.begin() + long(i), rest.end()));
-  }
-  if (cmd == "nv" || cmd == "counters" || cmd == "fault" || cmd == "capture") {
-    std::vector<std::string> words = {cmd};
-    words.insert(words.end(), rest.begin(), rest.end());
-    return cmd_engine(words);
-  }
-  if (cmd == "down") return cmd_down();
-  if (cmd == "status") return cmd_status();
+void print_help(const Command& c) {
+  std::printf("usage: rocemu %s%s%s\n%s.\n", c.name, *c.synopsis ? " " : "", c.synopsis, c.summary);
+  if (c.details != nullptr) std::printf("\n%s", c.details);
+}
 
-  CLI::App app{"rocemu " + cmd};
-  if (cmd == "up") {
+// `--help` or `-h` among the words a command forwards to the engine.
+bool asks_help(const std::vector<std::string>& words) {
+  for (const std::string& w : words)
+    if (w == "--help" || w == "-h") return true;
+  return false;
+}
+
+std::string completion_script() {
+  std::string names, cases;
+  for (const Command& c : kCommands) {
+    names += std::string(names.empty() ? "" : " ") + c.name;
+    cases += std::string("    ") + c.name + ") opts=\"" + c.options + "\" ;;\n";
+  }
+  return "# bash completion for rocemu (made by `rocemu completion bash`)\n"
+         "_rocemu() {\n"
+         "  local cur=${COMP_WORDS[COMP_CWORD]} opts\n"
+         "  if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
+         "    COMPREPLY=($(compgen -W \"" + names + " --help --version\" -- \"$cur\"))\n"
+         "    return\n"
+         "  fi\n"
+         "  case ${COMP_WORDS[1]} in\n" + cases +
+         "    *) opts=\"\" ;;\n"
+         "  esac\n"
+         "  COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+         "  [ ${#COMPREPLY[@]} -eq 0 ] && COMPREPLY=($(compgen -f -- \"$cur\"))\n"
+         "}\n"
+         "complete -F _rocemu rocemu\n";
+}
+
+// Parses a command's options with CLI11: 0 to go on, else the exit status
+// (0 after --help, kUsageError on a usage error).
+int parse(CLI::App& app, const Command& c, int argc, char** argv, bool& stop) {
+  app.footer(c.details != nullptr ? std::string("\n") + c.details : "");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    stop = true;
+    return app.exit(e) == 0 ? 0 : kUsageError;
+  }
+  stop = false;
+  return 0;
+}
+
+int run_typed(const Command& c, int argc, char** argv) {
+  CLI::App app{std::string(c.summary), std::string("rocemu ") + c.name};
+  bool stop = false;
+  if (std::strcmp(c.name, "up") == 0) {
     UpOptions o;
     app.add_option("topology", o.topology, "topology file (YAML); default: the built-in one");
     app.add_flag("--daemon", o.daemon, "run in the background");
@@ -70,17 +145,17 @@ int main(int argc, char** argv) {
     app.add_flag("-v,--verbose", o.verbose, "log more (twice: debug)");
     bool no_rt = false;
     app.add_flag("--no-realtime", no_rt, "keep the engine thread at normal priority");
-    CLI11_PARSE(app, argc - 1, argv + 1);
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
     o.realtime = !no_rt;
     return cmd_up(o);
   }
-  if (cmd == "demo") {
+  if (std::strcmp(c.name, "demo") == 0) {
     DemoOptions o;
     app.add_option("--topology", o.topology, "topology file; default: the built-in one");
-    CLI11_PARSE(app, argc - 1, argv + 1);
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
     return cmd_demo(o);
   }
-  if (cmd == "sim") {
+  if (std::strcmp(c.name, "sim") == 0) {
     SimOptions o;
     app.add_option("scenario", o.scenario, "scenario file (YAML)")->required();
     app.add_option("-o,--output", o.out_dir, "output directory (default: the scenario's name)");
@@ -90,15 +165,75 @@ int main(int argc, char** argv) {
     app.add_flag("--no-plots", o.no_plots, "do not draw PNG plots");
     uint64_t seed = 0;
     auto* seed_opt = app.add_option("--seed", seed, "override the scenario's seed");
-    try {
-      app.parse(argc - 1, argv + 1);
-    } catch (const CLI::ParseError& e) {
-      const int rc = app.exit(e);
-      return rc == 0 ? 0 : 2;
-    }
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
     if (seed_opt->count() > 0) o.seed = seed;
     return cmd_sim(o);
   }
-  std::fprintf(stderr, "rocemu: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
-  return 2;
+  // completion
+  std::string shell;
+  app.add_option("shell", shell, "the shell (bash)")->required()->check(CLI::IsMember({"bash"}));
+  if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
+  std::fputs(completion_script().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return kUsageError;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    print_usage(stdout);
+    return 0;
+  }
+  if (cmd == "--version" || cmd == "-V") {
+    std::printf("rocemu %s\n", ROCEMU_VERSION);
+    return 0;
+  }
+  const Command* c = find_command(cmd);
+  if (c == nullptr) {
+    std::fprintf(stderr, "rocemu: unknown command '%s'\n\n", cmd.c_str());
+    print_usage(stderr);
+    return kUsageError;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+
+  // Commands whose words go to the engine (or to a program) untouched.
+  if (cmd == "exec") {
+    // Only the words before the program can ask us for help: the rest,
+    // its own --help included, are the program's.
+    const auto is_help = [&](size_t i) { return i < rest.size() && (rest[i] == "--help" || rest[i] == "-h"); };
+    if (is_help(0) || is_help(1)) {
+      print_help(*c);
+      return 0;
+    }
+    size_t i = 1;
+    if (i < rest.size() && rest[i] == "--") i++;
+    if (rest.empty() || rest[0] == "--" || i >= rest.size()) {
+      std::fprintf(stderr, "usage: rocemu exec %s\n", c->synopsis);
+      return kUsageError;
+    }
+    return cmd_exec(rest[0], std::vector<std::string>(rest.begin() + long(i), rest.end()));
+  }
+  const bool engine_words = cmd == "nv" || cmd == "counters" || cmd == "fault" || cmd == "capture";
+  if (engine_words || cmd == "down" || cmd == "status") {
+    if (asks_help(rest)) {
+      print_help(*c);
+      return 0;
+    }
+    if (!engine_words && !rest.empty()) {
+      std::fprintf(stderr, "rocemu %s: unexpected argument '%s'\nusage: rocemu %s\n", c->name, rest[0].c_str(),
+                   c->name);
+      return kUsageError;
+    }
+    if (cmd == "down") return cmd_down();
+    if (cmd == "status") return cmd_status();
+    std::vector<std::string> words = {cmd};
+    words.insert(words.end(), rest.begin(), rest.end());
+    return cmd_engine(words);
+  }
+  return run_typed(*c, argc - 1, argv + 1);
 }

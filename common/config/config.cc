@@ -39,7 +39,7 @@ std::optional<uint64_t> parse_rate(std::string_view text) {
   std::string_view unit;
   if (!split_number(text, v, unit) || v <= 0) return std::nullopt;
   std::string u = lower(unit);
-  for (const char* suffix : {"bps", "bit/s", "b/s"}) {
+  for (const char* suffix : {"bps", "bit/s", "b/s", "bit"}) {
     const std::string s(suffix);
     if (u.size() >= s.size() && u.compare(u.size() - s.size(), s.size(), s) == 0) {
       u.resize(u.size() - s.size());
@@ -108,14 +108,18 @@ std::string format_duration(Duration d) {
 
 void Context::error(const YAML::Node& at, std::string_view field, std::string_view message) {
   std::ostringstream os;
-  os << file_;
-  if (at.IsDefined() && at.Mark().line >= 0) os << ":" << at.Mark().line + 1;
-  os << ": " << prefix_ << field << ": " << message;
+  // No file (values from a command line): the field alone.
+  if (!file_.empty()) {
+    os << file_;
+    if (at.IsDefined() && at.Mark().line >= 0) os << ":" << at.Mark().line + 1;
+    os << ": ";
+  }
+  os << prefix_ << field << ": " << message;
   errors_.push_back(os.str());
 }
 
 void Context::error(std::string_view field, std::string_view message) {
-  errors_.push_back(file_ + ": " + prefix_ + std::string(field) + ": " + std::string(message));
+  errors_.push_back((file_.empty() ? "" : file_ + ": ") + prefix_ + std::string(field) + ": " + std::string(message));
 }
 
 Status Context::status() const {

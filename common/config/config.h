@@ -18,7 +18,7 @@
 
 namespace rocemu::config {
 
-// Parses "100G", "25Gbps", "400M", "10000000" (bit/s).
+// Parses "100G", "25Gbps", "10gbit", "400M", "10000000" (bit/s).
 std::optional<uint64_t> parse_rate(std::string_view text);
 // Parses "1us", "500ns", "2.5ms", "1s", "300ps" (no unit = ns).
 std::optional<Duration> parse_duration(std::string_view text);
