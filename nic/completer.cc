@@ -204,18 +204,28 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
   }
   const uint32_t psn = v.bth().psn();
   const wire::OpcodeInfo& info = v.op();
-  if (v.dscp == cfg_.trim_dscp && info.any(wire::kOpPayload)) {
+  // The READ whose next response this would be, if any: it says how long
+  // the packet must be, so a trimmed one is told from data.
+  SendWork* awaiting = nullptr;
+  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+    SendWork& w = qp.work(i);
+    if (!w.started) break;
+    if (w.is_read() && !w.done && psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
+      awaiting = &w;
+      break;
+    }
+  }
+  const uint32_t expected_len =
+      awaiting != nullptr
+          ? std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu))
+          : kUnknownLength;
+  if (is_trimmed(qp, v, expected_len)) {
     // A READ response whose payload a switch cut: lost, ask again at once.
     counters_[NicCounters::rx_trimmed]++;
-    for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
-      SendWork& w = qp.work(i);
-      if (!w.started) break;
-      if (w.is_read() && !w.done && psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
-        qp.read_rewind_pending = true;
-        qp.read_rewind_psn = psn;
-        recovery_->on_response_lost(qp, psn, now);
-        break;
-      }
+    if (awaiting != nullptr) {
+      qp.read_rewind_pending = true;
+      qp.read_rewind_psn = psn;
+      recovery_->on_response_lost(qp, psn, now);
     }
     rte_pktmbuf_free(m);
     return;

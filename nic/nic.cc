@@ -255,7 +255,7 @@ void Nic::handle_arp(const wire::PacketView& v, Time now) {
   const wire::IpAddr sender = wire::IpAddr::v4(arp.spa.get());
   const wire::IpAddr target = wire::IpAddr::v4(arp.tpa.get());
   if (arp.spa.get() != 0) {
-    arp_cache_[sender] = arp.sha;
+    learn_neighbor(sender, arp.sha);
     arp_pending_.erase(sender);
   }
   if (arp.oper.get() == wire::kArpRequest && is_local_ip(target)) {
@@ -322,6 +322,20 @@ std::optional<wire::MacAddr> Nic::neighbor(const wire::IpAddr& ip) {
   if (auto it = cfg_.neighbors.find(ip); it != cfg_.neighbors.end()) return it->second;
   if (auto it = arp_cache_.find(ip); it != arp_cache_.end()) return it->second;
   return std::nullopt;
+}
+
+void Nic::learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {
+  if (auto it = arp_cache_.find(ip); it != arp_cache_.end()) {
+    it->second = mac;
+    return;
+  }
+  // Full: the oldest entry goes (QPs keep the MAC they resolved).
+  if (arp_cache_.size() >= kMaxNeighbors) {
+    arp_cache_.erase(arp_order_.front());
+    arp_order_.pop_front();
+  }
+  arp_cache_.emplace(ip, mac);
+  arp_order_.push_back(ip);
 }
 
 bool Nic::resolve_neighbor(Qp& qp, Time now) {

@@ -93,6 +93,10 @@ class Nic final : public Node {
   const NicCounters& counters() const { return counters_; }
   NicCounters& counters() { return counters_; }
   const cc::Algorithm& congestion_control() const { return *cc_; }
+  // Neighbours learned from ARP (static ones aside): at most kMaxNeighbors,
+  // whatever the wire sends (Linux's gc_thresh3 default).
+  static constexpr size_t kMaxNeighbors = 1024;
+  size_t neighbor_cache_size() const { return arp_cache_.size(); }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
   HostContext* open_context(HostMemory* memory);
@@ -153,6 +157,7 @@ class Nic final : public Node {
   void handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
   bool resolve_neighbor(Qp& qp, Time now);
   std::optional<wire::MacAddr> neighbor(const wire::IpAddr& ip);
+  void learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac);
   void send_arp_request(const wire::IpAddr& ip, Time now);
   bool is_local_ip(const wire::IpAddr& ip) const;
   void activate(Qp& qp, Time now);
@@ -258,7 +263,18 @@ class Nic final : public Node {
                       uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited);
   bool responder_has_work(const Qp& qp) const { return qp.ack_pending || !qp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
+  // The MR `rkey` names if it grants `access` to [va, va + len) to this
+  // QP (key and generation, PD, rights of MR and QP, not invalidated);
+  // check_rkey counts a refusal.
+  Mr* rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
   Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // Trimmed by a switch: the trim DSCP and less payload than the packet
+  // must carry (`expected`, or kUnknownLength: an MTU).
+  static constexpr uint32_t kUnknownLength = UINT32_MAX;
+  bool is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const;
+  // What a request packet `d` PSNs from the expected one must carry, if
+  // the responder can know.
+  uint32_t request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const;
 
   rte_mbuf* new_frame();
   void fill_path(Qp& qp);
@@ -286,7 +302,8 @@ class Nic final : public Node {
   uint32_t next_qpn_ = 0x11;
 
   // neighbours
-  std::map<wire::IpAddr, wire::MacAddr> arp_cache_;
+  std::map<wire::IpAddr, wire::MacAddr> arp_cache_;  // at most kMaxNeighbors
+  std::deque<wire::IpAddr> arp_order_;               // arp_cache_'s addresses, oldest first
   std::map<wire::IpAddr, Time> arp_pending_;  // last request sent
   std::vector<Qp*> waiting_for_arp_;
   Timer arp_timer_;

@@ -17,14 +17,29 @@ bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
 }  // namespace
 
-Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
-  Mr* mr = mrs_.find(rkey);
+Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  Mr* mr = mrs_.find(rkey);  // key and generation
   if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
-      !mr->contains(va, len)) {
-    counters_[NicCounters::resp_remote_access_errors]++;
+      !mr->contains(va, len))
     return nullptr;
-  }
   return mr;
+}
+
+Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
+  Mr* mr = rkey_grants(qp, rkey, va, len, access);
+  if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
+  return mr;
+}
+
+bool Nic::is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const {
+  // A switch remarks a trimmed packet's DSCP, cuts its payload to whole
+  // words and clears the pad count. The DSCP alone proves nothing (an
+  // application may pick any traffic class): a packet is trimmed only if it
+  // carries less than it must -- `expected` bytes when the receiver knows
+  // them, else less than an MTU.
+  if (v.dscp != cfg_.trim_dscp || !v.op().any(wire::kOpPayload) || v.bth().pad_count() != 0) return false;
+  const uint32_t full = expected != kUnknownLength ? expected : qp.mtu;
+  return v.payload_len < full;
 }
 
 bool Nic::take_recv(Qp& qp, RecvEntry& out) {
@@ -156,7 +171,7 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
   const int32_t d = wire::psn_diff(psn, qp.epsn);
   const bool rc = qp.type == QpType::kRc;
 
-  if (v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload)) {
+  if (is_trimmed(qp, v, request_length(qp, v, d))) {
     // Trimmed by a switch: the payload is gone. A NAK is cumulative (it
     // says every PSN before it arrived), so only the expected PSN can be
     // NAKed: at once if this is it, else as soon as the PSNs before it are
@@ -198,26 +213,59 @@ void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time no
   if (rc) recovery_->on_in_order(qp, now);
 }
 
+uint32_t Nic::request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const {
+  const wire::OpcodeInfo& info = v.op();
+  const bool first = info.any(wire::kOpFirst), last = info.any(wire::kOpLast);
+  if (info.any(wire::kOpMiddle) || (first && !last)) return qp.mtu;
+  if (first && last && is_write(v.opcode)) return std::min(v.reth().dma_length.get(), qp.mtu);
+  if (last && d == 0 && qp.in_message && is_write(v.opcode) && is_write(qp.last_req_opcode))
+    return uint32_t(std::min<uint64_t>(qp.write_remaining, qp.mtu));
+  return kUnknownLength;
+}
+
 void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
   counters_[NicCounters::duplicate_request]++;
   const uint32_t psn = v.bth().psn();
   const wire::OpcodeInfo& info = v.op();
   if (info.any(wire::kOpRead) || info.any(wire::kOpAtomic)) {
-    // Answer again: READs are executed again, atomics answered from the
-    // saved result, in PSN order among the responses still owed (loss
-    // recovery may drop those first).
-    recovery_->on_duplicate_read(qp, psn);
+    // Answer again what was accepted: READs are executed again (only bytes
+    // of the READ repeated), atomics answered from the saved result, in
+    // PSN order among the responses still owed (loss recovery may drop
+    // those first). A duplicate takes the place of an answer to the same
+    // request still owed, and counts against max_dest_rd_atomic like a new
+    // request; its rkey is checked as a new one's is.
+    const bool atomic = info.any(wire::kOpAtomic);
+    const auto it = std::find_if(qp.rd_atomic_log.begin(), qp.rd_atomic_log.end(), [&](const RdAtomicReplay& r) {
+      return r.valid && r.atomic == atomic && wire::psn_ge(psn, r.psn) && wire::psn_diff(psn, r.psn) < int32_t(r.npkts);
+    });
+    if (it == qp.rd_atomic_log.end()) return;  // too old to answer, or never accepted
+    const RdAtomicReplay& r = *it;
     ResponderTask task;
-    if (info.any(wire::kOpRead)) {
+    if (!atomic) {
       const wire::Reth& reth = v.reth();
       const uint32_t len = reth.dma_length.get();
-      if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) return;
-      task = {ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0};
+      const uint64_t from = r.va + uint64_t(wire::psn_diff(psn, r.psn)) * qp.mtu;
+      const uint64_t va = reth.va.get();
+      if (reth.rkey.get() != r.rkey || va != from || len > r.length - (from - r.va)) return;  // not that READ
+      if (len > 0 && check_rkey(qp, reth.rkey.get(), va, len, IBV_ACCESS_REMOTE_READ) == nullptr) {
+        responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), psn, now);
+        return;
+      }
+      task = {ResponderTask::kReadResponse, psn, r.psn, va, len, len, reth.rkey.get(), true, 0, 0};
     } else {
-      const auto it = std::find_if(qp.atomic_log.begin(), qp.atomic_log.end(),
-                                   [psn](const AtomicReplay& a) { return a.valid && a.psn == psn; });
-      if (it == qp.atomic_log.end()) return;  // too old to answer
-      task = {ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, it->orig, 0};
+      const wire::AtomicEth& a = v.atomic_eth();
+      if (a.rkey.get() != r.rkey || a.va.get() != r.va) return;  // not that atomic
+      if (check_rkey(qp, r.rkey, r.va, 8, IBV_ACCESS_REMOTE_ATOMIC) == nullptr) {
+        responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), psn, now);
+        return;
+      }
+      task = {ResponderTask::kAtomicAck, psn, r.psn, 0, 0, 0, 0, true, r.orig, 0};
+    }
+    recovery_->on_duplicate_read(qp, psn);
+    std::erase_if(qp.tasks, [&](const ResponderTask& t) { return t.req_psn == r.psn; });
+    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) {
+      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, wire::aeth_nak(wire::NakCode::kInvalidRequest), psn, now);
+      return;
     }
     auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
                             [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
@@ -278,8 +326,11 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
       return;
     }
-    qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0});
-    qp.epsn = wire::psn_add(qp.epsn, len == 0 ? 1 : (len + qp.mtu - 1) / qp.mtu);
+    const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
+    qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, psn, npkts, reth.va.get(), len,
+                                                                reth.rkey.get(), 0};
+    qp.tasks.push_back({ResponderTask::kReadResponse, psn, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0});
+    qp.epsn = wire::psn_add(qp.epsn, npkts);
     qp.nak_sent = false;
     activate(qp, now);
     return;
@@ -316,8 +367,8 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
       return;
     }
-    qp.atomic_log[qp.atomic_log_next++ % kMaxRdAtomic] = {true, psn, orig};
-    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, orig, 0});
+    qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, psn, 1, va, 8, a.rkey.get(), orig};
+    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, psn, 0, 0, 0, 0, true, orig, 0});
     qp.epsn = wire::psn_add(qp.epsn, 1);
     qp.nak_sent = false;
     activate(qp, now);
@@ -372,9 +423,14 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
       return;
     }
     if (v.payload_len > 0) {
-      Mr* mr = mrs_.find(qp.write_rkey);
-      if (mr == nullptr || !mr->contains(qp.write_va, v.payload_len) ||
-          !dma_write(*qp.ctx, mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
+      // Every packet is held to what the first was checked against: the MR
+      // may have been deregistered, invalidated or the QP's rights changed.
+      Mr* mr = check_rkey(qp, qp.write_rkey, qp.write_va, v.payload_len, IBV_ACCESS_REMOTE_WRITE);
+      if (mr == nullptr) {
+        if (rc) responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
+        return;
+      }
+      if (!dma_write(*qp.ctx, mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
         if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
         return;
       }
@@ -504,10 +560,11 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       const bool last = t.remaining == len;
       using namespace wire::op;
       f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
-      // The MR is looked up again: it may have been deregistered meanwhile.
+      // Every response is checked as the request was: the MR may have been
+      // deregistered or invalidated meanwhile, the QP's rights changed.
       if (len > 0) {
-        Mr* mr = mrs_.find(t.rkey);
-        if (mr == nullptr || !mr->contains(t.va, len)) {
+        Mr* mr = check_rkey(qp, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
+        if (mr == nullptr) {
           qp.tasks.clear();
           responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
           return nullptr;
@@ -584,8 +641,8 @@ bool Nic::fill_response_prefetch(Qp& qp, bool more) {
     const ResponderTask& t = qp.tasks[ti];
     if (t.kind != ResponderTask::kReadResponse) break;
     if (t.remaining == 0) continue;
-    Mr* mr = mrs_.find(t.rkey);
-    if (mr == nullptr || !mr->contains(t.va, t.remaining)) {
+    Mr* mr = rkey_grants(qp, t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
+    if (mr == nullptr) {
       if (ti == 0) return false;
       break;
     }
