@@ -30,6 +30,7 @@
 #include "nic/loss_recovery.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
+#include "nic/transport_states.h"
 #include "nic/tx_scheduler.h"
 
 namespace rocemu::nic {
@@ -151,10 +152,11 @@ class Nic final : public Node {
   friend class NicTestPeer;
   // ---- nic.cc: port side ----
   void handle_frame(uint16_t port, rte_mbuf* m, Time now);
+  RxDisposition dispatch(rte_mbuf* m, Time now);
+  RxDisposition handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
   void announce(Time now);
   void handle_arp(const wire::PacketView& v, Time now);
   void handle_pfc(const wire::PacketView& v, Time now);
-  void handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
   bool resolve_neighbor(Qp& qp, Time now);
   std::optional<wire::MacAddr> neighbor(const wire::IpAddr& ip);
   void learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac);
@@ -242,7 +244,20 @@ class Nic final : public Node {
   bool validate_local_sges(Qp& qp, SendWork& w);
 
   // ---- completer.cc ----
-  void handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // A response packet, through the steps (CompState, transport_states.h).
+  RxDisposition handle_response(Qp& qp, const wire::PacketView& v, Time now);
+  struct Response;
+  CompState check_response_state(Response& r);
+  CompState check_response_trimmed(Response& r);
+  CompState check_ack(Response& r);
+  CompState on_ack(Response& r);
+  CompState on_rnr_nak(Response& r);
+  CompState on_nak(Response& r);
+  CompState find_response_wqe(Response& r);
+  CompState on_atomic_ack(Response& r);
+  CompState check_read_psn(Response& r);
+  CompState check_read_shape(Response& r);
+  CompState on_read_response(Response& r);
   void ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response = false);
   void complete_send_queue(Qp& qp, Time now);
   void fail_send_queue(Qp& qp, ibv_wc_status status, Time now);
@@ -251,9 +266,31 @@ class Nic final : public Node {
   void qp_to_error(Qp& qp, Time now);
 
   // ---- responder.cc ----
-  void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // A request packet (the frame is kept only if the loss recovery takes it).
+  RxDisposition handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // The steps after the PSN check, for a packet at the expected PSN (the
+  // loss recovery's reorder buffer hands its packets in here).
   void process_request(Qp& qp, const wire::PacketView& v, Time now);
-  void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
+  // The steps (RespState, transport_states.h) of one request packet.
+  struct Request;
+  RespState run_request(Request& r, RespState from);
+  RespState check_psn(Request& r);
+  RespState check_op_seq(Request& r);
+  RespState check_length(Request& r);
+  RespState check_request_rkey(Request& r);
+  RespState check_resources(Request& r);
+  RespState check_duplicate(Request& r);
+  RespState on_trimmed_request(Request& r);
+  RespState on_out_of_sequence(Request& r);
+  RespState uc_resync(Request& r);
+  RespState execute(Request& r);
+  RespState execute_read(Request& r);
+  RespState execute_atomic(Request& r);
+  RespState execute_write(Request& r);
+  RespState execute_send(Request& r);
+  RespState replay_duplicate(Request& r);
+  RespState complete_request(Request& r);
+  void request_error(Request& r, RespState error);
   void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
   bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
   bool take_recv(Qp& qp, RecvEntry& out);
