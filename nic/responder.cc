@@ -437,11 +437,11 @@ RespState Nic::replay_duplicate(Request& r) {
   const RdAtomicReplay& a = *r.replay;
   ResponderTask task;
   if (a.atomic) {
-    task = {ResponderTask::kAtomicAck, r.psn, a.psn, 0, 0, 0, 0, true, a.orig, 0};
+    task = {ResponderTask::kAtomicAck, r.psn, a.psn, 0, 0, 0, true, a.orig};
   } else {
     const wire::Reth& reth = r.v.reth();
     const uint32_t len = reth.dma_length.get();
-    task = {ResponderTask::kReadResponse, r.psn, a.psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0};
+    task = {ResponderTask::kReadResponse, r.psn, a.psn, reth.va.get(), len, reth.rkey.get(), true, 0};
   }
   // In PSN order among the responses still owed.
   const uint32_t psn = r.psn;
@@ -459,7 +459,7 @@ RespState Nic::execute_read(Request& r) {
   const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
   qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
                                                               reth.rkey.get(), 0};
-  qp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0});
+  qp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
   qp.epsn = wire::psn_add(qp.epsn, npkts);
   qp.nak_sent = false;
   activate(qp, r.now);
@@ -480,7 +480,7 @@ RespState Nic::execute_atomic(Request& r) {
   }
   if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
   qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
-  qp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, 0, true, orig, 0});
+  qp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
   qp.epsn = wire::psn_add(qp.epsn, 1);
   qp.nak_sent = false;
   activate(qp, r.now);
