@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 
 #include <set>
+#include <string>
 
 #include "common/wire/build.h"
 #include "common/wire/packet.h"
@@ -434,4 +435,21 @@ TEST_CASE("ARP from many sources: the neighbour cache stays bounded and still le
   b.deliver({reply});
   CHECK(qp2->nic_qp->neighbor_ok);
   CHECK(qp2->nic_qp->path.dst_mac == peer_mac);
+}
+
+TEST_CASE("Every responder and completer state has its own name", "[unit][nic]") {
+  std::set<std::string> names;
+  for (int s = 0; s <= int(RespState::kErrLocalAccess); s++) {
+    const std::string n = resp_state_name(RespState(s));
+    CHECK(n != "?");
+    CHECK(names.insert("resp:" + n).second);
+  }
+  CHECK(is_error(RespState::kErrOpSeq));
+  CHECK(!is_error(RespState::kDone));
+  for (int s = 0; s <= int(CompState::kErrBadResponse); s++) {
+    const std::string n = comp_state_name(CompState(s));
+    CHECK(n != "?");
+    CHECK(names.insert("comp:" + n).second);
+  }
+  CHECK(std::string(resp_state_name(RespState(200))) == "?");
 }
