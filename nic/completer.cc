@@ -1,7 +1,9 @@
 // Completer: ACKs, NAKs, READ responses and atomic ACKs coming back to a
-// requester; marks WQEs done and completes them in send-queue order;
-// errors move the QP to ERR and flush what is left.
+// requester, each through named steps (CompState, nic/transport_states.h);
+// marks WQEs done and completes them in send-queue order; errors move the
+// QP to ERR and flush what is left.
 #include <algorithm>
+#include <iterator>
 
 #include "nic/nic.h"
 
@@ -196,157 +198,235 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
   activate(qp, now);
 }
 
-void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
+// ---- a response's steps ----
+
+// One response packet (ACK, NAK, READ response, atomic ACK) on its way
+// through the steps.
+struct Nic::Response {
+  Qp& qp;
+  const wire::PacketView& v;
+  Time now;
+  uint32_t psn;
+  SendWork* wqe = nullptr;  // the READ or atomic it answers
+  Response(Qp& q, const wire::PacketView& view, Time t) : qp(q), v(view), now(t), psn(view.bth().psn()) {}
+};
+
+const char* comp_state_name(CompState s) {
+  static constexpr const char* kNames[] = {
+#define ROCEMU_STATE_NAME(name, text) text,
+      ROCEMU_COMP_STATES(ROCEMU_STATE_NAME)
+#undef ROCEMU_STATE_NAME
+  };
+  return size_t(s) < std::size(kNames) ? kNames[size_t(s)] : "?";
+}
+
+RxDisposition Nic::handle_response(Qp& qp, const wire::PacketView& v, Time now) {
+  Response r(qp, v, now);
+  CompState s = CompState::kCheckState;
+  while (s != CompState::kDone) {
+    switch (s) {
+      case CompState::kCheckState: s = check_response_state(r); break;
+      case CompState::kCheckTrimmed: s = check_response_trimmed(r); break;
+      case CompState::kCheckAck: s = check_ack(r); break;
+      case CompState::kAck: s = on_ack(r); break;
+      case CompState::kRnrNak: s = on_rnr_nak(r); break;
+      case CompState::kNak: s = on_nak(r); break;
+      case CompState::kFindWqe: s = find_response_wqe(r); break;
+      case CompState::kAtomicAck: s = on_atomic_ack(r); break;
+      case CompState::kCheckReadPsn: s = check_read_psn(r); break;
+      case CompState::kCheckReadShape: s = check_read_shape(r); break;
+      case CompState::kReadResponse: s = on_read_response(r); break;
+      case CompState::kErrBadResponse:
+        // The WQE answered fails (or the oldest unfinished one, whose
+        // error comes first); everything after it is flushed.
+        if (r.wqe != nullptr) r.wqe->status = IBV_WC_BAD_RESP_ERR;
+        fail_send_queue(qp, IBV_WC_BAD_RESP_ERR, now);
+        s = CompState::kDone;
+        break;
+      case CompState::kDone: break;
+    }
+  }
+  return RxDisposition::kFree;
+}
+
+CompState Nic::check_response_state(Response& r) {
+  const Qp& qp = r.qp;
   if (qp.type != QpType::kRc || (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD)) {
     counters_[NicCounters::rx_wrong_state]++;
-    rte_pktmbuf_free(m);
-    return;
+    return CompState::kDone;
   }
-  const uint32_t psn = v.bth().psn();
-  const wire::OpcodeInfo& info = v.op();
-  if (v.dscp == cfg_.trim_dscp && info.any(wire::kOpPayload)) {
-    // A READ response whose payload a switch cut: lost, ask again at once.
-    counters_[NicCounters::rx_trimmed]++;
-    for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
-      SendWork& w = qp.work(i);
-      if (!w.started) break;
-      if (w.is_read() && !w.done && psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
-        qp.read_rewind_pending = true;
-        qp.read_rewind_psn = psn;
-        recovery_->on_response_lost(qp, psn, now);
-        break;
-      }
-    }
-    rte_pktmbuf_free(m);
-    return;
-  }
+  return CompState::kCheckTrimmed;
+}
 
-  if (v.opcode == wire::op::kAck) {
-    const uint8_t syn = v.aeth().syndrome();
-    switch (wire::aeth_kind(syn)) {
-      case wire::AethKind::kAck:
-        ack_up_to(qp, psn, now);
-        break;
-      case wire::AethKind::kRnrNak: {
-        counters_[NicCounters::rnr_nak_retry_err]++;
-        ack_up_to(qp, wire::psn_add(psn, -1), now);
-        if (qp.state == IBV_QPS_ERR) break;
-        if (qp.rnr_retry != 7) {
-          if (qp.rnr_left == 0) {
-            fail_send_queue(qp, IBV_WC_RNR_RETRY_EXC_ERR, now);
-            break;
-          }
-          qp.rnr_left--;
-        }
-        recovery_->on_rnr_nak(qp, psn, now);
-        qp.rnr_waiting = true;
-        timers().schedule(qp.rnr_timer, now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000));
-        arm_retry_timer(qp, now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000));
-        break;
-      }
-      case wire::AethKind::kNak: {
-        const auto code = wire::NakCode(wire::aeth_value(syn));
-        ack_up_to(qp, wire::psn_add(psn, -1), now);
-        if (qp.state == IBV_QPS_ERR) break;
-        if (code == wire::NakCode::kPsnSeqError) {
-          counters_[NicCounters::packet_seq_err]++;
-          if (!wire::psn_lt(psn, qp.sent_high) || wire::psn_lt(psn, qp.una_psn)) break;
-          recovery_->on_seq_nak(qp, psn, now);
-          arm_retry_timer(qp, now);
-        } else {
-          if (code == wire::NakCode::kRemoteAccessError) counters_[NicCounters::req_remote_access_errors]++;
-          if (code == wire::NakCode::kInvalidRequest) counters_[NicCounters::req_remote_invalid_request]++;
-          // The NAKed request fails; everything after it is flushed.
-          for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
-            SendWork& w = qp.work(i);
-            if (!w.started) break;
-            if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
-              w.status = nak_status(code);
-              break;
-            }
-          }
-          fail_send_queue(qp, nak_status(code), now);
-        }
-        break;
-      }
-      default:
-        break;
+CompState Nic::check_response_trimmed(Response& r) {
+  // The READ whose next response this would be, if any: it says how long
+  // the packet must be, so a trimmed one is told from data.
+  Qp& qp = r.qp;
+  SendWork* awaiting = nullptr;
+  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+    SendWork& w = qp.work(i);
+    if (!w.started) break;
+    if (w.is_read() && !w.done && r.psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
+      awaiting = &w;
+      break;
     }
-    rte_pktmbuf_free(m);
-    return;
   }
+  const uint32_t expected_len =
+      awaiting != nullptr
+          ? std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu))
+          : kUnknownLength;
+  if (!is_trimmed(qp, r.v, expected_len)) return CompState::kCheckAck;
+  // A READ response whose payload a switch cut: lost, ask again at once.
+  counters_[NicCounters::rx_trimmed]++;
+  if (awaiting != nullptr) {
+    qp.read_rewind_pending = true;
+    qp.read_rewind_psn = r.psn;
+    recovery_->on_response_lost(qp, r.psn, r.now);
+  }
+  return CompState::kDone;
+}
 
+CompState Nic::check_ack(Response& r) {
+  if (r.v.opcode != wire::op::kAck) return CompState::kFindWqe;
+  switch (wire::aeth_kind(r.v.aeth().syndrome())) {
+    case wire::AethKind::kAck:
+      return CompState::kAck;
+    case wire::AethKind::kRnrNak:
+      return CompState::kRnrNak;
+    case wire::AethKind::kNak:
+      return CompState::kNak;
+    default:
+      return CompState::kDone;
+  }
+}
+
+CompState Nic::on_ack(Response& r) {
+  ack_up_to(r.qp, r.psn, r.now);
+  return CompState::kDone;
+}
+
+CompState Nic::on_rnr_nak(Response& r) {
+  Qp& qp = r.qp;
+  const Time now = r.now;
+  const uint8_t syn = r.v.aeth().syndrome();
+  counters_[NicCounters::rnr_nak_retry_err]++;
+  ack_up_to(qp, wire::psn_add(r.psn, -1), now);
+  if (qp.state == IBV_QPS_ERR) return CompState::kDone;
+  if (qp.rnr_retry != 7) {
+    if (qp.rnr_left == 0) {
+      fail_send_queue(qp, IBV_WC_RNR_RETRY_EXC_ERR, now);
+      return CompState::kDone;
+    }
+    qp.rnr_left--;
+  }
+  recovery_->on_rnr_nak(qp, r.psn, now);
+  qp.rnr_waiting = true;
+  const Time until = now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000);
+  timers().schedule(qp.rnr_timer, until);
+  arm_retry_timer(qp, until);
+  return CompState::kDone;
+}
+
+CompState Nic::on_nak(Response& r) {
+  Qp& qp = r.qp;
+  const uint32_t psn = r.psn;
+  const auto code = wire::NakCode(wire::aeth_value(r.v.aeth().syndrome()));
+  ack_up_to(qp, wire::psn_add(psn, -1), r.now);
+  if (qp.state == IBV_QPS_ERR) return CompState::kDone;
+  if (code == wire::NakCode::kPsnSeqError) {
+    counters_[NicCounters::packet_seq_err]++;
+    if (!wire::psn_lt(psn, qp.sent_high) || wire::psn_lt(psn, qp.una_psn)) return CompState::kDone;
+    recovery_->on_seq_nak(qp, psn, r.now);
+    arm_retry_timer(qp, r.now);
+    return CompState::kDone;
+  }
+  if (code == wire::NakCode::kRemoteAccessError) counters_[NicCounters::req_remote_access_errors]++;
+  if (code == wire::NakCode::kInvalidRequest) counters_[NicCounters::req_remote_invalid_request]++;
+  // The NAKed request fails; everything after it is flushed.
+  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+    SendWork& w = qp.work(i);
+    if (!w.started) break;
+    if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
+      w.status = nak_status(code);
+      break;
+    }
+  }
+  fail_send_queue(qp, nak_status(code), r.now);
+  return CompState::kDone;
+}
+
+CompState Nic::find_response_wqe(Response& r) {
   // READ responses and atomic ACKs answer the oldest unanswered READ/atomic.
-  SendWork* target = nullptr;
+  Qp& qp = r.qp;
   for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (w.needs_response() && !w.done) {
-      target = &w;
+      r.wqe = &w;
       break;
     }
   }
-  if (target == nullptr || wire::psn_lt(psn, target->first_psn) || wire::psn_gt(psn, target->last_psn())) {
-    rte_pktmbuf_free(m);  // stale or duplicate
-    return;
-  }
-  SendWork& w = *target;
-  if (v.opcode == wire::op::kAtomicAck) {
-    if (!w.is_atomic()) {
-      w.status = IBV_WC_BAD_RESP_ERR;
-      fail_send_queue(qp, IBV_WC_BAD_RESP_ERR, now);
-      rte_pktmbuf_free(m);
-      return;
+  if (r.wqe == nullptr || wire::psn_lt(r.psn, r.wqe->first_psn) || wire::psn_gt(r.psn, r.wqe->last_psn()))
+    return CompState::kDone;  // stale or duplicate
+  if (r.v.opcode == wire::op::kAtomicAck) return r.wqe->is_atomic() ? CompState::kAtomicAck : CompState::kErrBadResponse;
+  return r.wqe->is_read() ? CompState::kCheckReadPsn : CompState::kErrBadResponse;
+}
+
+CompState Nic::on_atomic_ack(Response& r) {
+  Qp& qp = r.qp;
+  SendWork& w = *r.wqe;
+  const uint64_t orig = r.v.atomic_ack().orig.get();
+  const Sge& s = w.sge[0];
+  Mr* mr = mrs_.find(s.lkey);
+  if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8))
+    w.status = IBV_WC_LOC_PROT_ERR;
+  w.resp_pkts = 1;
+  w.done = true;
+  qp.rd_atomic_outstanding--;
+  if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
+  ack_up_to(qp, r.psn, r.now, true);
+  return CompState::kDone;
+}
+
+CompState Nic::check_read_psn(Response& r) {
+  Qp& qp = r.qp;
+  const uint32_t expected = wire::psn_add(r.wqe->first_psn, r.wqe->resp_pkts);
+  if (r.psn == expected) return CompState::kCheckReadShape;
+  if (wire::psn_gt(r.psn, expected)) {
+    // A response went missing: ask again from the first one missing.
+    counters_[NicCounters::out_of_sequence]++;
+    if (!(qp.read_rewind_pending && qp.read_rewind_psn == expected)) {
+      qp.read_rewind_pending = true;
+      qp.read_rewind_psn = expected;
+      recovery_->on_response_lost(qp, expected, r.now);
     }
-    const uint64_t orig = v.atomic_ack().orig.get();
-    const Sge& s = w.sge[0];
-    Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8))
-      w.status = IBV_WC_LOC_PROT_ERR;
-    w.resp_pkts = 1;
-    w.done = true;
-    qp.rd_atomic_outstanding--;
-    if (qp.read_rewind_pending && qp.read_rewind_psn == psn) qp.read_rewind_pending = false;
-    ack_up_to(qp, psn, now, true);
-    rte_pktmbuf_free(m);
-    return;
   }
-  if (!w.is_read()) {
-    fail_send_queue(qp, IBV_WC_BAD_RESP_ERR, now);
-    rte_pktmbuf_free(m);
-    return;
-  }
-  const uint32_t expected = wire::psn_add(w.first_psn, w.resp_pkts);
-  if (psn != expected) {
-    if (wire::psn_gt(psn, expected)) {
-      // A response went missing: ask again from the first one missing.
-      counters_[NicCounters::out_of_sequence]++;
-      if (!(qp.read_rewind_pending && qp.read_rewind_psn == expected)) {
-        qp.read_rewind_pending = true;
-        qp.read_rewind_psn = expected;
-        recovery_->on_response_lost(qp, expected, now);
-      }
-    }
-    rte_pktmbuf_free(m);
-    return;
-  }
-  // In order: check the shape, then place the data.
-  const uint32_t offset = w.resp_pkts * qp.mtu;
+  return CompState::kDone;
+}
+
+CompState Nic::check_read_shape(Response& r) {
+  // In order: FIRST/MIDDLE carry an MTU, the LAST what is left; the first
+  // response of a READ is a FIRST or ONLY. (A FIRST later on is fine: it
+  // answers a READ asked again from the middle.)
+  const SendWork& w = *r.wqe;
+  const wire::OpcodeInfo& info = r.v.op();
+  const uint32_t offset = w.resp_pkts * r.qp.mtu;
   const bool last = info.any(wire::kOpLast);
   const uint32_t remaining = w.length - std::min(w.length, offset);
-  if ((last && v.payload_len != remaining) || (!last && v.payload_len != qp.mtu) || v.payload_len > remaining ||
-      (w.resp_pkts == 0 && !info.any(wire::kOpFirst))) {
-    // (A FIRST later on is fine: it answers a READ asked again from the
-    // middle.)
-    w.status = IBV_WC_BAD_RESP_ERR;
-    fail_send_queue(qp, IBV_WC_BAD_RESP_ERR, now);
-    rte_pktmbuf_free(m);
-    return;
-  }
-  if (qp.read_rewind_pending && qp.read_rewind_psn == psn) qp.read_rewind_pending = false;
+  const uint32_t len = r.v.payload_len;
+  if ((last && len != remaining) || (!last && len != r.qp.mtu) || len > remaining ||
+      (w.resp_pkts == 0 && !info.any(wire::kOpFirst)))
+    return CompState::kErrBadResponse;
+  return CompState::kReadResponse;
+}
+
+CompState Nic::on_read_response(Response& r) {
+  Qp& qp = r.qp;
+  SendWork& w = *r.wqe;
+  if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
   // Scatter into the local SGEs (checked when the WQE was fetched).
-  uint32_t off = offset, len = v.payload_len;
-  const uint8_t* src = v.data + v.payload_off;
+  uint32_t off = w.resp_pkts * qp.mtu, len = r.v.payload_len;
+  const uint8_t* src = r.v.data + r.v.payload_off;
   for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
     const Sge& s = w.sge[i];
     if (off >= s.length) {
@@ -364,12 +444,12 @@ void Nic::handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time n
     off = 0;
   }
   w.resp_pkts++;
-  if (last) {
+  if (r.v.op().any(wire::kOpLast)) {
     w.done = true;
     qp.rd_atomic_outstanding--;
   }
-  ack_up_to(qp, psn, now, true);
-  rte_pktmbuf_free(m);
+  ack_up_to(qp, r.psn, r.now, true);
+  return CompState::kDone;
 }
 
 }  // namespace rocemu::nic

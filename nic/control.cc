@@ -377,7 +377,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       qp->write_rkey = 0;
       qp->tasks.clear();
       qp->ack_pending = qp->nak_sent = false;
-      qp->atomic_log = {};
+      qp->rd_atomic_log = {};
       qp->ooo_count = 0;
       qp->trim_lost_valid = false;
       std::fill(qp->ooo_trimmed.begin(), qp->ooo_trimmed.end(), 0);

@@ -163,46 +163,44 @@ void Nic::flush_dma() {
 }
 
 void Nic::handle_frame(uint16_t, rte_mbuf* m, Time now) {
+  // The one owner of a received frame: handlers return what they did with
+  // it, and it is freed here unless one kept it.
+  if (dispatch(m, now) == RxDisposition::kFree) rte_pktmbuf_free(m);
+}
+
+RxDisposition Nic::dispatch(rte_mbuf* m, Time now) {
   wire::PacketView v;
   if (wire::decode(dpdk::bytes(m), v) != wire::DecodeError::kOk) {
     counters_[NicCounters::rx_malformed]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   switch (v.kind) {
     case wire::PacketKind::kArp:
       handle_arp(v, now);
-      rte_pktmbuf_free(m);
-      return;
+      break;
     case wire::PacketKind::kPfc:
       handle_pfc(v, now);
-      rte_pktmbuf_free(m);
-      return;
+      break;
     case wire::PacketKind::kIpv4:
     case wire::PacketKind::kIpv6:
-      if (v.is_roce) {
-        handle_roce(m, v, now);  // takes the frame
-        return;
-      }
+      if (v.is_roce) return handle_roce(m, v, now);
       break;
     default:
       break;
   }
-  rte_pktmbuf_free(m);
+  return RxDisposition::kFree;
 }
 
-void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
+RxDisposition Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
   if (!is_local_ip(v.dst_ip())) {
     counters_[NicCounters::rx_not_for_us]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   // Frames from outside, or corrupted on the way, are checked; a frame
   // this engine built and nothing altered since carries the flag instead.
   if (!(dpdk::meta(m).flags & dpdk::kMetaIcrcValid) && !v.icrc_ok()) {
     counters_[NicCounters::rx_icrc_error]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   counters_[NicCounters::rx_roce_packets]++;
   counters_[NicCounters::rx_roce_bytes] += v.len;
@@ -215,13 +213,11 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
     // Reaction point: the QP's algorithm decides (and may ignore its priority).
     const bool handled = live && !qp->is_ud() && cc_flow(*qp).on_cnp(now);
     counters_[handled ? NicCounters::rp_cnp_handled : NicCounters::rp_cnp_ignored]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   if (!live) {
     counters_[NicCounters::rx_not_for_us]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   // The transport of the opcode must be the QP's.
   const wire::Transport t = wire::opcode_transport(v.opcode);
@@ -230,22 +226,20 @@ void Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now) {
                        (t == wire::Transport::kUd && qp->type == QpType::kUd);
   if (!type_ok) {
     counters_[NicCounters::rx_not_for_us]++;
-    rte_pktmbuf_free(m);
-    return;
+    return RxDisposition::kFree;
   }
   if (ce && !qp->is_ud()) on_ce_marked(*qp, now);
   rx_frame_ = m;
-  if (v.op().any(wire::kOpRequest)) {
-    if (qp->is_ud()) {
-      responder_ud(*qp, v, now);
-      rte_pktmbuf_free(m);
-    } else {
-      handle_request(*qp, m, v, now);
-    }
+  RxDisposition d = RxDisposition::kFree;
+  if (!v.op().any(wire::kOpRequest)) {
+    d = handle_response(*qp, v, now);
+  } else if (qp->is_ud()) {
+    responder_ud(*qp, v, now);
   } else {
-    handle_response(*qp, m, v, now);
+    d = handle_request(*qp, m, v, now);
   }
   rx_frame_ = nullptr;
+  return d;
 }
 
 void Nic::handle_arp(const wire::PacketView& v, Time now) {
@@ -255,7 +249,7 @@ void Nic::handle_arp(const wire::PacketView& v, Time now) {
   const wire::IpAddr sender = wire::IpAddr::v4(arp.spa.get());
   const wire::IpAddr target = wire::IpAddr::v4(arp.tpa.get());
   if (arp.spa.get() != 0) {
-    arp_cache_[sender] = arp.sha;
+    learn_neighbor(sender, arp.sha);
     arp_pending_.erase(sender);
   }
   if (arp.oper.get() == wire::kArpRequest && is_local_ip(target)) {
@@ -322,6 +316,20 @@ std::optional<wire::MacAddr> Nic::neighbor(const wire::IpAddr& ip) {
   if (auto it = cfg_.neighbors.find(ip); it != cfg_.neighbors.end()) return it->second;
   if (auto it = arp_cache_.find(ip); it != arp_cache_.end()) return it->second;
   return std::nullopt;
+}
+
+void Nic::learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {
+  if (auto it = arp_cache_.find(ip); it != arp_cache_.end()) {
+    it->second = mac;
+    return;
+  }
+  // Full: the oldest entry goes (QPs keep the MAC they resolved).
+  if (arp_cache_.size() >= kMaxNeighbors) {
+    arp_cache_.erase(arp_order_.front());
+    arp_order_.pop_front();
+  }
+  arp_cache_.emplace(ip, mac);
+  arp_order_.push_back(ip);
 }
 
 bool Nic::resolve_neighbor(Qp& qp, Time now) {

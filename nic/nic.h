@@ -30,6 +30,7 @@
 #include "nic/loss_recovery.h"
 #include "nic/objects.h"
 #include "nic/qp.h"
+#include "nic/transport_states.h"
 #include "nic/tx_scheduler.h"
 
 namespace rocemu::nic {
@@ -93,6 +94,10 @@ class Nic final : public Node {
   const NicCounters& counters() const { return counters_; }
   NicCounters& counters() { return counters_; }
   const cc::Algorithm& congestion_control() const { return *cc_; }
+  // Neighbours learned from ARP (static ones aside): at most kMaxNeighbors,
+  // whatever the wire sends (Linux's gc_thresh3 default).
+  static constexpr size_t kMaxNeighbors = 1024;
+  size_t neighbor_cache_size() const { return arp_cache_.size(); }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
   HostContext* open_context(HostMemory* memory);
@@ -147,12 +152,14 @@ class Nic final : public Node {
   friend class NicTestPeer;
   // ---- nic.cc: port side ----
   void handle_frame(uint16_t port, rte_mbuf* m, Time now);
+  RxDisposition dispatch(rte_mbuf* m, Time now);
+  RxDisposition handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
   void announce(Time now);
   void handle_arp(const wire::PacketView& v, Time now);
   void handle_pfc(const wire::PacketView& v, Time now);
-  void handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now);
   bool resolve_neighbor(Qp& qp, Time now);
   std::optional<wire::MacAddr> neighbor(const wire::IpAddr& ip);
+  void learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac);
   void send_arp_request(const wire::IpAddr& ip, Time now);
   bool is_local_ip(const wire::IpAddr& ip) const;
   void activate(Qp& qp, Time now);
@@ -237,7 +244,20 @@ class Nic final : public Node {
   bool validate_local_sges(Qp& qp, SendWork& w);
 
   // ---- completer.cc ----
-  void handle_response(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // A response packet, through the steps (CompState, transport_states.h).
+  RxDisposition handle_response(Qp& qp, const wire::PacketView& v, Time now);
+  struct Response;
+  CompState check_response_state(Response& r);
+  CompState check_response_trimmed(Response& r);
+  CompState check_ack(Response& r);
+  CompState on_ack(Response& r);
+  CompState on_rnr_nak(Response& r);
+  CompState on_nak(Response& r);
+  CompState find_response_wqe(Response& r);
+  CompState on_atomic_ack(Response& r);
+  CompState check_read_psn(Response& r);
+  CompState check_read_shape(Response& r);
+  CompState on_read_response(Response& r);
   void ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response = false);
   void complete_send_queue(Qp& qp, Time now);
   void fail_send_queue(Qp& qp, ibv_wc_status status, Time now);
@@ -246,9 +266,31 @@ class Nic final : public Node {
   void qp_to_error(Qp& qp, Time now);
 
   // ---- responder.cc ----
-  void handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // A request packet (the frame is kept only if the loss recovery takes it).
+  RxDisposition handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now);
+  // The steps after the PSN check, for a packet at the expected PSN (the
+  // loss recovery's reorder buffer hands its packets in here).
   void process_request(Qp& qp, const wire::PacketView& v, Time now);
-  void handle_duplicate(Qp& qp, const wire::PacketView& v, Time now);
+  // The steps (RespState, transport_states.h) of one request packet.
+  struct Request;
+  RespState run_request(Request& r, RespState from);
+  RespState check_psn(Request& r);
+  RespState check_op_seq(Request& r);
+  RespState check_length(Request& r);
+  RespState check_request_rkey(Request& r);
+  RespState check_resources(Request& r);
+  RespState check_duplicate(Request& r);
+  RespState on_trimmed_request(Request& r);
+  RespState on_out_of_sequence(Request& r);
+  RespState uc_resync(Request& r);
+  RespState execute(Request& r);
+  RespState execute_read(Request& r);
+  RespState execute_atomic(Request& r);
+  RespState execute_write(Request& r);
+  RespState execute_send(Request& r);
+  RespState replay_duplicate(Request& r);
+  RespState complete_request(Request& r);
+  void request_error(Request& r, RespState error);
   void responder_ud(Qp& qp, const wire::PacketView& v, Time now);
   bool scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uint32_t len, ibv_wc_status& err);
   bool take_recv(Qp& qp, RecvEntry& out);
@@ -258,7 +300,18 @@ class Nic final : public Node {
                       uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited);
   bool responder_has_work(const Qp& qp) const { return qp.ack_pending || !qp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
+  // The MR `rkey` names if it grants `access` to [va, va + len) to this
+  // QP (key and generation, PD, rights of MR and QP, not invalidated);
+  // check_rkey counts a refusal.
+  Mr* rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
   Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // Trimmed by a switch: the trim DSCP and less payload than the packet
+  // must carry (`expected`, or kUnknownLength: an MTU).
+  static constexpr uint32_t kUnknownLength = UINT32_MAX;
+  bool is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const;
+  // What a request packet `d` PSNs from the expected one must carry, if
+  // the responder can know.
+  uint32_t request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const;
 
   rte_mbuf* new_frame();
   void fill_path(Qp& qp);
@@ -286,7 +339,8 @@ class Nic final : public Node {
   uint32_t next_qpn_ = 0x11;
 
   // neighbours
-  std::map<wire::IpAddr, wire::MacAddr> arp_cache_;
+  std::map<wire::IpAddr, wire::MacAddr> arp_cache_;  // at most kMaxNeighbors
+  std::deque<wire::IpAddr> arp_order_;               // arp_cache_'s addresses, oldest first
   std::map<wire::IpAddr, Time> arp_pending_;  // last request sent
   std::vector<Qp*> waiting_for_arp_;
   Timer arp_timer_;

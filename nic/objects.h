@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -48,32 +49,48 @@ struct Mr {
   uint64_t host(uint64_t a) const { return host_addr + (a - addr); }
 };
 
-// Keys are (slot << 8) | generation so a stale key never finds a new MR.
+// Keys are (slot + 1) << kGenBits | generation, so a stale key never finds
+// a new object. Freed slots are reused first in, first out, and only once
+// kReuseDelay others wait behind them: a slot's key comes back after at
+// least 2^kGenBits * (kReuseDelay + 1) insertions (4.2 million), not 256
+// as with last-in-first-out slots and 8-bit generations (a key a peer kept
+// would reach the next MR of the slot). The table holds at most what is
+// live plus kReuseDelay free slots; insert returns 0 when all 2^kSlotBits
+// - 1 slots are taken.
 template <typename T>
 class KeyedTable {
  public:
+  static constexpr uint32_t kGenBits = 12;
+  static constexpr uint32_t kSlotBits = 32 - kGenBits;
+  static constexpr uint32_t kReuseDelay = 1024;
+
   uint32_t insert(std::unique_ptr<T> obj) {
     uint32_t slot;
-    if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
-    } else {
+    if (free_.size() > kReuseDelay) {
+      slot = free_.front();
+      free_.pop_front();
+    } else if (items_.size() < (size_t(1) << kSlotBits) - 1) {
       slot = uint32_t(items_.size());
       items_.emplace_back();
       gens_.push_back(0);
+    } else if (!free_.empty()) {
+      slot = free_.front();
+      free_.pop_front();
+    } else {
+      return 0;
     }
-    gens_[slot] = uint8_t(gens_[slot] + 1);
+    gens_[slot] = (gens_[slot] + 1) & kGenMask;
     items_[slot] = std::move(obj);
-    return (slot + 1) << 8 | gens_[slot];
+    return (slot + 1) << kGenBits | gens_[slot];
   }
   T* find(uint32_t key) const {
-    const uint32_t slot = (key >> 8) - 1;
-    if ((key >> 8) == 0 || slot >= items_.size() || gens_[slot] != uint8_t(key)) return nullptr;
+    const uint32_t slot = (key >> kGenBits) - 1;
+    if ((key >> kGenBits) == 0 || slot >= items_.size() || gens_[slot] != (key & kGenMask)) return nullptr;
     return items_[slot].get();
   }
   bool erase(uint32_t key) {
     if (find(key) == nullptr) return false;
-    const uint32_t slot = (key >> 8) - 1;
+    const uint32_t slot = (key >> kGenBits) - 1;
     items_[slot].reset();
     free_.push_back(slot);
     return true;
@@ -86,9 +103,10 @@ class KeyedTable {
   size_t size() const { return items_.size() - free_.size(); }
 
  private:
+  static constexpr uint32_t kGenMask = (1u << kGenBits) - 1;
   std::vector<std::unique_ptr<T>> items_;
-  std::vector<uint8_t> gens_;
-  std::vector<uint32_t> free_;
+  std::vector<uint32_t> gens_;
+  std::deque<uint32_t> free_;
 };
 
 class Cq {

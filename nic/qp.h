@@ -66,19 +66,27 @@ struct SendWork {
 struct ResponderTask {
   enum Kind : uint8_t { kReadResponse, kAtomicAck } kind = kReadResponse;
   uint32_t psn = 0;        // PSN of the next response packet
+  uint32_t req_psn = 0;    // PSN of the request it answers (its RdAtomicReplay)
   uint64_t va = 0;         // READ: next byte to send
   uint32_t remaining = 0;  // READ: bytes left
-  uint32_t total = 0;      // READ: whole length (for FIRST/MIDDLE/LAST)
   uint32_t rkey = 0;       // READ: looked up again for every response
   bool first = true;
   uint64_t orig = 0;       // atomic result
-  uint8_t syndrome = 0;
 };
 
-struct AtomicReplay {
+// A READ or atomic the responder accepted, kept so a duplicate of it can be
+// answered again (IBA 9.7.5.1.3; rxe's "resources"): a duplicate READ
+// re-reads only bytes of the READ it repeats, a duplicate atomic gets the
+// saved result. A duplicate that matches none is not answered.
+struct RdAtomicReplay {
   bool valid = false;
-  uint32_t psn = 0;
-  uint64_t orig = 0;
+  bool atomic = false;
+  uint32_t psn = 0;     // the request's PSN
+  uint32_t npkts = 0;   // PSNs its responses use
+  uint64_t va = 0;
+  uint32_t length = 0;  // READ: bytes; atomic: 8
+  uint32_t rkey = 0;
+  uint64_t orig = 0;    // atomic result
 };
 
 enum class QpType : uint8_t { kRc, kUc, kUd };
@@ -177,7 +185,6 @@ struct Qp {
   RecvEntry recv;             // receive WQE of the SEND in progress
   bool recv_valid = false;
   uint64_t recv_offset = 0;
-  ibv_wc_status recv_error = IBV_WC_SUCCESS;
   uint32_t write_rkey = 0;    // WRITE in progress (looked up per packet: the MR may go)
   uint64_t write_va = 0;
   uint64_t write_remaining = 0;
@@ -187,10 +194,9 @@ struct Qp {
   uint32_t ack_psn = 0;
   uint8_t ack_syndrome = 0;
   ReadAhead response_prefetch;  // READ responses: keyed by PSN and address
-  uint32_t rnr_nak_psn = 0;
   std::deque<ResponderTask> tasks;
-  std::array<AtomicReplay, kMaxRdAtomic> atomic_log{};
-  uint32_t atomic_log_next = 0;
+  std::array<RdAtomicReplay, kMaxRdAtomic> rd_atomic_log{};
+  uint32_t rd_atomic_log_next = 0;
   // selective repeat: out-of-order packets kept until the hole fills
   std::vector<rte_mbuf*> ooo;      // indexed by (psn - epsn) within the window
   uint32_t ooo_count = 0;

@@ -1,10 +1,13 @@
-// Responder: requests arriving at a QP. Checks the PSN (duplicates are
-// answered again; gaps and trimmed packets are the loss recovery's, see
-// nic/loss_recovery.h), the opcode sequence, the rkey/range/access of
-// RDMA and atomic requests and the receive WQE of a SEND; writes memory,
-// posts receive completions, and queues ACK/NAKs, READ responses and
-// atomic ACKs.
+// Responder: requests arriving at a QP. Each packet goes through named
+// check steps (nic/transport_states.h, as kernel rxe's responder): the PSN
+// (duplicates are answered again; gaps and trimmed packets are the loss
+// recovery's, see nic/loss_recovery.h), the opcode sequence, the length,
+// the rkey (of every packet that touches memory) and the resources (READs
+// and atomics owed, receive WQEs); each returns the next step or a named
+// error state. Then it writes memory, posts receive completions, and
+// queues ACK/NAKs, READ responses and atomic ACKs.
 #include <algorithm>
+#include <iterator>
 
 #include "nic/nic.h"
 
@@ -17,14 +20,29 @@ bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
 }  // namespace
 
-Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
-  Mr* mr = mrs_.find(rkey);
+Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  Mr* mr = mrs_.find(rkey);  // key and generation
   if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
-      !mr->contains(va, len)) {
-    counters_[NicCounters::resp_remote_access_errors]++;
+      !mr->contains(va, len))
     return nullptr;
-  }
   return mr;
+}
+
+Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
+  Mr* mr = rkey_grants(qp, rkey, va, len, access);
+  if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
+  return mr;
+}
+
+bool Nic::is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const {
+  // A switch remarks a trimmed packet's DSCP, cuts its payload to whole
+  // words and clears the pad count. The DSCP alone proves nothing (an
+  // application may pick any traffic class): a packet is trimmed only if it
+  // carries less than it must -- `expected` bytes when the receiver knows
+  // them, else less than an MTU.
+  if (v.dscp != cfg_.trim_dscp || !v.op().any(wire::kOpPayload) || v.bth().pad_count() != 0) return false;
+  const uint32_t full = expected != kUnknownLength ? expected : qp.mtu;
+  return v.payload_len < full;
 }
 
 bool Nic::take_recv(Qp& qp, RecvEntry& out) {
@@ -146,299 +164,448 @@ void Nic::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, ui
   qp_to_error(qp, now);
 }
 
-void Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
-  if (!qp.can_receive()) {
-    counters_[NicCounters::rx_wrong_state]++;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  const uint32_t psn = v.bth().psn();
-  const int32_t d = wire::psn_diff(psn, qp.epsn);
-  const bool rc = qp.type == QpType::kRc;
+// ---- a request's steps ----
 
-  if (v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload)) {
-    // Trimmed by a switch: the payload is gone. A NAK is cumulative (it
-    // says every PSN before it arrived), so only the expected PSN can be
-    // NAKed: at once if this is it, else as soon as the PSNs before it are
-    // in -- no waiting for the requester's timer either way.
-    counters_[NicCounters::rx_trimmed]++;
-    if (rc && d == 0) {
-      recovery_->on_trimmed_expected(qp, now);
-    } else if (rc && d > 0) {
-      counters_[NicCounters::out_of_sequence]++;
-      recovery_->on_trimmed_ahead(qp, psn, now);
-    }
-    rte_pktmbuf_free(m);
-    return;
-  }
+// One request packet on its way through the steps.
+struct Nic::Request {
+  Qp& qp;
+  rte_mbuf* m;
+  const wire::PacketView& v;
+  Time now;
+  uint32_t psn;
+  bool rc;
+  bool first, last, imm;
+  bool in_order = false;                   // arrived at the expected PSN (RC)
+  bool kept = false;                       // the frame went to the loss recovery
+  const RdAtomicReplay* replay = nullptr;  // a duplicate: the READ or atomic it repeats
+  Mr* mr = nullptr;                        // what check_rkey found for the payload or the atomic
+  RecvEntry imm_recv;                      // WRITE with immediate: the receive WQE it takes
+  bool imm_recv_taken = false;
+  ibv_wc_status local_status = IBV_WC_SUCCESS;  // kErrLocal*: what the receive completes with
 
-  if (d < 0) {
-    if (rc) handle_duplicate(qp, v, now);
-    rte_pktmbuf_free(m);
-    return;
-  }
-  if (d > 0) {
-    counters_[NicCounters::out_of_sequence]++;
-    if (!rc) {
-      // UC: the message in progress is lost; start again at a FIRST/ONLY.
-      counters_[NicCounters::rx_discards_uc]++;
-      qp.in_message = false;
-      qp.write_rkey = 0;
-      qp.epsn = psn;
-      if (v.op().any(wire::kOpFirst)) process_request(qp, v, now);
-      else qp.epsn = wire::psn_add(psn, 1);
-      rte_pktmbuf_free(m);
-      return;
-    }
-    recovery_->on_out_of_order(qp, m, v, now);
-    return;
-  }
-  process_request(qp, v, now);
-  rte_pktmbuf_free(m);
-  if (rc) recovery_->on_in_order(qp, now);
+  Request(Qp& q, rte_mbuf* frame, const wire::PacketView& view, Time t)
+      : qp(q),
+        m(frame),
+        v(view),
+        now(t),
+        psn(view.bth().psn()),
+        rc(q.type == QpType::kRc),
+        first(view.op().any(wire::kOpFirst)),
+        last(view.op().any(wire::kOpLast)),
+        imm(view.op().any(wire::kOpImm)) {}
+  const wire::OpcodeInfo& info() const { return v.op(); }
+  bool read() const { return info().any(wire::kOpRead); }
+  bool atomic() const { return info().any(wire::kOpAtomic); }
+  bool write() const { return is_write(v.opcode); }
+};
+
+const char* resp_state_name(RespState s) {
+  static constexpr const char* kNames[] = {
+#define ROCEMU_STATE_NAME(name, text) text,
+      ROCEMU_RESP_STATES(ROCEMU_STATE_NAME)
+#undef ROCEMU_STATE_NAME
+  };
+  return size_t(s) < std::size(kNames) ? kNames[size_t(s)] : "?";
 }
 
-void Nic::handle_duplicate(Qp& qp, const wire::PacketView& v, Time now) {
-  counters_[NicCounters::duplicate_request]++;
-  const uint32_t psn = v.bth().psn();
-  const wire::OpcodeInfo& info = v.op();
-  if (info.any(wire::kOpRead) || info.any(wire::kOpAtomic)) {
-    // Answer again: READs are executed again, atomics answered from the
-    // saved result, in PSN order among the responses still owed (loss
-    // recovery may drop those first).
-    recovery_->on_duplicate_read(qp, psn);
-    ResponderTask task;
-    if (info.any(wire::kOpRead)) {
-      const wire::Reth& reth = v.reth();
-      const uint32_t len = reth.dma_length.get();
-      if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) return;
-      task = {ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0};
-    } else {
-      const auto it = std::find_if(qp.atomic_log.begin(), qp.atomic_log.end(),
-                                   [psn](const AtomicReplay& a) { return a.valid && a.psn == psn; });
-      if (it == qp.atomic_log.end()) return;  // too old to answer
-      task = {ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, it->orig, 0};
-    }
-    auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
-                            [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
-    qp.tasks.insert(pos, task);
-    activate(qp, now);
-    return;
+RxDisposition Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
+  if (!qp.can_receive()) {
+    counters_[NicCounters::rx_wrong_state]++;
+    return RxDisposition::kFree;
   }
-  // SEND/WRITE: acknowledge again, up to what has arrived.
-  if (v.bth().ack_req() || info.any(wire::kOpLast)) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
+  Request r(qp, m, v, now);
+  run_request(r, RespState::kCheckPsn);
+  if (r.in_order) recovery_->on_in_order(qp, now);
+  return r.kept ? RxDisposition::kKept : RxDisposition::kFree;
 }
 
 void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
-  const bool rc = qp.type == QpType::kRc;
-  const uint32_t psn = v.bth().psn();
+  Request r(qp, nullptr, v, now);
+  run_request(r, RespState::kCheckOpSeq);
+}
+
+RespState Nic::run_request(Request& r, RespState s) {
+  for (;;) {
+    switch (s) {
+      case RespState::kCheckPsn: s = check_psn(r); break;
+      case RespState::kCheckOpSeq: s = check_op_seq(r); break;
+      case RespState::kCheckLength: s = check_length(r); break;
+      case RespState::kCheckRkey: s = check_request_rkey(r); break;
+      case RespState::kCheckResources: s = check_resources(r); break;
+      case RespState::kExecute: s = execute(r); break;
+      case RespState::kComplete: s = complete_request(r); break;
+      case RespState::kTrimmed: s = on_trimmed_request(r); break;
+      case RespState::kDuplicate: s = check_duplicate(r); break;
+      case RespState::kOutOfSequence: s = on_out_of_sequence(r); break;
+      case RespState::kUcResync: s = uc_resync(r); break;
+      case RespState::kDone: return s;
+      default:
+        request_error(r, s);
+        return s;
+    }
+  }
+}
+
+RespState Nic::check_psn(Request& r) {
+  const int32_t d = wire::psn_diff(r.psn, r.qp.epsn);
+  if (is_trimmed(r.qp, r.v, request_length(r.qp, r.v, d))) return RespState::kTrimmed;
+  if (d < 0) return r.rc ? RespState::kDuplicate : RespState::kDone;
+  if (d > 0) {
+    counters_[NicCounters::out_of_sequence]++;
+    return r.rc ? RespState::kOutOfSequence : RespState::kUcResync;
+  }
+  r.in_order = r.rc;
+  return RespState::kCheckOpSeq;
+}
+
+RespState Nic::on_trimmed_request(Request& r) {
+  // Trimmed by a switch: the payload is gone. A NAK is cumulative (it
+  // says every PSN before it arrived), so only the expected PSN can be
+  // NAKed: at once if this is it, else as soon as the PSNs before it are
+  // in -- no waiting for the requester's timer either way.
+  counters_[NicCounters::rx_trimmed]++;
+  const int32_t d = wire::psn_diff(r.psn, r.qp.epsn);
+  if (r.rc && d == 0) {
+    recovery_->on_trimmed_expected(r.qp, r.now);
+  } else if (r.rc && d > 0) {
+    counters_[NicCounters::out_of_sequence]++;
+    recovery_->on_trimmed_ahead(r.qp, r.psn, r.now);
+  }
+  return RespState::kDone;
+}
+
+RespState Nic::on_out_of_sequence(Request& r) {
+  recovery_->on_out_of_order(r.qp, r.m, r.v, r.now);  // takes the frame
+  r.kept = true;
+  return RespState::kDone;
+}
+
+RespState Nic::uc_resync(Request& r) {
+  // UC: the message in progress is lost; start again at a FIRST/ONLY.
+  Qp& qp = r.qp;
+  counters_[NicCounters::rx_discards_uc]++;
+  qp.in_message = false;
+  qp.write_rkey = 0;
+  qp.epsn = r.psn;
+  if (r.first) return RespState::kCheckOpSeq;
+  qp.epsn = wire::psn_add(r.psn, 1);
+  return RespState::kDone;
+}
+
+uint32_t Nic::request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const {
   const wire::OpcodeInfo& info = v.op();
-  const uint8_t op = v.opcode;
-  const uint8_t nak_inv = wire::aeth_nak(wire::NakCode::kInvalidRequest);
-  const uint8_t nak_access = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
-  const uint8_t nak_op = wire::aeth_nak(wire::NakCode::kRemoteOperationalError);
+  const bool first = info.any(wire::kOpFirst), last = info.any(wire::kOpLast);
+  if (info.any(wire::kOpMiddle) || (first && !last)) return qp.mtu;
+  if (first && last && is_write(v.opcode)) return std::min(v.reth().dma_length.get(), qp.mtu);
+  if (last && d == 0 && qp.in_message && is_write(v.opcode) && is_write(qp.last_req_opcode))
+    return uint32_t(std::min<uint64_t>(qp.write_remaining, qp.mtu));
+  return kUnknownLength;
+}
 
-  // Opcode sequence: MIDDLE/LAST only inside a message of the same kind.
-  const bool continues = info.any(wire::kOpMiddle) || (info.any(wire::kOpLast) && !info.any(wire::kOpFirst));
+RespState Nic::check_duplicate(Request& r) {
+  Qp& qp = r.qp;
+  counters_[NicCounters::duplicate_request]++;
+  if (!r.read() && !r.atomic()) {
+    // SEND/WRITE: acknowledge again, up to what has arrived.
+    if (r.v.bth().ack_req() || r.last) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), r.now);
+    return RespState::kDone;
+  }
+  // READ/atomic: answered again only if it repeats one the responder
+  // accepted (a READ re-reads only bytes of that READ, from the PSN on; an
+  // atomic gets the saved result), after the rkey and resource checks of
+  // a new request. Its answer takes the place of one to the same request
+  // still owed (and, go-back-N, of those to later ones: they all come
+  // again).
+  const bool atomic = r.atomic();
+  const uint32_t psn = r.psn;
+  const auto it = std::find_if(qp.rd_atomic_log.begin(), qp.rd_atomic_log.end(), [&](const RdAtomicReplay& a) {
+    return a.valid && a.atomic == atomic && wire::psn_ge(psn, a.psn) && wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
+  });
+  if (it == qp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
+  if (atomic) {
+    const wire::AtomicEth& a = r.v.atomic_eth();
+    if (a.rkey.get() != it->rkey || a.va.get() != it->va) return RespState::kDone;  // not that atomic
+  } else {
+    const wire::Reth& reth = r.v.reth();
+    const uint64_t from = it->va + uint64_t(wire::psn_diff(psn, it->psn)) * qp.mtu;
+    if (reth.rkey.get() != it->rkey || reth.va.get() != from || reth.dma_length.get() > it->length - (from - it->va))
+      return RespState::kDone;  // not that READ
+  }
+  r.replay = &*it;
+  recovery_->on_duplicate_read(qp, psn);
+  std::erase_if(qp.tasks, [&](const ResponderTask& t) { return t.req_psn == it->psn; });
+  return RespState::kCheckRkey;
+}
+
+RespState Nic::check_op_seq(Request& r) {
+  // MIDDLE/LAST only inside a message of the same kind.
+  const Qp& qp = r.qp;
+  const uint8_t op = r.v.opcode;
+  const bool continues = r.info().any(wire::kOpMiddle) || (r.last && !r.first);
   if (continues != qp.in_message ||
-      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode)))) {
-    if (rc) {
-      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-    } else {
-      counters_[NicCounters::rx_discards_uc]++;
-      qp.in_message = false;
-      qp.epsn = wire::psn_add(psn, 1);
-    }
-    return;
-  }
-  // Payload size: FIRST and MIDDLE carry exactly one MTU.
-  if ((info.any(wire::kOpMiddle) || (info.any(wire::kOpFirst) && !info.any(wire::kOpLast))) &&
-      v.payload_len != qp.mtu) {
-    if (rc) responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-    return;
-  }
-  if (v.payload_len > qp.mtu) {
-    if (rc) responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-    return;
-  }
+      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode))))
+    return RespState::kErrOpSeq;
+  return RespState::kCheckLength;
+}
 
-  if (info.any(wire::kOpRead)) {  // RC only (table)
+RespState Nic::check_length(Request& r) {
+  // Payload size: FIRST and MIDDLE carry exactly one MTU, none more.
+  const Qp& qp = r.qp;
+  const uint32_t payload = r.v.payload_len;
+  if ((r.info().any(wire::kOpMiddle) || (r.first && !r.last)) && payload != qp.mtu) return RespState::kErrLength;
+  if (payload > qp.mtu) return RespState::kErrLength;
+  if (r.read()) {
     counters_[NicCounters::rx_read_requests]++;
-    const wire::Reth& reth = v.reth();
-    const uint32_t len = reth.dma_length.get();
-    if (len > 0x80000000u) {
-      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-      return;
-    }
-    if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr) {
-      responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
-      return;
-    }
-    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) {
-      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-      return;
-    }
-    qp.tasks.push_back({ResponderTask::kReadResponse, psn, reth.va.get(), len, len, reth.rkey.get(), true, 0, 0});
-    qp.epsn = wire::psn_add(qp.epsn, len == 0 ? 1 : (len + qp.mtu - 1) / qp.mtu);
-    qp.nak_sent = false;
-    activate(qp, now);
-    return;
-  }
-  if (info.any(wire::kOpAtomic)) {
+    if (r.v.reth().dma_length.get() > 0x80000000u) return RespState::kErrLength;
+  } else if (r.atomic()) {
     counters_[NicCounters::rx_atomic_requests]++;
-    const wire::AtomicEth& a = v.atomic_eth();
-    const uint64_t va = a.va.get();
-    if ((va & 7) != 0) {
-      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-      return;
-    }
-    Mr* amr = check_rkey(qp, a.rkey.get(), va, 8, IBV_ACCESS_REMOTE_ATOMIC);
-    if (amr == nullptr) {
-      responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
-      return;
-    }
-    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) {
-      responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-      return;
-    }
-    uint64_t orig = 0;
-    if (!qp.ctx->memory->read(amr->host(va), &orig, 8)) {
-      responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
-      return;
-    }
-    uint64_t result = orig;
-    if (op == wire::op::kCmpSwap) {
-      if (orig == a.compare.get()) result = a.swap_add.get();
-    } else {
-      result = orig + a.swap_add.get();
-    }
-    if (result != orig && !qp.ctx->memory->write(amr->host(va), &result, 8)) {
-      responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
-      return;
-    }
-    qp.atomic_log[qp.atomic_log_next++ % kMaxRdAtomic] = {true, psn, orig};
-    qp.tasks.push_back({ResponderTask::kAtomicAck, psn, 0, 0, 0, 0, true, orig, 0});
-    qp.epsn = wire::psn_add(qp.epsn, 1);
-    qp.nak_sent = false;
-    activate(qp, now);
-    return;
+  } else if (r.write()) {
+    // A WRITE's packets carry exactly the bytes its RETH announced.
+    if (r.first) counters_[NicCounters::rx_write_requests]++;
+    const uint64_t remaining = r.first ? r.v.reth().dma_length.get() : qp.write_remaining;
+    if (payload > remaining || (r.last && payload != remaining)) return RespState::kErrLength;
   }
+  return RespState::kCheckRkey;
+}
 
-  const bool first = info.any(wire::kOpFirst);
-  const bool last = info.any(wire::kOpLast);
-  const bool imm = info.any(wire::kOpImm);
-  if (is_write(op)) {
-    if (first) {
-      counters_[NicCounters::rx_write_requests]++;
-      const wire::Reth& reth = v.reth();
+RespState Nic::check_request_rkey(Request& r) {
+  // Every packet that touches memory is held to the rkey's rights as they
+  // are now (key and generation, PD, access of MR and QP, invalidation,
+  // range): the MR may have been deregistered or invalidated, the QP's
+  // rights changed, since the message's first packet.
+  Qp& qp = r.qp;
+  if (r.read()) {
+    const wire::Reth& reth = r.v.reth();
+    const uint32_t len = reth.dma_length.get();
+    if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr)
+      return RespState::kErrRkey;
+  } else if (r.atomic()) {
+    const wire::AtomicEth& a = r.v.atomic_eth();
+    if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
+    if ((r.mr = check_rkey(qp, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
+      return RespState::kErrRkey;
+  } else if (r.write()) {
+    if (r.first) {
+      const wire::Reth& reth = r.v.reth();
       const uint32_t len = reth.dma_length.get();
-      qp.write_va = reth.va.get();
-      qp.write_remaining = len;
-      qp.write_total = len;
-      qp.write_rkey = reth.rkey.get();
-      if (len > 0) {
-        if (check_rkey(qp, qp.write_rkey, qp.write_va, len, IBV_ACCESS_REMOTE_WRITE) == nullptr) {
-          if (rc) {
-            responder_error(qp, IBV_WC_REM_ACCESS_ERR, nak_access, psn, now);
-          } else {
-            counters_[NicCounters::rx_discards_uc]++;
-            qp.epsn = wire::psn_add(psn, 1);
-          }
-          return;
-        }
-      }
+      if (len > 0 && (r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+        return RespState::kErrRkey;
+    } else if (r.v.payload_len > 0 &&
+               (r.mr = check_rkey(qp, qp.write_rkey, qp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
+                   nullptr) {
+      return RespState::kErrRkey;
     }
-    if (v.payload_len > qp.write_remaining || (last && v.payload_len != qp.write_remaining)) {
-      if (rc) {
-        responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
-      } else {
-        qp.in_message = false;
-        qp.epsn = wire::psn_add(psn, 1);
-      }
-      return;
+  }
+  return RespState::kCheckResources;
+}
+
+RespState Nic::check_resources(Request& r) {
+  // READs and atomics owed: at most max_dest_rd_atomic. A SEND's first
+  // packet and a WRITE with immediate's last take a receive WQE -- before
+  // memory is touched, so an RNR retry finds things unchanged.
+  Qp& qp = r.qp;
+  if (r.read() || r.atomic()) {
+    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) return RespState::kErrTooManyRdAtomic;
+  } else if (r.write()) {
+    if (r.last && r.imm) {
+      if (!take_recv(qp, r.imm_recv)) return RespState::kErrRnr;
+      r.imm_recv_taken = true;
     }
-    // WRITE with immediate consumes a receive WQE: make sure there is one
-    // before touching memory, so an RNR retry finds things unchanged.
-    RecvEntry r;
-    if (last && imm && !take_recv(qp, r)) {
-      if (rc) {
-        schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), psn, now);
-      } else {
-        qp.in_message = false;
-        qp.epsn = wire::psn_add(psn, 1);
-      }
-      qp.in_message = !first && rc;
-      qp.last_req_opcode = op;
-      return;
-    }
-    if (v.payload_len > 0) {
-      Mr* mr = mrs_.find(qp.write_rkey);
-      if (mr == nullptr || !mr->contains(qp.write_va, v.payload_len) ||
-          !dma_write(*qp.ctx, mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
-        if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
-        return;
-      }
-      qp.write_va += v.payload_len;
-      qp.write_remaining -= v.payload_len;
-    }
-    if (last && imm) {
-      write_recv_cqe(qp, r, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp.write_total,
-                     __builtin_bswap32(v.imm().imm.get()), IBV_WC_WITH_IMM, 0, v.bth().se());
-    }
-  } else {  // SEND
-    if (first && qp.recv_valid && !rc) {
+  } else if (r.first) {  // SEND
+    if (qp.recv_valid && !r.rc) {
       // UC: the receive WQE of a message lost halfway takes the next one.
       qp.recv_offset = 0;
-    } else if (first) {
-      if (!take_recv(qp, qp.recv)) {
-        if (rc) schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), psn, now);
-        else {
-          counters_[NicCounters::rx_discards_uc]++;
-          qp.epsn = wire::psn_add(psn, 1);
-        }
-        return;
-      }
+    } else {
+      if (!take_recv(qp, qp.recv)) return RespState::kErrRnr;
       qp.recv_valid = true;
       qp.recv_offset = 0;
     }
-    ibv_wc_status err = IBV_WC_SUCCESS;
-    if (v.payload_len > 0 && !scatter(qp, qp.recv, qp.recv_offset, v.data + v.payload_off, v.payload_len, err)) {
-      if (rc) {
-        if (err == IBV_WC_LOC_LEN_ERR) counters_[NicCounters::resp_local_length_error]++;
-        responder_error(qp, err, err == IBV_WC_LOC_LEN_ERR ? nak_inv : nak_op, psn, now);
-      } else {
-        write_recv_cqe(qp, qp.recv, err, IBV_WC_RECV, 0, 0, 0, 0, false);
-        qp.recv_valid = false;
-        qp.in_message = false;
-        qp.epsn = wire::psn_add(psn, 1);
-      }
-      return;
-    }
-    qp.recv_offset += v.payload_len;
-    if (last) {
-      int flags = 0;
-      uint32_t imm_or_rkey = 0;
-      if (imm) {
-        flags |= IBV_WC_WITH_IMM;
-        imm_or_rkey = __builtin_bswap32(v.imm().imm.get());
-      }
-      if (info.any(wire::kOpInv)) {
-        flags |= IBV_WC_WITH_INV;
-        imm_or_rkey = v.ieth().rkey.get();
-        if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) mr->invalidated = true;
-      }
-      write_recv_cqe(qp, qp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.recv_offset), imm_or_rkey, flags, 0,
-                     v.bth().se());
-      qp.recv_valid = false;
-    }
   }
-  qp.in_message = !last;
-  qp.last_req_opcode = op;
+  return RespState::kExecute;
+}
+
+RespState Nic::execute(Request& r) {
+  if (r.replay != nullptr) return replay_duplicate(r);
+  if (r.read()) return execute_read(r);
+  if (r.atomic()) return execute_atomic(r);
+  if (r.write()) return execute_write(r);
+  return execute_send(r);
+}
+
+RespState Nic::replay_duplicate(Request& r) {
+  Qp& qp = r.qp;
+  const RdAtomicReplay& a = *r.replay;
+  ResponderTask task;
+  if (a.atomic) {
+    task = {ResponderTask::kAtomicAck, r.psn, a.psn, 0, 0, 0, true, a.orig};
+  } else {
+    const wire::Reth& reth = r.v.reth();
+    const uint32_t len = reth.dma_length.get();
+    task = {ResponderTask::kReadResponse, r.psn, a.psn, reth.va.get(), len, reth.rkey.get(), true, 0};
+  }
+  // In PSN order among the responses still owed.
+  const uint32_t psn = r.psn;
+  auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
+                          [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
+  qp.tasks.insert(pos, task);
+  activate(qp, r.now);
+  return RespState::kDone;
+}
+
+RespState Nic::execute_read(Request& r) {
+  Qp& qp = r.qp;
+  const wire::Reth& reth = r.v.reth();
+  const uint32_t len = reth.dma_length.get();
+  const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
+  qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
+                                                              reth.rkey.get(), 0};
+  qp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
+  qp.epsn = wire::psn_add(qp.epsn, npkts);
+  qp.nak_sent = false;
+  activate(qp, r.now);
+  return RespState::kDone;
+}
+
+RespState Nic::execute_atomic(Request& r) {
+  Qp& qp = r.qp;
+  const wire::AtomicEth& a = r.v.atomic_eth();
+  const uint64_t va = a.va.get();
+  uint64_t orig = 0;
+  if (!qp.ctx->memory->read(r.mr->host(va), &orig, 8)) return RespState::kErrRemoteOp;
+  uint64_t result = orig;
+  if (r.v.opcode == wire::op::kCmpSwap) {
+    if (orig == a.compare.get()) result = a.swap_add.get();
+  } else {
+    result = orig + a.swap_add.get();
+  }
+  if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
+  qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
+  qp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
+  qp.epsn = wire::psn_add(qp.epsn, 1);
+  qp.nak_sent = false;
+  activate(qp, r.now);
+  return RespState::kDone;
+}
+
+RespState Nic::execute_write(Request& r) {
+  Qp& qp = r.qp;
+  const wire::PacketView& v = r.v;
+  if (r.first) {
+    const wire::Reth& reth = v.reth();
+    qp.write_va = reth.va.get();
+    qp.write_remaining = qp.write_total = reth.dma_length.get();
+    qp.write_rkey = reth.rkey.get();
+  }
+  if (v.payload_len > 0) {
+    if (!dma_write(*qp.ctx, r.mr->host(qp.write_va), v.data + v.payload_off, v.payload_len))
+      return RespState::kErrRemoteOp;
+    qp.write_va += v.payload_len;
+    qp.write_remaining -= v.payload_len;
+  }
+  if (r.last && r.imm) {
+    r.imm_recv_taken = false;
+    write_recv_cqe(qp, r.imm_recv, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp.write_total,
+                   __builtin_bswap32(v.imm().imm.get()), IBV_WC_WITH_IMM, 0, v.bth().se());
+  }
+  return RespState::kComplete;
+}
+
+RespState Nic::execute_send(Request& r) {
+  Qp& qp = r.qp;
+  const wire::PacketView& v = r.v;
+  if (v.payload_len > 0 && !scatter(qp, qp.recv, qp.recv_offset, v.data + v.payload_off, v.payload_len, r.local_status))
+    return r.local_status == IBV_WC_LOC_LEN_ERR ? RespState::kErrLocalLength : RespState::kErrLocalAccess;
+  qp.recv_offset += v.payload_len;
+  if (r.last) {
+    int flags = 0;
+    uint32_t imm_or_rkey = 0;
+    if (r.imm) {
+      flags |= IBV_WC_WITH_IMM;
+      imm_or_rkey = __builtin_bswap32(v.imm().imm.get());
+    }
+    if (r.info().any(wire::kOpInv)) {
+      flags |= IBV_WC_WITH_INV;
+      imm_or_rkey = v.ieth().rkey.get();
+      if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) mr->invalidated = true;
+    }
+    write_recv_cqe(qp, qp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.recv_offset), imm_or_rkey, flags, 0,
+                   v.bth().se());
+    qp.recv_valid = false;
+  }
+  return RespState::kComplete;
+}
+
+RespState Nic::complete_request(Request& r) {
+  // A SEND or WRITE packet applied: the next PSN is expected, and the
+  // message's last packet (or one asking for it) is acknowledged.
+  Qp& qp = r.qp;
+  qp.in_message = !r.last;
+  qp.last_req_opcode = r.v.opcode;
   recovery_->on_intact(qp);
   qp.epsn = wire::psn_add(qp.epsn, 1);
   qp.nak_sent = false;
-  if (last) qp.msn = (qp.msn + 1) & 0xffffff;
-  if (rc && (v.bth().ack_req() || last)) schedule_ack(qp, wire::aeth_ack(), psn, now);
+  if (r.last) qp.msn = (qp.msn + 1) & 0xffffff;
+  if (r.rc && (r.v.bth().ack_req() || r.last)) schedule_ack(qp, wire::aeth_ack(), r.psn, r.now);
+  return RespState::kDone;
+}
+
+namespace {
+
+// What each error state does: the completion status and NAK of an RC
+// error (IBA 9.9.3 class C/D), and whether a UC drop counts as a discard.
+struct RequestErrorRow {
+  RespState state;
+  ibv_wc_status status;
+  wire::NakCode nak;
+  bool uc_discard_counted;
+};
+constexpr RequestErrorRow kRequestErrors[] = {
+    {RespState::kErrOpSeq, IBV_WC_REM_INV_REQ_ERR, wire::NakCode::kInvalidRequest, true},
+    {RespState::kErrLength, IBV_WC_REM_INV_REQ_ERR, wire::NakCode::kInvalidRequest, false},
+    {RespState::kErrMisalignedAtomic, IBV_WC_REM_INV_REQ_ERR, wire::NakCode::kInvalidRequest, false},
+    {RespState::kErrTooManyRdAtomic, IBV_WC_REM_INV_REQ_ERR, wire::NakCode::kInvalidRequest, false},
+    {RespState::kErrRkey, IBV_WC_REM_ACCESS_ERR, wire::NakCode::kRemoteAccessError, true},
+    {RespState::kErrRemoteOp, IBV_WC_REM_OP_ERR, wire::NakCode::kRemoteOperationalError, false},
+    {RespState::kErrLocalLength, IBV_WC_LOC_LEN_ERR, wire::NakCode::kInvalidRequest, false},
+    {RespState::kErrLocalAccess, IBV_WC_LOC_PROT_ERR, wire::NakCode::kRemoteOperationalError, false},
+};
+
+}  // namespace
+
+void Nic::request_error(Request& r, RespState error) {
+  Qp& qp = r.qp;
+  if (error == RespState::kErrRnr) {  // not an error: the requester tries again
+    if (r.rc) {
+      schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), r.psn, r.now);
+    } else {
+      counters_[NicCounters::rx_discards_uc]++;
+      qp.in_message = false;
+      qp.epsn = wire::psn_add(r.psn, 1);
+    }
+    return;
+  }
+  const RequestErrorRow* row = nullptr;
+  for (const RequestErrorRow& e : kRequestErrors)
+    if (e.state == error) row = &e;
+  if (row == nullptr) return;
+  const bool local = error == RespState::kErrLocalLength || error == RespState::kErrLocalAccess;
+  const ibv_wc_status status = local ? r.local_status : row->status;
+  // A receive WQE a WRITE with immediate took completes with the error.
+  if (r.imm_recv_taken) write_recv_cqe(qp, r.imm_recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
+  if (r.rc) {
+    if (error == RespState::kErrLocalLength) counters_[NicCounters::resp_local_length_error]++;
+    responder_error(qp, status, wire::aeth_nak(row->nak), r.psn, r.now);
+    return;
+  }
+  // UC: no NAK; the message is dropped (a receive in progress completes
+  // with the error) and the next one starts afresh.
+  if (local) {
+    write_recv_cqe(qp, qp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
+    qp.recv_valid = false;
+  }
+  if (row->uc_discard_counted) counters_[NicCounters::rx_discards_uc]++;
+  qp.in_message = false;
+  qp.epsn = wire::psn_add(r.psn, 1);
 }
 
 void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
@@ -504,10 +671,11 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       const bool last = t.remaining == len;
       using namespace wire::op;
       f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
-      // The MR is looked up again: it may have been deregistered meanwhile.
+      // Every response is checked as the request was: the MR may have been
+      // deregistered or invalidated meanwhile, the QP's rights changed.
       if (len > 0) {
-        Mr* mr = mrs_.find(t.rkey);
-        if (mr == nullptr || !mr->contains(t.va, len)) {
+        Mr* mr = check_rkey(qp, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
+        if (mr == nullptr) {
           qp.tasks.clear();
           responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
           return nullptr;
@@ -584,8 +752,8 @@ bool Nic::fill_response_prefetch(Qp& qp, bool more) {
     const ResponderTask& t = qp.tasks[ti];
     if (t.kind != ResponderTask::kReadResponse) break;
     if (t.remaining == 0) continue;
-    Mr* mr = mrs_.find(t.rkey);
-    if (mr == nullptr || !mr->contains(t.va, t.remaining)) {
+    Mr* mr = rkey_grants(qp, t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
+    if (mr == nullptr) {
       if (ti == 0) return false;
       break;
     }

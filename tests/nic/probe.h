@@ -1,14 +1,18 @@
 // Packet-level test pieces: a probe node that plays the far end of a NIC's
 // link (10.0.0.9, 02:00:00:00:00:09) and keeps every frame it receives, the
-// NIC's side of that set-up (h1, 10.0.0.1), and the path of hand-made
-// packets from the probe to the NIC.
+// NIC's side of that set-up (h1, 10.0.0.1), the path of hand-made packets
+// from the probe to the NIC, and a bench of all that with one RC (or UC)
+// QP in RTR towards the probe.
 #pragma once
 
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "common/engine/node.h"
 #include "common/wire/build.h"
+#include "common/wire/packet.h"
 #include "tests/nic/fabric.h"
 
 namespace rocemu::test {
@@ -77,5 +81,87 @@ inline wire::PathHeaders probe_to_nic(const nic::NicConfig& c) {
   p.dscp = 26;
   return p;
 }
+
+inline constexpr int kProbeAccessAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                       IBV_ACCESS_REMOTE_ATOMIC;
+inline constexpr uint32_t kProbeQpn = 0x99;
+
+// A NIC, the probe on its port and a host with a QP in RTR towards the
+// probe's QP kProbeQpn and 64 KiB of memory registered with every access.
+struct ProbeBench {
+  std::unique_ptr<Engine> engine;
+  nic::Nic* nic = nullptr;
+  Probe* probe = nullptr;
+  std::unique_ptr<nic::SimHost> host;
+  nic::SimHost::Cq* cq = nullptr;
+  nic::SimHost::Qp* qp = nullptr;
+  wire::PathHeaders to_nic;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(65536, 0);
+  uint32_t rkey = 0;
+
+  explicit ProbeBench(uint32_t rq_psn = 0, nic::QpType type = nic::QpType::kRc, uint8_t min_rnr_timer = 12,
+                      nic::LossRecovery mode = nic::LossRecovery::kGoBackN) {
+    engine = make_engine(3);
+    nic::NicConfig c = probe_peer_config();
+    c.recovery = mode;
+    nic = &engine->add<nic::Nic>("h1", c);
+    probe = &engine->add<Probe>();
+    // No slack, a fast wire: injected packets arrive together.
+    REQUIRE(engine->connect(*nic, 0, *probe, 0, LinkParams{.rate_bps = 400'000'000'000ull, .delay = ns(100)}).ok());
+    engine->start();
+    host = std::make_unique<nic::SimHost>(*engine, *nic);
+    cq = host->create_cq(64);
+    qp = host->create_qp(type, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+    rkey = host->reg_mr(mem.data(), mem.size(), kProbeAccessAll);
+    probe_qp_to_rtr(*host, qp, type, kProbeQpn, kProbeAccessAll, rq_psn, min_rnr_timer);
+    to_nic = probe_to_nic(c);
+  }
+
+  // A packet to `to` (the bench's QP unless named).
+  std::vector<uint8_t> packet(wire::RoceFields f, std::span<const uint8_t> payload = {},
+                              const nic::SimHost::Qp* to = nullptr) {
+    f.dest_qp = (to != nullptr ? to : qp)->qpn;
+    std::vector<uint8_t> out(4400);
+    out.resize(wire::encode_roce(out, to_nic, f, payload));
+    return out;
+  }
+  wire::RoceFields write(uint8_t opcode, uint32_t psn, bool ack_req, uint64_t va = 0, uint32_t len = 0) {
+    wire::RoceFields f;
+    f.opcode = opcode;
+    f.psn = psn;
+    f.ack_req = ack_req;
+    f.reth_va = va;
+    f.reth_rkey = rkey;
+    f.reth_len = len;
+    return f;
+  }
+  uint64_t addr(size_t off) const { return reinterpret_cast<uint64_t>(mem.data()) + off; }
+
+  // Hands frames to the NIC's port as one received burst, then lets it
+  // answer.
+  void deliver(const std::vector<std::vector<uint8_t>>& frames) {
+    probe->got.clear();
+    std::vector<rte_mbuf*> burst;
+    for (const auto& f : frames) {
+      burst.push_back(engine->pool().alloc_copy(f));
+      REQUIRE(burst.back() != nullptr);
+    }
+    nic->on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
+    engine->run_for(us(20));
+  }
+  // What came back, decoded (views into probe->got).
+  std::vector<wire::PacketView> replies() {
+    std::vector<wire::PacketView> out;
+    for (const auto& g : probe->got) {
+      wire::PacketView v;
+      REQUIRE(wire::decode(g.bytes, v) == wire::DecodeError::kOk);
+      if (v.is_roce) {
+        CHECK(v.icrc_ok());
+        out.push_back(v);
+      }
+    }
+    return out;
+  }
+};
 
 }  // namespace rocemu::test

@@ -9,88 +9,13 @@
 
 using namespace rocemu;
 using namespace rocemu::nic;
-using rocemu::test::Probe;
 using rocemu::test::sge;
 
 namespace {
 
 constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
-constexpr uint32_t kProbeQpn = 0x99;
-
-struct Bench {
-  std::unique_ptr<Engine> engine;
-  Nic* nic = nullptr;
-  Probe* probe = nullptr;
-  std::unique_ptr<SimHost> host;
-  SimHost::Cq* cq = nullptr;
-  SimHost::Qp* qp = nullptr;
-  wire::PathHeaders to_nic;
-  std::vector<uint8_t> mem = std::vector<uint8_t>(65536, 0);
-  uint32_t rkey = 0;
-
-  explicit Bench(uint32_t rq_psn = 0, QpType type = QpType::kRc, uint8_t min_rnr_timer = 12,
-                 LossRecovery mode = LossRecovery::kGoBackN) {
-    engine = test::make_engine(3);
-    NicConfig c = test::probe_peer_config();
-    c.recovery = mode;
-    nic = &engine->add<Nic>("h1", c);
-    probe = &engine->add<Probe>();
-    // No slack, a fast wire: injected packets arrive together.
-    REQUIRE(engine->connect(*nic, 0, *probe, 0, LinkParams{.rate_bps = 400'000'000'000ull, .delay = ns(100)}).ok());
-    engine->start();
-    host = std::make_unique<SimHost>(*engine, *nic);
-    cq = host->create_cq(64);
-    qp = host->create_qp(type, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
-    rkey = host->reg_mr(mem.data(), mem.size(), kAll);
-    test::probe_qp_to_rtr(*host, qp, type, kProbeQpn, kAll, rq_psn, min_rnr_timer);
-    to_nic = test::probe_to_nic(c);
-  }
-
-  std::vector<uint8_t> packet(wire::RoceFields f, std::span<const uint8_t> payload = {}) {
-    f.dest_qp = qp->qpn;
-    std::vector<uint8_t> out(4400);
-    out.resize(wire::encode_roce(out, to_nic, f, payload));
-    return out;
-  }
-  wire::RoceFields write(uint8_t opcode, uint32_t psn, bool ack_req, uint64_t va = 0, uint32_t len = 0) {
-    wire::RoceFields f;
-    f.opcode = opcode;
-    f.psn = psn;
-    f.ack_req = ack_req;
-    f.reth_va = va;
-    f.reth_rkey = rkey;
-    f.reth_len = len;
-    return f;
-  }
-  uint64_t addr(size_t off) const { return reinterpret_cast<uint64_t>(mem.data()) + off; }
-
-  // Hands frames to the NIC's port as one received burst, then lets it
-  // answer.
-  void deliver(const std::vector<std::vector<uint8_t>>& frames) {
-    probe->got.clear();
-    std::vector<rte_mbuf*> burst;
-    for (const auto& f : frames) {
-      burst.push_back(engine->pool().alloc_copy(f));
-      REQUIRE(burst.back() != nullptr);
-    }
-    nic->on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
-    engine->run_for(us(20));
-  }
-  // What came back, decoded.
-  std::vector<wire::PacketView> replies() {
-    std::vector<wire::PacketView> out;
-    for (const auto& g : probe->got) {
-      wire::PacketView v;
-      REQUIRE(wire::decode(g.bytes, v) == wire::DecodeError::kOk);
-      if (v.is_roce) {
-        CHECK(v.icrc_ok());
-        out.push_back(v);
-      }
-    }
-    return out;
-  }
-};
+using Bench = test::ProbeBench;
 
 const std::vector<uint8_t> kPayload1k(1024, 0x5a);
 
@@ -106,7 +31,7 @@ TEST_CASE("ACKs are coalesced: one ACK for a burst of requests", "[protocol][nic
   REQUIRE(r.size() == 1);
   CHECK(r[0].opcode == wire::op::kAck);
   CHECK(r[0].bth().psn() == 3);
-  CHECK(r[0].bth().dest_qp() == kProbeQpn);
+  CHECK(r[0].bth().dest_qp() == test::kProbeQpn);
   CHECK(wire::aeth_kind(r[0].aeth().syndrome()) == wire::AethKind::kAck);
   CHECK(r[0].aeth().msn() == 4);
   CHECK(b.mem[0] == 0x5a);
