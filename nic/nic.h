@@ -32,6 +32,10 @@
 #include "nic/qp.h"
 #include "nic/tx_scheduler.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace rocemu::nic {
 
 // Picks the LossRecoveryStrategy (nic/loss_recovery.h) a NIC is built with.
@@ -93,6 +97,15 @@ class Nic final : public Node {
   const NicCounters& counters() const { return counters_; }
   NicCounters& counters() { return counters_; }
   const cc::Algorithm& congestion_control() const { return *cc_; }
+  // Sets DCQCN knobs by their mlx5 names while running, as mlx5's
+  // cc_params do: every QP uses them from its next event on. The algorithm
+  // itself is chosen when the NIC is built. On error nothing changes.
+  Status set_cc_knobs(const YAML::Node& knobs);
+  // Every QP, in QPN order.
+  template <typename F>
+  void for_each_qp(F&& f) const {
+    for (const auto& [qpn, qp] : qps_) f(static_cast<const Qp&>(*qp));
+  }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
   HostContext* open_context(HostMemory* memory);
