@@ -25,6 +25,7 @@
 #include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
+#include "nic/cc/cc_config.h"
 #include "nic/nic.h"
 #include "nic/verbs/server.h"
 #include "switch/switch.h"
@@ -198,6 +199,118 @@ int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string&
   return 0;
 }
 
+const char* qp_type_label(nic::QpType t) {
+  switch (t) {
+    case nic::QpType::kRc: return "RC";
+    case nic::QpType::kUc: return "UC";
+    case nic::QpType::kUd: return "UD";
+  }
+  return "?";
+}
+
+// `nic show NODE`: the device as ibv_devinfo, show_gids and a QP list would
+// show it.
+std::string show_nic(const nic::Nic& n) {
+  std::ostringstream os;
+  const auto& c = n.config();
+  os << n.name() << ": device rocemu0, MAC " << c.mac.str() << ", link " << (n.link_up() ? "up" : "down") << ", "
+     << double(n.link_rate_bps()) / 1e9 << " Gbit/s, MTU " << n.link_mtu() << " (active RoCE MTU "
+     << (256 << (int(n.active_mtu()) - 1)) << ")\n";
+  os << "congestion control: " << c.cc.algorithm;
+  if (c.cc.algorithm == "dcqcn") os << " (profile " << c.cc.profile << "; knobs: rocemu nic show " << n.name() << " cc)";
+  os << "\nGID table:\n  index  type     gid\n";
+  const auto& gids = n.gid_table();
+  for (size_t i = 0; i < gids.size(); i++)
+    os << "  " << i << (i < 10 ? "      " : "     ") << (gids[i].type == IBV_GID_TYPE_ROCE_V2 ? "RoCE v2  " : "RoCE v1  ")
+       << gids[i].gid.str() << "\n";
+  std::ostringstream qps;
+  size_t count = 0;
+  n.for_each_qp([&](const nic::Qp& q) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-7u %-4s %-5s %-9u %-4u %-9u %-9u %-9u %.3f\n", q.qpn, qp_type_label(q.type),
+                  nic::qp_state_name(q.state), q.dest_qpn, unsigned(q.priority), q.sq_psn, q.una_psn, q.epsn,
+                  q.cc ? q.cc->rate_bps() / 1e9 : double(n.link_rate_bps()) / 1e9);
+    qps << line;
+    count++;
+  });
+  os << "QPs: " << count << "\n";
+  if (count > 0) os << "  qpn     type state dest_qpn  prio sq_psn    una_psn   epsn      rate_gbps\n" << qps.str();
+  return os.str();
+}
+
+// nic show NODE [counters|cc] | nic set NODE cc KNOB VALUE [KNOB VALUE ...]
+int handle_nic(Engine& engine, const std::vector<std::string>& w, std::string& out) {
+  const std::string usage = "usage: rocemu nic show NODE [counters|cc] | rocemu nic set NODE cc KNOB VALUE ...";
+  if (w.size() < 3 || (w[1] != "show" && w[1] != "set")) {
+    out = usage;
+    return EINVAL;
+  }
+  Node* node = engine.find_node(w[2]);
+  auto* n = dynamic_cast<nic::Nic*>(node);
+  if (n == nullptr) {
+    std::vector<std::string> nics;
+    for (const auto& x : engine.nodes())
+      if (dynamic_cast<nic::Nic*>(x.get()) != nullptr) nics.push_back(x->name());
+    out = "no NIC named '" + w[2] + "' (NICs: " + joined(nics) + ")";
+    return ENODEV;
+  }
+  if (w[1] == "show") {
+    const std::string what = w.size() > 3 ? w[3] : "";
+    if (w.size() > 4 || (what != "" && what != "counters" && what != "cc")) {
+      out = usage;
+      return EINVAL;
+    }
+    if (what.empty()) {
+      out = show_nic(*n);
+    } else if (what == "counters") {
+      Lines lines;
+      lines.all = true;
+      n->report_counters(lines);
+      // The NIC's own counters (per-QP ones are under NODE/qpN: rocemu counters NODE/qp).
+      std::istringstream in(lines.os.str());
+      std::string line;
+      while (std::getline(in, line))
+        if (line.compare(0, n->name().size() + 1, n->name() + " ") == 0) out += line.substr(n->name().size() + 1) + "\n";
+    } else {
+      if (n->config().cc.algorithm != "dcqcn") {
+        out = n->name() + ": congestion control is " + n->config().cc.algorithm + " (no knobs)";
+        return 0;
+      }
+      for (const auto& [knob, value] : nic::cc::show_knobs(n->config().cc.dcqcn)) out += knob + " " + value + "\n";
+    }
+    return 0;
+  }
+  if (w.size() < 6 || w[3] != "cc" || (w.size() - 4) % 2 != 0) {
+    out = usage;
+    return EINVAL;
+  }
+  YAML::Node knobs(YAML::NodeType::Map);
+  for (size_t i = 4; i + 1 < w.size(); i += 2) {
+    if (w[i + 1].find_first_of("[,") != std::string::npos) {
+      // A priority list: roce_rp_enable 3 or 0,3 or [0,3].
+      std::string list = w[i + 1];
+      list.erase(std::remove(list.begin(), list.end(), '['), list.end());
+      list.erase(std::remove(list.begin(), list.end(), ']'), list.end());
+      YAML::Node seq(YAML::NodeType::Sequence);
+      std::istringstream in(list);
+      for (std::string item; std::getline(in, item, ',');) seq.push_back(item);
+      knobs[w[i]] = seq;
+    } else if (w[i] == "roce_rp_enable" || w[i] == "roce_np_enable") {
+      YAML::Node seq(YAML::NodeType::Sequence);
+      seq.push_back(w[i + 1]);
+      knobs[w[i]] = seq;
+    } else {
+      knobs[w[i]] = w[i + 1];
+    }
+  }
+  if (Status st = n->set_cc_knobs(knobs); !st.ok()) {
+    out = st.message();
+    return EINVAL;
+  }
+  out = n->name() + ": " + std::to_string((w.size() - 4) / 2) + " knob(s) set";
+  return 0;
+}
+
 // CLI commands, on the engine thread.
 int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std::string>& w, std::string& out) {
   if (w.empty()) {
@@ -278,6 +391,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
     return 0;
   }
   if (w[0] == "fault") return handle_fault(engine, w, out);
+  if (w[0] == "nic") return handle_nic(engine, w, out);
   if (w[0] == "capture") {
     // capture NODE[:PORT] FILE
     if (w.size() != 3) {

@@ -49,6 +49,15 @@ const Command kCommands[] = {
      "  rocemu nv show interface swp1 counters       a port's counters\n"
      "  rocemu nv action clear ...                   clear counters\n",
      "--switch --help"},
+    {"nic", "show NODE [counters|cc] | set NODE cc KNOB VALUE ...",
+     "a NIC: device, GIDs and QPs; its counters; DCQCN knobs read and set by mlx5 name",
+     "  rocemu nic show h1                  device, link, GID table, QPs (state, PSNs, rate)\n"
+     "  rocemu nic show h1 counters         the NIC's counters (mlx5 names), zeros included\n"
+     "  rocemu nic show h1 cc               every DCQCN knob in mlx5's units (Mbit/s, us, ...)\n"
+     "  rocemu nic set h1 cc rpg_ai_rate 10 rpg_time_reset 300\n"
+     "                                      set knobs live, as mlx5's cc_params; every QP uses them\n"
+     "                                      from its next event (roce_rp_enable / roce_np_enable: 3 or 0,3)\n",
+     "show set counters cc --help"},
     {"counters", "[SCOPE] [--all]", "every counter of the running engine (nonzero ones; --all: every one)",
      "SCOPE keeps the counters whose scope starts with it (h1, sw1, h1/qp17, ...).\n", "--all --help"},
     {"fault", "NODE[:PORT] [out|in|both] clear | KEY VALUE ...", "impair the link at a port",
@@ -218,7 +227,7 @@ int main(int argc, char** argv) {
     }
     return cmd_exec(rest[0], std::vector<std::string>(rest.begin() + long(i), rest.end()));
   }
-  const bool engine_words = cmd == "nv" || cmd == "counters" || cmd == "fault" || cmd == "capture";
+  const bool engine_words = cmd == "nv" || cmd == "nic" || cmd == "counters" || cmd == "fault" || cmd == "capture";
   if (engine_words || cmd == "down" || cmd == "status") {
     if (asks_help(rest)) {
       print_help(*c);

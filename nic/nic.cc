@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/engine/engine.h"
+#include "nic/cc/cc_config.h"
 
 namespace rocemu::nic {
 
@@ -45,6 +46,16 @@ Nic::Nic(std::string name, NicConfig cfg) : Node(std::move(name), 3), cfg_(std::
   unpause_timer_.bind<&Nic::on_unpause>(this);
   cc_ = cc::make_algorithm(cfg_.cc);
   if (cc_ == nullptr) cc_ = cc::make_algorithm(cc::CcConfig{"none", "", {}});
+}
+
+Status Nic::set_cc_knobs(const YAML::Node& knobs) {
+  if (cfg_.cc.algorithm != "dcqcn")
+    return Status::error(name() + ": congestion control is " + cfg_.cc.algorithm +
+                         "; the algorithm is chosen in the topology (cc: dcqcn)");
+  config::Context ctx("");
+  cc::set_knobs(knobs, "cc", ctx, cfg_.cc.dcqcn);
+  if (ctx.ok()) cc_->configure(cfg_.cc);
+  return ctx.status();
 }
 
 Nic::~Nic() {

@@ -33,6 +33,10 @@
 #include "nic/transport_states.h"
 #include "nic/tx_scheduler.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace rocemu::nic {
 
 // Picks the LossRecoveryStrategy (nic/loss_recovery.h) a NIC is built with.
@@ -98,6 +102,15 @@ class Nic final : public Node {
   // whatever the wire sends (Linux's gc_thresh3 default).
   static constexpr size_t kMaxNeighbors = 1024;
   size_t neighbor_cache_size() const { return arp_cache_.size(); }
+  // Sets DCQCN knobs by their mlx5 names while running, as mlx5's
+  // cc_params do: every QP uses them from its next event on. The algorithm
+  // itself is chosen when the NIC is built. On error nothing changes.
+  Status set_cc_knobs(const YAML::Node& knobs);
+  // Every QP, in QPN order.
+  template <typename F>
+  void for_each_qp(F&& f) const {
+    for (const auto& [qpn, qp] : qps_) f(static_cast<const Qp&>(*qp));
+  }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
   HostContext* open_context(HostMemory* memory);

@@ -19,16 +19,25 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     return {};
   };
   if (verb == "action") {
-    // action clear interface <if> qos roce counters | action clear qos counters
-    if (at(1) != "clear") return Status::error("nv action: expected clear");
-    if (at(2) == "interface") {
+    // Exactly these two forms: anything else clears nothing.
+    const auto is = [&](std::initializer_list<const char*> tail, size_t from) {
+      if (words.size() != from + tail.size()) return false;
+      size_t i = from;
+      for (const char* w : tail)
+        if (words[i++] != w) return false;
+      return true;
+    };
+    if (at(1) == "clear" && at(2) == "interface" && is({"qos", "roce", "counters"}, 4)) {
       int port;
       if (Status s = port_of(at(3), port); !s.ok()) return s;
       clear_counters(uint16_t(port));
       return {};
     }
-    clear_counters();
-    return {};
+    if (is({"clear", "qos", "counters"}, 1)) {
+      clear_counters();
+      return {};
+    }
+    return Status::error("nv action: expected `clear interface <if> qos roce counters` or `clear qos counters`");
   }
   if (verb != "show") return Status::error("nv: expected set, unset, show or action, got '" + verb + "'");
   nlohmann::json j;

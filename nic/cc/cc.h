@@ -76,11 +76,17 @@ class Flow {
   void* ctx_;
 };
 
+struct CcConfig;
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
   virtual std::string_view name() const = 0;
   virtual std::unique_ptr<Flow> open(const FlowInit& init) const = 0;
+  // New knob values while running: open flows use them from their next
+  // event on (what a flow derives from the line rate when it opens, such as
+  // its maximum rate, stays).
+  virtual void configure(const CcConfig& /*cfg*/) {}
 };
 
 // The configuration surface of congestion control on a NIC (topology file

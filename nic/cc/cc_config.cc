@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <variant>
 
 namespace rocemu::nic::cc {
@@ -88,7 +89,11 @@ void set_knob(const Knob& k, const YAML::Node& v, const std::string& where, conf
       if (auto i = ctx.integer(v, where, k.lo, k.hi)) p.*std::get<uint32_t DcqcnParams::*>(k.member) = uint32_t(*i);
       return;
     case Unit::kBool:
-      if (auto b = ctx.boolean(v, where)) p.*std::get<bool DcqcnParams::*>(k.member) = *b;
+      if (v.IsScalar() && (v.Scalar() == "0" || v.Scalar() == "1")) {  // mlx5's form
+        p.*std::get<bool DcqcnParams::*>(k.member) = v.Scalar() == "1";
+      } else if (auto b = ctx.boolean(v, where)) {
+        p.*std::get<bool DcqcnParams::*>(k.member) = *b;
+      }
       return;
     case Unit::kPrios: {
       if (!v.IsSequence()) {
@@ -110,6 +115,56 @@ std::vector<std::string> knob_names() {
   std::vector<std::string> v;
   for (const Knob& k : kKnobs) v.emplace_back(k.name);
   return v;
+}
+
+void set_knobs(const YAML::Node& knobs, std::string_view field, config::Context& ctx, DcqcnParams& p) {
+  const std::string f(field);
+  if (!knobs.IsMap()) {
+    ctx.error(knobs, f, "expected a mapping of mlx5 knob names to values");
+    return;
+  }
+  DcqcnParams next = p;
+  const size_t errors = ctx.error_count();
+  for (const auto& kv : knobs) {
+    const std::string key = kv.first.Scalar();
+    const auto k = std::find_if(std::begin(kKnobs), std::end(kKnobs), [&](const Knob& x) { return key == x.name; });
+    if (k == std::end(kKnobs)) {
+      std::string names;
+      for (const Knob& x : kKnobs) names += std::string(names.empty() ? "" : ", ") + x.name;
+      ctx.error(kv.first, f + "." + key, "unknown knob; expected one of " + names);
+      continue;
+    }
+    set_knob(*k, kv.second, f + "." + key, ctx, next);
+  }
+  if (ctx.error_count() == errors) p = next;
+}
+
+std::vector<std::pair<std::string, std::string>> show_knobs(const DcqcnParams& p) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.10g", v);
+    return std::string(buf);
+  };
+  for (const Knob& k : kKnobs) {
+    std::string v;
+    switch (k.unit) {
+      case Unit::kMbps: v = number(p.*std::get<double DcqcnParams::*>(k.member) / 1e6); break;
+      case Unit::kMicros: v = number(to_us(p.*std::get<Duration DcqcnParams::*>(k.member))); break;
+      case Unit::kBytes64: v = std::to_string(p.*std::get<uint64_t DcqcnParams::*>(k.member) / 64); break;
+      case Unit::kInt: v = std::to_string(p.*std::get<uint32_t DcqcnParams::*>(k.member)); break;
+      case Unit::kBool: v = p.*std::get<bool DcqcnParams::*>(k.member) ? "1" : "0"; break;
+      case Unit::kPrios: {
+        const uint8_t mask = p.*std::get<uint8_t DcqcnParams::*>(k.member);
+        for (int prio = 0; prio < 8; prio++)
+          if ((mask >> prio) & 1) v += std::string(v.empty() ? "" : ",") + std::to_string(prio);
+        v = "[" + v + "]";
+        break;
+      }
+    }
+    out.emplace_back(k.name, v);
+  }
+  return out;
 }
 
 CcConfig parse_cc(const YAML::Node& n, std::string_view field, config::Context& ctx) {

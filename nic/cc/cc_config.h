@@ -16,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/config/config.h"
@@ -27,5 +28,14 @@ CcConfig parse_cc(const YAML::Node& n, std::string_view field, config::Context& 
 
 // The knob names `cc` takes (for help texts and docs).
 std::vector<std::string> knob_names();
+
+// Sets the knobs of map `knobs` (mlx5 names, values as the topology takes
+// them) on `p`; on any error (recorded in `ctx`, fields under `field`) `p`
+// is left as it was. `algorithm` and `profile` are not knobs.
+void set_knobs(const YAML::Node& knobs, std::string_view field, config::Context& ctx, DcqcnParams& p);
+
+// Every knob of `p` with its value in mlx5's units (Mbit/s, us, 64-byte
+// units, 0/1, priorities), in the order of the table.
+std::vector<std::pair<std::string, std::string>> show_knobs(const DcqcnParams& p);
 
 }  // namespace rocemu::nic::cc

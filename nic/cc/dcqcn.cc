@@ -62,8 +62,7 @@ DcqcnFlow::DcqcnFlow(const DcqcnParams& p, const FlowInit& init)
     : Flow(init),
       p_(p),
       timers_(init.timers),
-      rp_enabled_((p.rp_enable >> (init.priority & 7)) & 1),
-      np_enabled_((p.np_enable >> (init.priority & 7)) & 1),
+      prio_bit_(uint8_t(1u << (init.priority & 7))),
       max_bps_(p.rpg_max_rate_bps > 0 ? std::min(p.rpg_max_rate_bps, init.line_rate_bps) : init.line_rate_bps),
       target_bps_(max_bps_) {
   rate_bps_ = max_bps_;
@@ -94,7 +93,7 @@ void DcqcnFlow::catch_up_alpha(Time now) {
 }
 
 bool DcqcnFlow::on_cnp(Time now) {
-  if (!rp_enabled_) return false;
+  if ((p_.rp_enable & prio_bit_) == 0) return false;
   cnps_++;
   if (!active_) {
     // The first CNP starts the clocks.
@@ -178,7 +177,7 @@ void DcqcnFlow::on_sent(uint32_t bytes, Time now) {
 }
 
 bool DcqcnFlow::on_ce(Time now) {
-  if (!np_enabled_) return false;
+  if ((p_.np_enable & prio_bit_) == 0) return false;
   ce_seen_++;
   if (any_cnp_sent_ && now - last_cnp_sent_ < p_.min_time_between_cnps) return false;
   any_cnp_sent_ = true;

@@ -38,7 +38,7 @@ class DcqcnFlow final : public Flow {
   void on_sent(uint32_t bytes, Time now) override;
   bool on_cnp(Time now) override;
   bool on_ce(Time now) override;
-  bool np_enabled() const override { return np_enabled_; }
+  bool np_enabled() const override { return (p_.np_enable & prio_bit_) != 0; }
   void report(CounterSink& sink, std::string_view scope, Time now) const override;
 
   // ---- state, for tests and counters ----
@@ -69,7 +69,7 @@ class DcqcnFlow final : public Flow {
 
   const DcqcnParams& p_;
   TimerWheel* timers_;
-  bool rp_enabled_, np_enabled_;
+  uint8_t prio_bit_;  // this QP's priority in roce_rp_enable / roce_np_enable
   double max_bps_;
   double target_bps_;
   // alpha on its grid
@@ -102,9 +102,10 @@ class Dcqcn final : public Algorithm {
     return std::make_unique<DcqcnFlow>(p_, init);
   }
   const DcqcnParams& params() const { return p_; }
+  void configure(const CcConfig& cfg) override { p_ = cfg.dcqcn; }
 
  private:
-  DcqcnParams p_;
+  DcqcnParams p_;  // the flows refer to it
 };
 
 }  // namespace rocemu::nic::cc

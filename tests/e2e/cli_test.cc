@@ -11,8 +11,8 @@ using namespace rocemu::test;
 
 namespace {
 
-const std::vector<std::string> kCommands = {"up",      "down",  "status", "exec", "demo",      "nv",
-                                            "counters", "fault", "capture", "sim", "completion"};
+const std::vector<std::string> kCommands = {"up", "down",  "status",  "exec", "demo",      "nv",
+                                            "nic", "counters", "fault", "capture", "sim", "completion"};
 
 std::pair<int, std::string> rocemu_cmd(const std::vector<std::string>& args) {
   // A runtime directory with no engine in it.
@@ -126,4 +126,28 @@ TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
   CHECK(complete("rocemu si") == "sim\n");
   CHECK(complete("rocemu fault h1 del") == "delay\n");
   CHECK_THAT(complete("rocemu ''"), Catch::Contains("capture") && Catch::Contains("--version"));
+}
+
+TEST_CASE("rocemu nic: the device, its counters, DCQCN knobs read and set live by mlx5 name", "[e2e][cli]") {
+  Fabric f;
+  auto [st, out] = f.rocemu({"nic", "show", "h1"});
+  INFO(out);
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("device rocemu0") && Catch::Contains("3      RoCE v2  10.0.1.1") &&
+                      Catch::Contains("congestion control: dcqcn (profile mlx5"));
+  std::tie(st, out) = f.rocemu({"nic", "show", "h1", "counters"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("np_cnp_sent 0") && Catch::Contains("rp_cnp_handled 0"));
+  std::tie(st, out) = f.rocemu({"nic", "show", "h1", "cc"});
+  CHECK_THAT(out, Catch::Contains("rpg_ai_rate 5\n") && Catch::Contains("roce_rp_enable [0,1,2,3,4,5,6,7]\n"));
+  std::tie(st, out) = f.rocemu({"nic", "set", "h1", "cc", "rpg_ai_rate", "10", "roce_rp_enable", "3"});
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"nic", "show", "h1", "cc"});
+  CHECK_THAT(out, Catch::Contains("rpg_ai_rate 10\n") && Catch::Contains("roce_rp_enable [3]\n"));
+  std::tie(st, out) = f.rocemu({"nic", "set", "h1", "cc", "rpg_min_rate", "0"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("cc.rpg_min_rate: must be above 0"));
+  std::tie(st, out) = f.rocemu({"nic", "show", "sw1"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("no NIC named 'sw1' (NICs: h1, h2)"));
 }

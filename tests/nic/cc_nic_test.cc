@@ -3,9 +3,11 @@
 // with CNPs (format, DSCP, pacing per QP, per-priority enable); as reaction
 // point it paces its packets at the rate DCQCN sets after a CNP.
 #include <catch2/catch.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "common/wire/build.h"
 #include "common/wire/packet.h"
+#include "nic/cc/cc_config.h"
 #include "nic/cc/dcqcn.h"
 #include "nic/nic_kind.h"
 #include "tests/nic/fabric.h"
@@ -306,5 +308,48 @@ TEST_CASE("cc knobs that would stall DCQCN are refused, naming the field", "[uni
     const std::string field = std::string(knob).substr(0, std::string(knob).find(':'));
     CHECK(t.status().message().find("nodes.h1.cc." + field) != std::string::npos);
     CHECK(t.status().message().find("must be above 0") != std::string::npos);
+  }
+}
+
+TEST_CASE("RP: DCQCN knobs set while running apply to the QP's next event", "[protocol][nic][dcqcn]") {
+  CcBench b(dcqcn());
+  b.post_write(64 * 1024);
+  b.engine->run_for(us(1));
+  // mlx5 units: Mbit/s. A bad value (or knob) changes nothing at all.
+  CHECK_FALSE(b.nic->set_cc_knobs(YAML::Load("{rate_to_set_on_first_cnp: 10000, rpg_min_rate: 0}")).ok());
+  CHECK_FALSE(b.nic->set_cc_knobs(YAML::Load("{bogus: 1}")).ok());
+  CHECK(b.nic->config().cc.dcqcn.rate_to_set_on_first_cnp_bps == cc::DcqcnParams::mlx5().rate_to_set_on_first_cnp_bps);
+  REQUIRE(b.nic->set_cc_knobs(YAML::Load("{rate_to_set_on_first_cnp: 10000}")).ok());
+  b.cnp_to_nic();
+  REQUIRE(b.qp->nic_qp->cc != nullptr);
+  CHECK(b.qp->nic_qp->cc->rate_bps() == 10e9);
+}
+
+TEST_CASE("RP: no knobs on a NIC without DCQCN", "[protocol][nic][dcqcn]") {
+  CcBench b({"none", "", {}});
+  const Status s = b.nic->set_cc_knobs(YAML::Load("{rpg_ai_rate: 10}"));
+  CHECK_FALSE(s.ok());
+  CHECK_THAT(s.message(), Catch::Contains("congestion control is none"));
+}
+
+TEST_CASE("Every knob shown in mlx5's units reads back to the same parameters", "[unit][nic][dcqcn]") {
+  for (const char* profile : {"mlx5", "paper", "hpcc"}) {
+    cc::DcqcnParams p;
+    cc::DcqcnParams::profile(profile, p);
+    YAML::Node shown(YAML::NodeType::Map);
+    for (const auto& [knob, value] : cc::show_knobs(p)) shown[knob] = YAML::Load(value);
+    REQUIRE(shown.size() == cc::knob_names().size());
+    cc::DcqcnParams back = cc::DcqcnParams::mlx5();
+    back.rpg_ai_rate_bps = 1;  // anything: every knob is set from `shown`
+    config::Context ctx("");
+    cc::set_knobs(shown, "cc", ctx, back);
+    INFO(profile << ": " << ctx.status().message());
+    REQUIRE(ctx.ok());
+    CHECK(cc::show_knobs(back) == cc::show_knobs(p));
+    CHECK(back.rpg_ai_rate_bps == p.rpg_ai_rate_bps);
+    CHECK(back.rpg_time_reset == p.rpg_time_reset);
+    CHECK(back.rpg_byte_reset == p.rpg_byte_reset);
+    CHECK(back.dce_tcp_rtt == p.dce_tcp_rtt);
+    CHECK(back.rp_enable == p.rp_enable);
   }
 }

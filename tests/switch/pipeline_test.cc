@@ -202,6 +202,13 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(j["enable"]["applied"] == "off");
   CHECK(s.sw->config().qos.mapping.trust == sw::Trust::kL2);
   s.engine->run_to_idle(ms(20));
+  // A clear that is not one of NVUE's forms clears nothing.
+  const uint64_t before = s.sw->counters(2)[sw::PortCounters::tx_roce_packets];
+  REQUIRE(before > 0);
+  CHECK_FALSE(s.sw->nv({"action", "clear", "bogus", "words"}).ok());
+  CHECK_FALSE(s.sw->nv({"action", "clear", "qos", "counters", "now"}).ok());
+  CHECK_FALSE(s.sw->nv({"action", "clear", "interface", "swp2"}).ok());
+  CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == before);
   REQUIRE(s.sw->nv({"action", "clear", "interface", "swp2", "qos", "roce", "counters"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
 }
