@@ -69,7 +69,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
-    if (!dma_write(*qp.ctx, mr->host(s.addr + offset), src, n)) {
+    if (!dma_write(DmaOwner::responder(qp), mr->host(s.addr + offset), src, n)) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
@@ -83,6 +83,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
   flush_dma();  // the data of a completion is in place before the completion
+  if (status == IBV_WC_SUCCESS && responder_dma_failed(qp)) status = IBV_WC_LOC_PROT_ERR;  // ... or it is not
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -374,7 +375,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
     if (v.payload_len > 0) {
       Mr* mr = mrs_.find(qp.write_rkey);
       if (mr == nullptr || !mr->contains(qp.write_va, v.payload_len) ||
-          !dma_write(*qp.ctx, mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
+          !dma_write(DmaOwner::responder(qp), mr->host(qp.write_va), v.data + v.payload_off, v.payload_len)) {
         if (rc) responder_error(qp, IBV_WC_REM_OP_ERR, nak_op, psn, now);
         return;
       }
