@@ -1,6 +1,7 @@
 #include "nic/verbs/server.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -123,7 +124,6 @@ struct VerbsServer::Impl {
   std::map<int, std::unique_ptr<SeqPacket::socket>> sockets;
   std::shared_ptr<spdlog::logger> log = logger("verbs");
   VerbsServer::CliHandler cli;
-  std::string cli_text;  // the body of the reply being sent
 
   Impl(Engine& e, HostAgent& a, std::string p) : engine(e), agent(a), path(std::move(p)) {}
 
@@ -248,10 +248,11 @@ struct VerbsServer::Impl {
     }
     Reply rep;
     std::vector<int> fds_out;
+    std::string cli_text;  // the text of a CLI reply, sent after it (only for a CLI request served)
     if (size_t(n) != sizeof req || req.version != kProtocolVersion) {
       rep.err = EPROTO;
     } else if (req.op == Op::kCli) {
-      serve_cli(req, rep);
+      cli_text = serve_cli(req, rep);
     } else if (req.op != Op::kHello && s->ctx == nullptr) {
       rep.err = EPROTO;
     } else {
@@ -281,7 +282,7 @@ struct VerbsServer::Impl {
     // Never waits: a client that does not read its replies (its socket
     // buffer full) is dropped, so it cannot stall the others.
     if (sendmsg(fd, &m2, MSG_NOSIGNAL | MSG_DONTWAIT) != ssize_t(sizeof rep)) return dropped(s, "its reply");
-    if (req.op == Op::kCli) {
+    if (!cli_text.empty()) {
       // The text follows in its own message (SOCK_SEQPACKET keeps it whole).
       const ssize_t sent = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       if (sent != ssize_t(cli_text.size())) return dropped(s, "the text of its reply");
@@ -295,7 +296,7 @@ struct VerbsServer::Impl {
     return false;
   }
 
-  void serve_cli(const Request& req, Reply& rep) {
+  std::string serve_cli(const Request& req, Reply& rep) {
     std::vector<std::string> words;
     const size_t len = std::min<size_t>(req.u.cli.length, kCliMax);
     std::string cur;
@@ -308,7 +309,7 @@ struct VerbsServer::Impl {
       }
     }
     if (!cur.empty()) words.push_back(cur);
-    cli_text.clear();
+    std::string cli_text;
     if (!cli) {
       rep.err = EOPNOTSUPP;
       cli_text = "this engine takes no commands";
@@ -318,6 +319,7 @@ struct VerbsServer::Impl {
       cli_text = std::move(out);
     }
     rep.u.cli.length = cli_text.size();
+    return cli_text;
   }
 
   void handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep, std::vector<int>& fds_out);
@@ -367,7 +369,14 @@ PortInfo port_info(nic::Nic& nic) {
   return p;
 }
 
+// A completion event for an application's channel, from the engine
+// thread, which must never wait: the eventfd is the application's (it may
+// have made it blocking), and a write blocks when its counter is full. The
+// event is dropped then; the CQ's event count in shared memory still
+// tells the provider which CQ fired.
 void write_eventfd(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) return;
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t r = write(fd, &one, sizeof one);
 }

@@ -213,6 +213,31 @@ TEST_CASE("Destroying one completion channel leaves the CQs of another attached"
   close(e2);
 }
 
+TEST_CASE("A completion event never blocks the engine thread on the application's eventfd", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  const uint32_t ctx_id = c.hello();
+  // Blocking, and its counter full: one more write would wait for a read.
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  const uint64_t full = 0xfffffffffffffffeull;
+  REQUIRE(write(efd, &full, sizeof full) == sizeof full);
+  auto ch = c.call(op(Op::kCreateChannel), efd);
+  REQUIRE(ch);
+  REQUIRE(ch->err == 0);
+  Request r = op(Op::kCreateCq);
+  r.u.create_cq = {16, ch->u.handle.handle};
+  auto cq = c.call(r);
+  REQUIRE(cq);
+  REQUIRE(cq->err == 0);
+  nic::Cq* ncq = s.nic->find_cq(s.nic->find_context(ctx_id), cq->u.ring.handle);
+  REQUIRE(ncq->on_event);
+  ncq->on_event();  // returns (the event is dropped) instead of blocking
+  uint64_t v = 0;
+  REQUIRE(read(efd, &v, sizeof v) == sizeof v);
+  CHECK(v == full);
+  close(efd);
+}
+
 TEST_CASE("A client that never reads its replies is dropped; the others are served", "[unit][verbs]") {
   Server s;
   Client greedy(s.path), polite(s.path);
@@ -254,4 +279,29 @@ TEST_CASE("The accept loop goes on after running out of file descriptors", "[uni
   CHECK(s.server->accept_errors() > 0);
   REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
   late.hello();  // taken once descriptors are back
+}
+
+TEST_CASE("A CLI request refused for its version gets one reply, no stray text after it", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  Request cli = op(Op::kCli);
+  const char ping[] = "ping";
+  std::memcpy(cli.u.cli.text, ping, sizeof ping);
+  cli.u.cli.length = sizeof ping;
+  // A well-formed one first: its reply and its text.
+  REQUIRE(c.send(cli));
+  auto rep = c.reply();
+  REQUIRE(rep);
+  REQUIRE(rep->u.cli.length > 0);
+  char text[256];
+  REQUIRE(recv(c.fd(), text, sizeof text, 0) == ssize_t(rep->u.cli.length));
+  // The same with a wrong version: EPROTO, and nothing else follows (an
+  // old text after it would answer the next request).
+  cli.version = 999;
+  rep = c.call(cli);
+  REQUIRE(rep);
+  CHECK(rep->err == EPROTO);
+  auto pd = c.call(op(Op::kAllocPd));  // before hello: EPROTO, as a reply of its own size
+  REQUIRE(pd);
+  CHECK(pd->err == EPROTO);
 }
