@@ -18,6 +18,20 @@ quick=0
 start=$(date +%s)
 scripts/setup.sh --werror
 
+tsan_build_pid=
+if [ "$quick" = 0 ]; then
+  # The TSan build (step 3) is independent of step 1's tests: it builds
+  # meanwhile, at the lowest priority, in the CPU the real-time e2e tests
+  # leave idle.
+  if [ ! -f build-meson-tsan/build.ninja ]; then
+    rm -rf build-meson-tsan
+    CC=clang CXX=clang++ meson setup build-meson-tsan --buildtype=debug -Dwerror=true \
+      -Db_sanitize=thread -Db_lundef=false >/dev/null
+  fi
+  nice -n 19 ninja -C build-meson-tsan >build-meson-tsan/build.log 2>&1 &
+  tsan_build_pid=$!
+fi
+
 echo "== tests (CMake build)"
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 
@@ -39,12 +53,10 @@ echo "== meson build (clang, ThreadSanitizer) [$(( $(date +%s) - start )) s]"
 # on_engine() (nic/verbs/server.h says who owns what); TSan checks that
 # over the unit, protocol, sim and e2e groups. The e2e group preloads the
 # CMake build's provider: an uninstrumented perftest cannot load a TSan one.
-if [ ! -f build-meson-tsan/build.ninja ]; then
-  rm -rf build-meson-tsan
-  CC=clang CXX=clang++ meson setup build-meson-tsan --buildtype=debug -Dwerror=true \
-    -Db_sanitize=thread -Db_lundef=false >/dev/null
+if ! wait "$tsan_build_pid"; then
+  cat build-meson-tsan/build.log
+  exit 1
 fi
-ninja -C build-meson-tsan
 tsan_start=$(date +%s)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 
