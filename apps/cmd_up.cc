@@ -25,6 +25,7 @@
 #include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
+#include "common/private_files.h"
 #include "nic/cc/cc_config.h"
 #include "nic/nic.h"
 #include "nic/verbs/server.h"
@@ -416,8 +417,8 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
 int cmd_up(const UpOptions& o) {
   const RuntimePaths paths = runtime_paths();
   std::string err;
-  if (!ensure_dir(paths.dir, err)) {
-    std::fprintf(stderr, "rocemu up: %s\n", err.c_str());
+  if (Status s = ensure_runtime_dir(paths); !s.ok()) {
+    std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
   }
   if (auto pid = running_engine(paths)) {
@@ -457,12 +458,14 @@ int cmd_up(const UpOptions& o) {
     }
     close(ready[0]);
     setsid();
-    const int logfd = open(paths.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (logfd >= 0) {
-      dup2(logfd, STDOUT_FILENO);
-      dup2(logfd, STDERR_FILENO);
-      close(logfd);
+    auto logfd = open_private_file(paths.log, true);
+    if (!logfd.ok()) {
+      std::fprintf(stderr, "rocemu up: %s\n", logfd.status().message().c_str());
+      return 1;
     }
+    dup2(*logfd, STDOUT_FILENO);
+    dup2(*logfd, STDERR_FILENO);
+    close(*logfd);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
   }
@@ -502,9 +505,9 @@ int cmd_up(const UpOptions& o) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
   }
-  {
-    std::ofstream pidf(paths.pid, std::ios::trunc);
-    pidf << getpid() << "\n";
+  if (Status s = write_private_file(paths.pid, std::to_string(getpid()) + "\n"); !s.ok()) {
+    std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
+    return 1;
   }
   struct sigaction sa{};
   sa.sa_handler = on_signal;

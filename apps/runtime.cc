@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/private_files.h"
 #include "nic/verbs/protocol.h"
 
 namespace rocemu::app {
@@ -32,6 +33,8 @@ RuntimePaths runtime_paths() {
   p.log = p.dir + "/rocemu.log";
   return p;
 }
+
+Status ensure_runtime_dir(const RuntimePaths& p) { return ensure_private_dir(p.dir); }
 
 bool ensure_dir(const std::string& dir, std::string& err) {
   if (mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST) {

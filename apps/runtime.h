@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace rocemu::app {
 
 struct RuntimePaths {
@@ -18,6 +20,8 @@ struct RuntimePaths {
 };
 
 RuntimePaths runtime_paths();
+// The runtime directory, made or checked as common/private_files.h says.
+Status ensure_runtime_dir(const RuntimePaths& p);
 bool ensure_dir(const std::string& dir, std::string& err);
 
 // The pid of a live engine for these paths, if any; removes a stale pid

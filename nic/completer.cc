@@ -71,6 +71,7 @@ void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
 }
 
 void Nic::complete_send_queue(Qp& qp, Time now) {
+  flush_dma();  // a READ whose data did not land fails (note_dma_failure) before completions are decided
   while (qp.sq_head != qp.sq_fetched && qp.state != IBV_QPS_ERR) {
     SendWork& w = qp.work(qp.sq_head);
     if (w.status != IBV_WC_SUCCESS) {
@@ -435,7 +436,8 @@ CompState Nic::on_read_response(Response& r) {
     }
     const uint32_t n = std::min(len, s.length - off);
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr + off, n) || !dma_write(*qp.ctx, mr->host(s.addr + off), src, n)) {
+    if (mr == nullptr || !mr->contains(s.addr + off, n) ||
+        !dma_write(DmaOwner::read_response_for(qp, w.index), mr->host(s.addr + off), src, n)) {
       w.status = IBV_WC_LOC_PROT_ERR;
       break;
     }

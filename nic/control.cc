@@ -14,6 +14,32 @@ constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | 
 
 bool power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+using Usage = HostContext::Usage;
+
+// Takes one object counted in `field` and `bytes` of ring memory from the
+// application's quota; ENOMEM (a provider out of resources) if it has no
+// room left for them.
+int charge(HostContext* ctx, uint32_t Usage::*field, uint32_t limit, uint64_t bytes, uint64_t bytes_limit) {
+  Usage& u = ctx->usage;
+  if (u.*field >= limit || bytes > bytes_limit || u.queue_bytes > bytes_limit - bytes) return ENOMEM;
+  u.*field += 1;
+  u.queue_bytes += bytes;
+  return 0;
+}
+
+void refund(HostContext* ctx, uint32_t Usage::*field, uint64_t bytes) {
+  Usage& u = ctx->usage;
+  u.*field -= 1;
+  u.queue_bytes -= bytes;
+}
+
+uint64_t cq_bytes(const Cq& cq) { return ring_bytes(cq.capacity(), sizeof(Cqe)); }
+uint64_t srq_bytes(Srq& srq) { return ring_bytes(srq.rq.ring().entries(), srq.rq.ring().stride()); }
+uint64_t qp_bytes(Qp& qp) {
+  return ring_bytes(qp.sq.entries(), qp.sq.stride()) +
+         (qp.rq.valid() ? ring_bytes(qp.rq.ring().entries(), qp.rq.ring().stride()) : 0);
+}
+
 }  // namespace
 
 HostContext* Nic::open_context(HostMemory* memory) {
@@ -61,6 +87,12 @@ void Nic::close_context(HostContext* ctx) {
   std::erase_if(contexts_, [ctx](const auto& c) { return c.get() == ctx; });
 }
 
+HostContext* Nic::find_context(uint32_t id) const {
+  for (const auto& c : contexts_)
+    if (c->id == id) return c.get();
+  return nullptr;
+}
+
 int Nic::alloc_pd(HostContext* ctx, uint32_t& handle) {
   auto pd = std::make_unique<Pd>();
   pd->ctx = ctx;
@@ -93,6 +125,7 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   const uint64_t io = iova.value_or(addr);
   if (length == 0 || addr + length < addr || io + length < io) return EINVAL;
   if (mrs_.size() >= cfg_.max_mr) return ENOMEM;
+  if (int e = charge(ctx, &Usage::mrs, cfg_.app_quota.mrs, 0, cfg_.app_quota.queue_bytes); e != 0) return e;
   auto mr = std::make_unique<Mr>();
   mr->pd = pd;
   mr->addr = io;
@@ -107,12 +140,17 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
 int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   Mr* mr = mrs_.find(key);
   if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
+  refund(ctx, &Usage::mrs, 0);
   mrs_.erase(key);
   return 0;
 }
 
 int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle) {
   if (ring == nullptr || !power_of_two(entries) || entries > cfg_.max_cqe) return EINVAL;
+  if (cqs_.size() >= cfg_.max_cq) return ENOMEM;
+  if (int e = charge(ctx, &Usage::cqs, cfg_.app_quota.cqs, ring_bytes(entries, sizeof(Cqe)), cfg_.app_quota.queue_bytes);
+      e != 0)
+    return e;
   auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, entries, sizeof(Cqe), true));
   Cq* raw = cq.get();
   handle = cqs_.insert(std::move(cq));
@@ -130,6 +168,7 @@ int Nic::destroy_cq(HostContext* ctx, uint32_t handle) {
   if (cq == nullptr) return EINVAL;
   for (auto& [qpn, qp] : qps_)
     if (qp->send_cq == cq || qp->recv_cq == cq) return EBUSY;
+  refund(ctx, &Usage::cqs, cq_bytes(*cq));
   cqs_.erase(handle);
   return 0;
 }
@@ -140,6 +179,11 @@ int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t e
   if (pd == nullptr || pd->ctx != ctx || ring == nullptr || !power_of_two(entries) || max_sge == 0 ||
       max_sge > kMaxSge || entries > cfg_.max_qp_wr || limit > entries)
     return EINVAL;
+  if (srqs_.size() >= cfg_.max_srq) return ENOMEM;
+  if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, ring_bytes(entries, recv_wqe_stride(max_sge)),
+                     cfg_.app_quota.queue_bytes);
+      e != 0)
+    return e;
   auto srq = std::make_unique<Srq>();
   srq->pd = pd;
   srq->rq = RecvQueue(Ring(ring, entries, recv_wqe_stride(max_sge), true), max_sge);
@@ -168,6 +212,7 @@ int Nic::destroy_srq(HostContext* ctx, uint32_t handle) {
   if (s == nullptr) return EINVAL;
   for (auto& [qpn, qp] : qps_)
     if (qp->srq == s) return EBUSY;
+  refund(ctx, &Usage::srqs, srq_bytes(*s));
   srqs_.erase(handle);
   return 0;
 }
@@ -233,6 +278,10 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
     return EINVAL;
   }
   if (qps_.size() >= cfg_.max_qp) return ENOMEM;
+  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
+  qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
+  const uint64_t bytes = ring_bytes(sq_entries, sq_stride) + (srq == nullptr ? ring_bytes(rq_entries, rq_stride) : 0);
+  if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
   next_qpn_ = (next_qpn_ + 1) & 0xffffff;
@@ -251,8 +300,6 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   qp->srq = srq;
   qp->cap = init.cap;
   qp->sq_sig_all = init.sq_sig_all;
-  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
-  qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
   qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
   if (srq == nullptr) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
   qp->swq.resize(sq_entries);
@@ -459,6 +506,8 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   auto it = qps_.find(qpn);
   if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
   Qp* qp = it->second.get();
+  refund(ctx, &Usage::qps, qp_bytes(*qp));
+  std::erase_if(dma_failed_, [qp](const DmaOwner& o) { return o.qp == qp; });
   sched_.forget(*qp);
   std::erase(waiting_for_arp_, qp);
   for (rte_mbuf* m : qp->ooo)

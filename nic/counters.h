@@ -49,6 +49,7 @@ namespace rocemu::nic {
   X(tx_arp, "ARP frames sent")                                                                            \
   X(tx_no_mbuf, "packets not sent for want of a buffer (retried)")                                        \
   X(cq_overflow, "completions lost to a full CQ (reported as an async error)")                            \
+  X(dma_write_errors, "operations whose deferred writes into host memory failed (failed with them; no mlx5 name)") \
   X(rx_roce_packets, "RoCE packets received")                                                             \
   X(tx_roce_packets, "RoCE packets sent")                                                                 \
   X(rx_roce_bytes, "RoCE bytes received")                                                                 \

@@ -8,12 +8,18 @@
 // NIC batch: readv() gathers several pieces in one call, and writes may be
 // deferred and flushed together -- the NIC flushes before anything that
 // makes the data visible (a completion, an ACK, a read of the same memory).
+//
+// Each deferred write carries a tag naming the operation it belongs to. A
+// flush does every write it can, also behind one that fails, and names the
+// tags of those it could not do (take_failed()): the NIC fails exactly
+// those operations, never one whose bytes landed.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <sys/uio.h>
@@ -24,6 +30,9 @@ struct HostPiece {
   uint64_t addr;
   size_t len;
 };
+
+// Which operation a deferred write belongs to (numbered by the NIC).
+using DmaTag = uint32_t;
 
 class HostMemory {
  public:
@@ -60,11 +69,19 @@ class HostMemory {
     return true;
   }
   // A write that may wait for flush(); the source may be reused at once.
-  virtual bool write_deferred(uint64_t addr, const void* src, size_t len) { return write(addr, src, len); }
+  // False if it failed already (then it is not named by take_failed()).
+  virtual bool write_deferred(uint64_t addr, const void* src, size_t len, DmaTag) { return write(addr, src, len); }
   // The same, but the source stays valid until flush(): no copy is made.
-  virtual bool write_deferred_ref(uint64_t addr, const void* src, size_t len) { return write(addr, src, len); }
-  // Completes deferred writes; false if one failed.
+  virtual bool write_deferred_ref(uint64_t addr, const void* src, size_t len, DmaTag) {
+    return write(addr, src, len);
+  }
+  // Completes deferred writes: all that can be done are done, in order;
+  // false if one failed. Reads and immediate writes flush first, and their
+  // own result does not depend on how the earlier writes fared.
   virtual bool flush() { return true; }
+  // The tags of deferred writes that failed since the last call, in order,
+  // each once.
+  std::vector<DmaTag> take_failed() { return std::exchange(failed_, {}); }
   // True if each call is expensive enough that the NIC should read ahead.
   virtual bool batches() const { return false; }
   // True once a call failed because the host itself is gone (its process
@@ -74,7 +91,13 @@ class HostMemory {
   bool gone() const { return gone_; }
 
  protected:
+  void failed(DmaTag tag) {
+    if (failed_.empty() || failed_.back() != tag) failed_.push_back(tag);
+  }
   bool gone_ = false;  // set by implementations that can tell
+
+ private:
+  std::vector<DmaTag> failed_;
 };
 
 // This process's own memory: addresses are pointers.
@@ -93,23 +116,27 @@ class LocalMemory final : public HostMemory {
 // This process's memory, reached the way another process's is: the NIC
 // reads ahead and defers writes, and a deferred write lands only at
 // flush(). Tests use it to check that the NIC flushes before anything
-// makes data visible and that read-ahead frames carry the right bytes.
+// makes data visible and that read-ahead frames carry the right bytes;
+// with a hole (an address range no process has mapped) they check what a
+// failed flush fails.
 class DeferringLocalMemory final : public HostMemory {
  public:
+  // Deferred writes touching [addr, addr + len) fail at flush().
+  void set_hole(uint64_t addr, size_t len) { hole_ = {addr, len}; }
   bool read(uint64_t addr, void* dst, size_t len) override {
-    if (!flush()) return false;
+    flush();
     calls_++;
     std::memcpy(dst, reinterpret_cast<const void*>(addr), len);
     return true;
   }
   bool write(uint64_t addr, const void* src, size_t len) override {
-    if (!flush()) return false;
+    flush();
     calls_++;
     std::memcpy(reinterpret_cast<void*>(addr), src, len);
     return true;
   }
   bool readv(const HostPiece* pieces, size_t n, void* dst) override {
-    if (!flush()) return false;
+    flush();
     calls_++;
     auto* p = static_cast<uint8_t*>(dst);
     for (size_t i = 0; i < n; p += pieces[i].len, i++)
@@ -117,28 +144,35 @@ class DeferringLocalMemory final : public HostMemory {
     return true;
   }
   bool readv_scatter(const HostPiece* pieces, size_t n, const iovec* dst, size_t nd) override {
-    if (!flush()) return false;
+    flush();
     const uint64_t before = calls_;
     const bool ok = HostMemory::readv_scatter(pieces, n, dst, nd);
     calls_ = before + 1;
     return ok;
   }
-  bool write_deferred(uint64_t addr, const void* src, size_t len) override {
+  bool write_deferred(uint64_t addr, const void* src, size_t len, DmaTag tag) override {
     const auto* s = static_cast<const uint8_t*>(src);
-    pending_.push_back({addr, std::vector<uint8_t>(s, s + len), nullptr, len});
+    pending_.push_back({addr, std::vector<uint8_t>(s, s + len), nullptr, len, tag});
     return true;
   }
-  bool write_deferred_ref(uint64_t addr, const void* src, size_t len) override {
-    pending_.push_back({addr, {}, src, len});
+  bool write_deferred_ref(uint64_t addr, const void* src, size_t len, DmaTag tag) override {
+    pending_.push_back({addr, {}, src, len, tag});
     return true;
   }
   bool flush() override {
     if (pending_.empty()) return true;
     calls_++;
-    for (const auto& w : pending_)
+    bool ok = true;
+    for (const auto& w : pending_) {
+      if (w.addr < hole_.addr + hole_.len && hole_.addr < w.addr + w.len) {
+        failed(w.tag);
+        ok = false;
+        continue;
+      }
       std::memcpy(reinterpret_cast<void*>(w.addr), w.ref != nullptr ? w.ref : w.copy.data(), w.len);
+    }
     pending_.clear();
-    return true;
+    return ok;
   }
   bool batches() const override { return true; }
   uint64_t calls() const { return calls_; }  // "system calls" made
@@ -149,8 +183,10 @@ class DeferringLocalMemory final : public HostMemory {
     std::vector<uint8_t> copy;
     const void* ref;
     size_t len;
+    DmaTag tag;
   };
   std::vector<Pending> pending_;
+  HostPiece hole_{0, 0};
   uint64_t calls_ = 0;
 };
 

@@ -144,13 +144,16 @@ void Nic::on_rx(uint16_t port_index, rte_mbuf** pkts, uint16_t n, Time now) {
   pumping_ = true;
   for (uint16_t i = 0; i < n; i++) handle_frame(port_index, pkts[i], now);
   flush_dma();
+  handle_dma_failures(now);
   pumping_ = was_pumping;
   if (!pumping_) pump(now);
 }
 
-bool Nic::dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len) {
-  HostMemory* mem = ctx.memory;
+bool Nic::dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* src, uint32_t len) {
+  HostMemory* mem = owner.qp->ctx->memory;
   if (std::find(dirty_.begin(), dirty_.end(), mem) == dirty_.end()) dirty_.push_back(mem);
+  if (dma_owners_.empty() || !(dma_owners_.back() == owner)) dma_owners_.push_back(owner);
+  const auto tag = DmaTag(dma_owners_.size() - 1);
   // Payload of the frame being received: keep the frame until the flush
   // and write from it directly.
   if (rx_frame_ != nullptr && mem->batches()) {
@@ -160,17 +163,56 @@ bool Nic::dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, ui
         rte_mbuf_refcnt_update(rx_frame_, 1);
         held_.push_back(rx_frame_);
       }
-      return mem->write_deferred_ref(host_addr, src, len);
+      return mem->write_deferred_ref(host_addr, src, len, tag);
     }
   }
-  return mem->write_deferred(host_addr, src, len);
+  return mem->write_deferred(host_addr, src, len, tag);
 }
 
 void Nic::flush_dma() {
-  for (HostMemory* mem : dirty_) mem->flush();  // a host gone is noticed by pump()
+  // Reads and immediate writes flush too: what failed then is collected here.
+  for (HostMemory* mem : dirty_) {
+    mem->flush();
+    for (DmaTag tag : mem->take_failed())
+      if (tag < dma_owners_.size()) note_dma_failure(dma_owners_[tag]);
+  }
   dirty_.clear();
+  dma_owners_.clear();
   for (rte_mbuf* m : held_) rte_pktmbuf_free(m);
   held_.clear();
+}
+
+void Nic::note_dma_failure(const DmaOwner& owner) {
+  counters_[NicCounters::dma_write_errors]++;
+  Qp& qp = *owner.qp;
+  if (owner.read_response) {
+    // The READ's data is not all in place: its completion says so (the
+    // completer decides completions after a flush).
+    if (uint32_t(owner.id - qp.sq_head) < uint32_t(qp.sq_fetched - qp.sq_head) &&
+        qp.work(owner.id).status == IBV_WC_SUCCESS)
+      qp.work(owner.id).status = IBV_WC_LOC_PROT_ERR;
+    return;
+  }
+  if (std::find_if(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; }) ==
+      dma_failed_.end())
+    dma_failed_.push_back(owner);
+}
+
+bool Nic::responder_dma_failed(const Qp& qp) const {
+  return std::any_of(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; });
+}
+
+void Nic::handle_dma_failures(Time now) {
+  // A request whose data did not land is NAKed (remote operational error:
+  // the responder failed locally) instead of acknowledged, and the QP goes
+  // to ERR; the pending ACK, which may cover later PSNs of the burst, is
+  // replaced by the NAK. UC and UD have no ACK: their receive completion
+  // already carries the error.
+  for (const DmaOwner& o : std::exchange(dma_failed_, {})) {
+    Qp& qp = *o.qp;
+    if (qp.type != QpType::kRc || qp.state == IBV_QPS_ERR) continue;
+    responder_error(qp, IBV_WC_LOC_PROT_ERR, wire::aeth_nak(wire::NakCode::kRemoteOperationalError), o.id, now);
+  }
 }
 
 void Nic::handle_frame(uint16_t, rte_mbuf* m, Time now) {

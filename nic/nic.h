@@ -63,10 +63,22 @@ struct NicConfig {
   uint16_t vid = 0;
   uint32_t ack_req_every = 32;             // requester sets AckReq at least this often
   uint64_t port_rate_bps = 100'000'000'000ull;  // reported when the port is unconnected
+  // Device limits (what ibv_query_device advertises; each is enforced).
   uint32_t max_qp = 16384;
   uint32_t max_mr = 65536;
+  uint32_t max_cq = 65536;
+  uint32_t max_srq = 65536;
   uint32_t max_cqe = 1 << 20;
   uint32_t max_qp_wr = 32768;
+  // What one application may hold, so that one cannot take the device
+  // from the others: ENOMEM beyond it, as a provider out of resources.
+  struct AppQuota {
+    uint32_t qps = 4096;
+    uint32_t cqs = 8192;
+    uint32_t mrs = 16384;
+    uint32_t srqs = 1024;
+    uint64_t queue_bytes = 1ull << 30;  // memory of its send/receive/completion rings
+  } app_quota;
 
   NicConfig();
 };
@@ -117,6 +129,7 @@ class Nic final : public Node {
   // Tears down everything the context owns (an application that exited or
   // died): its QPs stop at once, peers see retries then errors.
   void close_context(HostContext* ctx);
+  HostContext* find_context(uint32_t id) const;
   int alloc_pd(HostContext* ctx, uint32_t& handle);
   int dealloc_pd(HostContext* ctx, uint32_t handle);
   // `iova` is the address the MR answers to in WQEs and RETHs (as
@@ -245,9 +258,24 @@ class Nic final : public Node {
     }
     return p.frames[p.next++];
   }
-  // Deferred DMA writes: flushed before anything makes them visible.
-  bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
+  // Deferred DMA writes: flushed before anything makes them visible. Each
+  // names the operation it carries data for; a write the flush could not
+  // do fails that operation (and only that one): at once its completion
+  // status, then, once on_rx has `now`, its QP (handle_dma_failures).
+  struct DmaOwner {
+    Qp* qp;
+    bool read_response;  // requester: a READ response for send WQE `id`; responder: the request at PSN `id`
+    uint32_t id;
+    static DmaOwner responder(Qp& qp) { return {&qp, false, qp.epsn}; }
+    static DmaOwner read_response_for(Qp& qp, uint32_t wqe_index) { return {&qp, true, wqe_index}; }
+    bool operator==(const DmaOwner&) const = default;
+  };
+  bool dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();
+  void note_dma_failure(const DmaOwner& owner);
+  // True if data the responder of `qp` wrote since the last burst did not land.
+  bool responder_dma_failed(const Qp& qp) const;
+  void handle_dma_failures(Time now);
   void arm_retry_timer(Qp& qp, Time now);
   void on_retry_timer(Qp& qp, Time now);
   void on_rnr_timer(Qp& qp, Time now);
@@ -374,6 +402,8 @@ class Nic final : public Node {
   bool pumping_ = false;
   std::unique_ptr<InternalLink> loopback_;   // ports 1 -> 2: QP to QP on this NIC
   std::vector<HostMemory*> dirty_;           // hosts with deferred writes
+  std::vector<DmaOwner> dma_owners_;         // tag -> owner of the deferred writes
+  std::vector<DmaOwner> dma_failed_;         // responders whose writes failed, until handled
   std::vector<rte_mbuf*> held_;              // frames they write from
   rte_mbuf* rx_frame_ = nullptr;             // the frame being received
 };

@@ -22,7 +22,7 @@ bool Cq::push(const Cqe& cqe, bool solicited) {
 }
 
 bool RecvQueue::pop(RecvEntry& out) {
-  if (ring_.producer() == consumed_) return false;
+  if (available() == 0) return false;
   const uint8_t* e = ring_.entry(consumed_);
   consumed_++;
   ring_.set_consumer(consumed_);

@@ -24,6 +24,11 @@ struct HostContext {
   uint32_t id = 0;
   HostMemory* memory = nullptr;
   bool dead = false;  // the process went away; its objects are being torn down
+  // What it holds, against NicConfig::app_quota.
+  struct Usage {
+    uint32_t qps = 0, cqs = 0, mrs = 0, srqs = 0;
+    uint64_t queue_bytes = 0;
+  } usage;
   // Asynchronous events (CQ overflow, QP fatal errors, ...).
   std::function<void(const ibv_async_event&)> on_async_event;
 };
@@ -144,8 +149,15 @@ class RecvQueue {
   RecvQueue() = default;
   RecvQueue(Ring ring, uint32_t max_sge) : ring_(ring), max_sge_(max_sge) {}
   bool valid() const { return ring_.valid(); }
-  bool empty() const { return ring_.producer() == consumed_; }
-  uint32_t available() const { return ring_.producer() - consumed_; }
+  bool empty() const { return available() == 0; }
+  // Entries posted and not yet taken. The producer index is the
+  // application's to write: one more than a ring's worth ahead is not a
+  // state the ring can be in, and the queue counts as empty (a flush then
+  // ends, rather than completing 2^32 entries).
+  uint32_t available() const {
+    const uint32_t n = ring_.producer() - consumed_;
+    return n <= ring_.entries() ? n : 0;
+  }
   // Takes the next entry; false if empty. Malformed entries (too many SGEs)
   // come back with num_sge = UINT32_MAX so the caller reports an error.
   bool pop(RecvEntry& out);

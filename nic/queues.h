@@ -99,7 +99,10 @@ constexpr uint32_t send_wqe_stride(uint32_t max_sge, uint32_t max_inline) {
 constexpr uint32_t recv_wqe_stride(uint32_t max_sge) {
   return (uint32_t(sizeof(RecvWqe)) + max_sge * uint32_t(sizeof(Sge)) + 15) & ~15u;
 }
+// The smallest power of two >= v; 0 if there is none in 32 bits (v above
+// 2^31): callers refuse such sizes.
 constexpr uint32_t round_up_pow2(uint32_t v) {
+  if (v > (1u << 31)) return 0;
   uint32_t p = 1;
   while (p < v) p <<= 1;
   return p;

@@ -87,7 +87,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
-    if (!dma_write(*qp.ctx, mr->host(s.addr + offset), src, n)) {
+    if (!dma_write(DmaOwner::responder(qp), mr->host(s.addr + offset), src, n)) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
@@ -101,6 +101,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
   flush_dma();  // the data of a completion is in place before the completion
+  if (status == IBV_WC_SUCCESS && responder_dma_failed(qp)) status = IBV_WC_LOC_PROT_ERR;  // ... or it is not
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -497,7 +498,7 @@ RespState Nic::execute_write(Request& r) {
     qp.write_rkey = reth.rkey.get();
   }
   if (v.payload_len > 0) {
-    if (!dma_write(*qp.ctx, r.mr->host(qp.write_va), v.data + v.payload_off, v.payload_len))
+    if (!dma_write(DmaOwner::responder(qp), r.mr->host(qp.write_va), v.data + v.payload_off, v.payload_len))
       return RespState::kErrRemoteOp;
     qp.write_va += v.payload_len;
     qp.write_remaining -= v.payload_len;

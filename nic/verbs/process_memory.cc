@@ -23,7 +23,7 @@ bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
 
 bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
   // What this process reads must include what it wrote before.
-  if (pending_ > 0 && !flush()) return false;
+  flush();
   size_t total = 0;
   iovec remote[64];
   while (n > 0) {
@@ -45,7 +45,7 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
 }
 
 bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) {
-  if (pending_ > 0 && !flush()) return false;
+  flush();
   // One call when both lists fit (the NIC's read-ahead: up to 128 frames).
   constexpr size_t kMax = 128;
   if (n > kMax || nd > kMax) return HostMemory::readv_scatter(pieces, n, dst, nd);
@@ -64,7 +64,7 @@ bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const 
 }
 
 bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
-  if (pending_ > 0 && !flush()) return false;
+  flush();
   iovec local{const_cast<void*>(src), len};
   iovec remote{reinterpret_cast<void*>(addr), len};
   calls_++;
@@ -73,14 +73,12 @@ bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   return true;
 }
 
-bool ProcessMemory::add(uint64_t addr, const void* src, size_t len) {
-  if (local_.size() == kMaxIov || remote_.size() == kMaxIov) {
-    if (!flush()) return false;
-  }
+bool ProcessMemory::add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
+  if (local_.size() == kMaxIov || remote_.size() == kMaxIov) flush();
   local_.push_back({const_cast<void*>(src), len});
   pending_ += len;
-  // Back to back in the application too: one piece.
-  if (!remote_.empty()) {
+  // Back to back in the application too, and the same operation: one piece.
+  if (!remote_.empty() && tags_.back() == tag) {
     iovec& last = remote_.back();
     if (static_cast<uint8_t*>(last.iov_base) + last.iov_len == reinterpret_cast<uint8_t*>(addr)) {
       last.iov_len += len;
@@ -88,31 +86,76 @@ bool ProcessMemory::add(uint64_t addr, const void* src, size_t len) {
     }
   }
   remote_.push_back({reinterpret_cast<void*>(addr), len});
+  tags_.push_back(tag);
   return true;
 }
 
-bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len) {
+bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
   if (len > kStaging) return write(addr, src, len);
-  if (staged_ + len > kStaging && !flush()) return false;
+  if (staged_ + len > kStaging) flush();
   uint8_t* copy = staging_.data() + staged_;
   std::memcpy(copy, src, len);
   staged_ += len;
-  return add(addr, copy, len);
+  return add(addr, copy, len, tag);
 }
 
-bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t len) { return add(addr, src, len); }
+bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
+  return add(addr, src, len, tag);
+}
+
+ssize_t ProcessMemory::write_from(size_t first, size_t local_skip) {
+  calls_++;
+  if (first == 0) return process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+  // The local bytes after the first `local_skip` ones.
+  retry_.clear();
+  for (const iovec& l : local_) {
+    if (local_skip >= l.iov_len) {
+      local_skip -= l.iov_len;
+      continue;
+    }
+    retry_.push_back({static_cast<uint8_t*>(l.iov_base) + local_skip, l.iov_len - local_skip});
+    local_skip = 0;
+  }
+  return process_vm_writev(pid_, retry_.data(), retry_.size(), remote_.data() + first, remote_.size() - first, 0);
+}
 
 bool ProcessMemory::flush() {
   if (pending_ == 0) return true;
-  calls_++;
-  const ssize_t r = process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
-  const bool ok = r == ssize_t(pending_);
-  if (!ok) fail(r);
+  bool ok = true;
+  size_t first = 0, done = 0;  // remote_ pieces and bytes dealt with
+  while (first < remote_.size()) {
+    const ssize_t r = write_from(first, done);
+    if (r == ssize_t(pending_ - done)) break;
+    ok = false;
+    fail(r);
+    if (r < 0 && errno != EFAULT) {
+      // Not one bad piece (the process is gone, or may not be reached):
+      // nothing behind can be written either.
+      for (size_t i = first; i < remote_.size(); i++) failed(tags_[i]);
+      break;
+    }
+    // The call stopped inside piece `first` after the good ones before it:
+    // that piece's operation fails, the pieces behind it are tried again.
+    size_t wrote = r < 0 ? 0 : size_t(r);
+    while (wrote >= remote_[first].iov_len) {
+      wrote -= remote_[first].iov_len;
+      done += remote_[first].iov_len;
+      first++;
+    }
+    failed(tags_[first]);
+    done += remote_[first].iov_len;
+    first++;
+  }
+  clear_pending();
+  return ok;
+}
+
+void ProcessMemory::clear_pending() {
   staged_ = 0;
   pending_ = 0;
   local_.clear();
   remote_.clear();
-  return ok;
+  tags_.clear();
 }
 
 }  // namespace rocemu::verbs

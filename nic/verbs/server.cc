@@ -1,7 +1,10 @@
 #include "nic/verbs/server.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -15,6 +18,7 @@
 #include <future>
 
 #include "common/log.h"
+#include "nic/verbs/pinning.h"
 
 namespace rocemu::verbs {
 
@@ -76,7 +80,7 @@ bool HostAgent::drain(Session& s, Time now) {
   }
   page->consumer.v.store(s.db_consumed, std::memory_order_release);
   if (page->rescan.exchange(0, std::memory_order_acq_rel) != 0) {
-    for (const auto& [qpn, region] : s.qp_rings)
+    for (uint32_t qpn : s.qpns)
       if (nic::Qp* qp = s.nic->find_qp(qpn); qp != nullptr && qp->ctx == s.ctx) s.nic->sq_doorbell(*qp, now);
     busy = true;
   }
@@ -120,7 +124,6 @@ struct VerbsServer::Impl {
   std::map<int, std::unique_ptr<SeqPacket::socket>> sockets;
   std::shared_ptr<spdlog::logger> log = logger("verbs");
   VerbsServer::CliHandler cli;
-  std::string cli_text;  // the body of the reply being sent
 
   Impl(Engine& e, HostAgent& a, std::string p) : engine(e), agent(a), path(std::move(p)) {}
 
@@ -141,6 +144,10 @@ struct VerbsServer::Impl {
     auto job = std::make_shared<Job>();
     job->task = std::packaged_task<R()>(std::forward<F>(fn));
     auto fut = job->task.get_future();
+    if (engine_stopped.load()) {
+      job->run();
+      return fut.get();
+    }
     engine.post([job](Engine&) { job->run(); });
     while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) {
       if (engine_stopped.load()) job->run();
@@ -148,10 +155,29 @@ struct VerbsServer::Impl {
     return fut.get();
   }
 
+  // Accepts for as long as the server runs: an error (out of file
+  // descriptors, a connection reset before it was taken) is logged and
+  // accepting goes on -- after a pause when descriptors ran out, since the
+  // connection waiting would fail again at once.
+  asio::steady_timer accept_retry{io};
+  std::atomic<uint64_t> accept_errors{0};
+
   void accept() {
     acceptor->async_accept([this](const boost::system::error_code& ec, SeqPacket::socket sock) {
-      if (ec) return;
-      on_connect(std::move(sock));
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) {
+        on_connect(std::move(sock));
+        accept();
+        return;
+      }
+      if (accept_errors++ % 1000 == 0) log->warn("accepting an application failed: {} (still accepting)", ec.message());
+      if (ec == asio::error::no_descriptors || ec.value() == ENFILE || ec.value() == ENOBUFS || ec.value() == ENOMEM) {
+        accept_retry.expires_after(std::chrono::milliseconds(50));
+        accept_retry.async_wait([this](const boost::system::error_code& e) {
+          if (!e) accept();
+        });
+        return;
+      }
       accept();
     });
   }
@@ -166,6 +192,12 @@ struct VerbsServer::Impl {
     auto s = std::make_unique<Session>();
     s->fd = sock.native_handle();
     s->pid = cred.pid;
+    const std::string proc = "/proc/" + std::to_string(cred.pid);
+    s->proc_dir = open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (s->proc_dir < 0) {
+      log->warn("refused pid {}: {}: {}", cred.pid, proc, std::strerror(errno));
+      return;
+    }
     auto owned = std::make_unique<SeqPacket::socket>(std::move(sock));
     SeqPacket::socket* raw = owned.get();
     {
@@ -216,10 +248,11 @@ struct VerbsServer::Impl {
     }
     Reply rep;
     std::vector<int> fds_out;
+    std::string cli_text;  // the text of a CLI reply, sent after it (only for a CLI request served)
     if (size_t(n) != sizeof req || req.version != kProtocolVersion) {
       rep.err = EPROTO;
     } else if (req.op == Op::kCli) {
-      serve_cli(req, rep);
+      cli_text = serve_cli(req, rep);
     } else if (req.op != Op::kHello && s->ctx == nullptr) {
       rep.err = EPROTO;
     } else {
@@ -246,16 +279,24 @@ struct VerbsServer::Impl {
       c->cmsg_len = CMSG_LEN(sizeof(int) * fds_out.size());
       std::memcpy(CMSG_DATA(c), fds_out.data(), sizeof(int) * fds_out.size());
     }
-    if (sendmsg(fd, &m2, MSG_NOSIGNAL) != ssize_t(sizeof rep)) return false;
-    if (req.op == Op::kCli) {
+    // Never waits: a client that does not read its replies (its socket
+    // buffer full) is dropped, so it cannot stall the others.
+    if (sendmsg(fd, &m2, MSG_NOSIGNAL | MSG_DONTWAIT) != ssize_t(sizeof rep)) return dropped(s, "its reply");
+    if (!cli_text.empty()) {
       // The text follows in its own message (SOCK_SEQPACKET keeps it whole).
-      const ssize_t sent = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL);
-      if (sent != ssize_t(cli_text.size())) return false;
+      const ssize_t sent = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent != ssize_t(cli_text.size())) return dropped(s, "the text of its reply");
     }
     return true;
   }
 
-  void serve_cli(const Request& req, Reply& rep) {
+  bool dropped(const Session* s, const char* what) {
+    const int e = errno;
+    log->warn("dropped pid {}: could not send it {} at once ({})", s->pid, what, std::strerror(e));
+    return false;
+  }
+
+  std::string serve_cli(const Request& req, Reply& rep) {
     std::vector<std::string> words;
     const size_t len = std::min<size_t>(req.u.cli.length, kCliMax);
     std::string cur;
@@ -268,7 +309,7 @@ struct VerbsServer::Impl {
       }
     }
     if (!cur.empty()) words.push_back(cur);
-    cli_text.clear();
+    std::string cli_text;
     if (!cli) {
       rep.err = EOPNOTSUPP;
       cli_text = "this engine takes no commands";
@@ -278,6 +319,7 @@ struct VerbsServer::Impl {
       cli_text = std::move(out);
     }
     rep.u.cli.length = cli_text.size();
+    return cli_text;
   }
 
   void handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep, std::vector<int>& fds_out);
@@ -303,10 +345,16 @@ struct VerbsServer::Impl {
         return 0;
       });
     }
-    s->doorbell.release();
-    for (auto* m : {&s->cq_rings, &s->srq_rings, &s->qp_rings})
+    release(*s);
+  }
+
+  static void release(Session& s) {
+    s.doorbell.release();
+    for (auto* m : {&s.cq_rings, &s.srq_rings, &s.qp_rings})
       for (auto& [h, r] : *m) r.release();
-    for (auto& [id, f] : s->channels) close(f);
+    for (auto& [id, f] : s.channels) close(f);
+    if (s.proc_dir >= 0) close(s.proc_dir);
+    s.proc_dir = -1;
   }
 };
 
@@ -321,7 +369,14 @@ PortInfo port_info(nic::Nic& nic) {
   return p;
 }
 
+// A completion event for an application's channel, from the engine
+// thread, which must never wait: the eventfd is the application's (it may
+// have made it blocking), and a write blocks when its counter is full. The
+// event is dropped then; the CQ's event count in shared memory still
+// tells the provider which CQ fired.
 void write_eventfd(int fd) {
+  pollfd p{fd, POLLOUT, 0};
+  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) return;
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t r = write(fd, &one, sizeof one);
 }
@@ -379,7 +434,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         d.max_qp = cfg.max_qp;
         d.max_qp_wr = cfg.max_qp_wr;
         d.max_sge = nic::kMaxSge;
-        d.max_cq = 65536;
+        d.max_cq = cfg.max_cq;
+        d.max_srq = cfg.max_srq;
         d.max_cqe = cfg.max_cqe;
         d.max_mr = cfg.max_mr;
         d.max_srq_wr = cfg.max_qp_wr;
@@ -410,14 +466,14 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kRegMr: {
       const auto& r = req.u.reg_mr;
-      // Registration pins memory on a real NIC: an address the process
-      // does not have fails here with EFAULT, not later on the wire.
-      uint8_t probe;
-      if (r.length == 0 || !s.memory->read(r.addr, &probe, 1) || !s.memory->read(r.addr + r.length - 1, &probe, 1)) {
-        rep.err = r.length == 0 ? EINVAL : EFAULT;
+      const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
+      // Registration pins memory on a real NIC: a page the process does
+      // not have (or may not write) fails here with EFAULT, not later on
+      // the wire.
+      if (const int e = check_pinnable(s.proc_dir, r.addr, r.length, mr_writable(access)); e != 0) {
+        rep.err = e == ESRCH ? EFAULT : e;
         return;
       }
-      const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
       rep.err = on_engine([&] { return s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova); });
       return;
     }
@@ -438,18 +494,28 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         rep.err = EINVAL;
         return;
       }
-      // CQs still bound to it keep a copy of the fd number: detach them.
+      // CQs still bound to it keep a copy of the fd number: detach them
+      // (theirs only: another channel's CQs go on firing).
+      const uint32_t id = it->first;
       const int fd = it->second;
+      std::vector<uint32_t> bound;
+      for (auto& [h, ch] : s.cq_channel)
+        if (ch == id) bound.push_back(h);
       on_engine([&] {
-        for (auto& [h, r] : s.cq_rings)
+        for (uint32_t h : bound)
           if (nic::Cq* cq = s.nic->find_cq(s.ctx, h)) cq->on_event = nullptr;
         return 0;
       });
+      for (uint32_t h : bound) s.cq_channel.erase(h);
       close(fd);
       s.channels.erase(it);
       return;
     }
     case Op::kCreateCq: {
+      if (req.u.create_cq.entries > s.nic->config().max_cqe) {  // before anything is sized from it
+        rep.err = EINVAL;
+        return;
+      }
       const uint32_t entries = nic::round_up_pow2(std::max(req.u.create_cq.entries, 1u));
       int channel_fd = -1;
       if (req.u.create_cq.channel != 0) {
@@ -476,6 +542,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       s.cq_rings[handle] = *region;
+      if (channel_fd >= 0) s.cq_channel[handle] = req.u.create_cq.channel;
       rep.u.ring = {handle, entries, region->bytes};
       fds_out.push_back(region->fd);
       return;
@@ -486,12 +553,13 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       if (rep.err == 0) {
         s.cq_rings[h].release();
         s.cq_rings.erase(h);
+        s.cq_channel.erase(h);
       }
       return;
     }
     case Op::kCreateSrq: {
       const auto& r = req.u.create_srq;
-      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge) {
+      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge || r.entries > s.nic->config().max_qp_wr) {
         rep.err = EINVAL;
         return;
       }
@@ -568,7 +636,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       init.sq_sig_all = c.sq_sig_all != 0;
       init.sq_ring = region->addr;
       init.rq_ring = c.srq != 0 ? nullptr : static_cast<uint8_t*>(region->addr) + q.rq_offset;
-      rep.err = on_engine([&] { return s.nic->create_qp(s.ctx, init, q.qpn, engine.now()); });
+      rep.err = on_engine([&] {
+        const int created = s.nic->create_qp(s.ctx, init, q.qpn, engine.now());
+        if (created == 0) s.qpns.push_back(q.qpn);
+        return created;
+      });
       if (rep.err != 0) {
         region->release();
         return;
@@ -590,7 +662,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kDestroyQp: {
       const uint32_t qpn = req.u.handle.handle;
-      rep.err = on_engine([&] { return s.nic->destroy_qp(s.ctx, qpn); });
+      rep.err = on_engine([&] {
+        const int e = s.nic->destroy_qp(s.ctx, qpn);
+        if (e == 0) std::erase(s.qpns, qpn);
+        return e;
+      });
       if (rep.err == 0) {
         s.qp_rings[qpn].release();
         s.qp_rings.erase(qpn);
@@ -619,6 +695,20 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
   rep.err = EOPNOTSUPP;
 }
 
+namespace {
+
+// Each application holds a socket and a few descriptors per queue: take
+// the hard limit, as daemons serving many clients do.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+}  // namespace
+
 VerbsServer::VerbsServer(Engine& engine, HostAgent& agent, std::string socket_path)
     : impl_(std::make_unique<Impl>(engine, agent, socket_path)), path_(std::move(socket_path)) {}
 
@@ -638,6 +728,7 @@ Status VerbsServer::start() {
   }
   // Only the engine's user may connect (SO_PEERCRED is checked as well).
   chmod(path_.c_str(), 0600);
+  raise_fd_limit();
   impl_->accept();
   impl_->thread = std::thread([this] { impl_->io.run(); });
   return {};
@@ -665,12 +756,7 @@ void VerbsServer::stop() {
       impl_->agent.detach(s.get());
       s->nic->close_context(s->ctx);
     }
-    if (s) {
-      s->doorbell.release();
-      for (auto* m : {&s->cq_rings, &s->srq_rings, &s->qp_rings})
-        for (auto& [h, r] : *m) r.release();
-      for (auto& [id, f] : s->channels) close(f);
-    }
+    if (s) Impl::release(*s);
   }
   impl_->acceptor.reset();
   ::unlink(path_.c_str());
@@ -679,6 +765,8 @@ void VerbsServer::stop() {
 void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
 
 void VerbsServer::engine_stopped() { impl_->engine_stopped.store(true); }
+
+uint64_t VerbsServer::accept_errors() const { return impl_->accept_errors.load(); }
 
 size_t VerbsServer::sessions() const {
   std::lock_guard lock(impl_->mutex);

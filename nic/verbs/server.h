@@ -36,20 +36,29 @@ struct SharedRegion {
   void release();
 };
 
-// One application (one verbs context) attached to a NIC.
+// One application (one verbs context) attached to a NIC. Each field has
+// one owner thread: the control thread (which serves the socket) or the
+// engine thread (which runs the NIC; the control thread reaches it only
+// through VerbsServer's on_engine(), which orders the two). Fields set
+// once before the session is handed to the engine are read by both.
 struct Session {
+  // Set at connect or hello, before the engine sees the session: both.
   int fd = -1;
   pid_t pid = 0;
+  int proc_dir = -1;                      // /proc/<pid>, opened at connect (a reused pid cannot answer)
   nic::Nic* nic = nullptr;
   nic::HostContext* ctx = nullptr;
-  std::unique_ptr<ProcessMemory> memory;
   SharedRegion doorbell;
+  // Engine thread only (made on the control thread before hello hands it over).
+  std::unique_ptr<ProcessMemory> memory;
+  std::deque<Reply> events;               // async events not yet fetched
+  uint32_t db_consumed = 0;
+  std::vector<uint32_t> qpns;             // the QPs a doorbell rescan looks at
+  // Control thread only.
   std::map<uint32_t, SharedRegion> cq_rings, srq_rings, qp_rings;
-  std::map<uint32_t, int> channels;  // id -> the application's eventfd
+  std::map<uint32_t, int> channels;       // id -> the application's eventfd
+  std::map<uint32_t, uint32_t> cq_channel;  // CQ handle -> the channel it reports to
   uint32_t next_channel = 1;
-  std::deque<Reply> events;  // async events not yet fetched
-  uint32_t db_consumed = 0;  // engine thread
-  bool attached = false;     // engine thread: in the HostAgent's list
 };
 
 class HostAgent final : public Node {
@@ -84,6 +93,8 @@ class VerbsServer {
   void engine_stopped();
   const std::string& socket_path() const { return path_; }
   size_t sessions() const;
+  // Connections that could not be taken (out of descriptors, ...).
+  uint64_t accept_errors() const;
 
   // Handles CLI commands (rocemu nv/counters/status ...) on the engine
   // thread: returns 0 and text, or an errno value and a message.

@@ -43,9 +43,11 @@ class VanishingMemory final : public HostMemory {
   bool read(uint64_t a, void* d, size_t n) override { return !gone_ && inner_->read(a, d, n); }
   bool write(uint64_t a, const void* s, size_t n) override { return !gone_ && inner_->write(a, s, n); }
   // Deferred writes fail only when flushed, as process_vm_writev does.
-  bool write_deferred(uint64_t a, const void* s, size_t n) override { return inner_->write_deferred(a, s, n); }
-  bool write_deferred_ref(uint64_t a, const void* s, size_t n) override {
-    return inner_->write_deferred_ref(a, s, n);
+  bool write_deferred(uint64_t a, const void* s, size_t n, DmaTag t) override {
+    return inner_->write_deferred(a, s, n, t);
+  }
+  bool write_deferred_ref(uint64_t a, const void* s, size_t n, DmaTag t) override {
+    return inner_->write_deferred_ref(a, s, n, t);
   }
   bool flush() override {
     return !gone_ && inner_->flush();  // gone: what was held is never written

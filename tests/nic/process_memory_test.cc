@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <vector>
 
 #include "nic/verbs/process_memory.h"
 
@@ -35,7 +36,7 @@ TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[un
   REQUIRE(mem.read(addr + 100, buf, sizeof buf));
   CHECK(buf[0] == 0x11);
   const uint8_t pattern[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  REQUIRE(mem.write_deferred(addr + 8, pattern, 8));
+  REQUIRE(mem.write_deferred(addr + 8, pattern, 8, 0));
   CHECK(page[8] == 0x11);  // deferred: not yet
   REQUIRE(mem.flush());
   CHECK(std::memcmp(page + 8, pattern, 8) == 0);
@@ -49,7 +50,7 @@ TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[un
   SECTION("a read") { CHECK_FALSE(mem.read(addr, buf, 8)); }
   SECTION("a write") { CHECK_FALSE(mem.write(addr, pattern, 8)); }
   SECTION("a deferred write, at its flush") {
-    CHECK(mem.write_deferred(addr, pattern, 8));
+    CHECK(mem.write_deferred(addr, pattern, 8, 0));
     CHECK_FALSE(mem.flush());
   }
   CHECK(mem.gone());
@@ -57,4 +58,45 @@ TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[un
   close(go[0]);
   close(go[1]);
   munmap(page, 4096);
+}
+
+TEST_CASE("ProcessMemory: a deferred write into a hole fails alone, the writes batched behind it land",
+          "[unit][nic]") {
+  // Three pages shared with the child; the child unmaps the middle one, so
+  // in the child's address space there is a hole between two good pages.
+  constexpr size_t kPage = 4096;
+  auto* pages = static_cast<uint8_t*>(mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(pages != MAP_FAILED);
+  std::memset(pages, 0, 3 * kPage);
+  int ready[2], go[2];
+  REQUIRE(pipe(ready) == 0);
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    munmap(pages + kPage, kPage);
+    (void)!write(ready[1], "x", 1);
+    char c;
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  REQUIRE(child > 0);
+  char c;
+  REQUIRE(read(ready[0], &c, 1) == 1);
+  ProcessMemory mem(child);
+  const uint64_t base = reinterpret_cast<uint64_t>(pages);
+  const uint8_t a[8] = {1, 1, 1, 1, 1, 1, 1, 1}, b[8] = {2, 2, 2, 2, 2, 2, 2, 2}, d[8] = {3, 3, 3, 3, 3, 3, 3, 3};
+  REQUIRE(mem.write_deferred(base + 100, a, 8, 1));
+  REQUIRE(mem.write_deferred(base + kPage + 100, b, 8, 2));  // into the hole
+  REQUIRE(mem.write_deferred(base + kPage + 108, b, 8, 2));  // the same operation
+  REQUIRE(mem.write_deferred(base + 2 * kPage + 100, d, 8, 3));
+  CHECK_FALSE(mem.flush());
+  CHECK_FALSE(mem.gone());
+  CHECK(mem.take_failed() == std::vector<rocemu::nic::DmaTag>{2});
+  CHECK(std::memcmp(pages + 100, a, 8) == 0);
+  CHECK(std::memcmp(pages + 2 * kPage + 100, d, 8) == 0);  // not lost behind the bad piece
+  CHECK(pages[kPage + 100] == 0);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  for (int f : {ready[0], ready[1], go[0], go[1]}) close(f);
+  munmap(pages, 3 * kPage);
 }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "nic/verbs/provider/provider.h"
 
@@ -137,7 +138,7 @@ void fill_device(const Context& c, ibv_device_attr& a) {
   a.max_res_rd_atom = int(c.info.max_qp_rd_atom * c.info.max_qp);
   a.max_qp_init_rd_atom = int(c.info.max_qp_rd_atom);
   a.atomic_cap = IBV_ATOMIC_HCA;
-  a.max_srq = 65536;
+  a.max_srq = int(c.info.max_srq);
   a.max_srq_wr = int(c.info.max_srq_wr);
   a.max_srq_sge = int(c.info.max_sge);
   a.max_pkeys = 1;
@@ -215,6 +216,20 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
+  // Only an engine of this user (or root) gets to read and write this
+  // process's memory: the kernel says who is at the other end.
+  ucred cred{};
+  socklen_t cred_len = sizeof cred;
+  if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+      (cred.uid != geteuid() && cred.uid != 0)) {
+    hint(("refusing the engine at " + g_device->socket_path + ": it runs as uid " + std::to_string(cred.uid) +
+          ", not this user or root")
+             .c_str());
+    close(c->sock);
+    delete c;
+    errno = EACCES;
+    return nullptr;
+  }
   verbs::Request req;
   req.op = verbs::Op::kHello;
   std::snprintf(req.u.hello.node, sizeof req.u.hello.node, "%s", g_device->node.c_str());
@@ -230,7 +245,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = err != 0 ? err : EPROTO;
     return nullptr;
   }
-  c->engine_pid = rep.u.hello.engine_pid;
+  c->engine_pid = cred.pid;  // the kernel's word, not the message's
   c->info = rep.u.hello.device;
   c->port = rep.u.hello.port;
   c->db_bytes = rep.u.hello.doorbell_bytes;

@@ -5,11 +5,28 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "nic/verbs/provider/provider.h"
 
 namespace rocemu::provider {
+
+namespace {
+
+// How long a reply may take before the engine counts as hung: the
+// context is then dead (a late reply would answer the wrong request) and
+// calls fail with ETIMEDOUT instead of blocking the application forever.
+int rpc_timeout_ms() {
+  static const int ms = [] {
+    const char* v = getenv(verbs::kRpcTimeoutEnv);
+    const int n = v != nullptr ? atoi(v) : 0;
+    return n > 0 ? n : verbs::kRpcTimeoutMs;
+  }();
+  return ms;
+}
+
+}  // namespace
 
 int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in, std::vector<int>* fds_out) {
   if (c.dead.load(std::memory_order_relaxed)) return EIO;
@@ -44,6 +61,15 @@ int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<i
   char rbuf[CMSG_SPACE(sizeof(int) * 4)];
   rmsg.msg_control = rbuf;
   rmsg.msg_controllen = sizeof rbuf;
+  pollfd p{c.sock, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&p, 1, rpc_timeout_ms());
+  } while (ready < 0 && errno == EINTR);
+  if (ready == 0) {
+    c.dead = true;
+    return ETIMEDOUT;
+  }
   do {
     n = recvmsg(c.sock, &rmsg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);

@@ -1,0 +1,307 @@
+// The control server against clients that send what they like: every
+// field checked before use, bad values answered with the errno a real
+// provider gives, and no client able to stop the server serving others.
+// The server runs in this process on its own thread, the engine loop not
+// running: control requests run on the server's thread (engine_stopped).
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nic/nic.h"
+#include "nic/verbs/server.h"
+#include "tests/support/control_client.h"
+#include "tests/support/eal.h"
+
+using namespace rocemu;
+using verbs::Op;
+using verbs::Reply;
+using verbs::Request;
+
+namespace {
+
+// The raw client, with the checks of a test.
+class Client : public test::ControlClient {
+ public:
+  explicit Client(const std::string& path) {
+    if (!path.empty()) REQUIRE(connect_to(path));
+  }
+  // Hello to node h1; the context id.
+  uint32_t hello() {
+    auto rep = ControlClient::hello("h1");
+    REQUIRE(rep);
+    REQUIRE(rep->err == 0);
+    return rep->u.hello.ctx_id;
+  }
+};
+
+Request op(Op o) {
+  Request r;
+  r.op = o;
+  return r;
+}
+
+struct Server {
+  std::unique_ptr<Engine> engine = test::make_engine();
+  nic::Nic* nic;
+  verbs::HostAgent* agent;
+  std::string dir, path;
+  std::unique_ptr<verbs::VerbsServer> server;
+
+  Server() {
+    nic::NicConfig cfg;
+    cfg.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+    cfg.ips = {*wire::IpAddr::parse("10.0.0.1")};
+    nic = &engine->add<nic::Nic>("h1", cfg);
+    agent = &engine->add<verbs::HostAgent>();
+    engine->start();
+    char t[] = "/tmp/rocemu-server-test-XXXXXX";
+    REQUIRE(mkdtemp(t) != nullptr);
+    dir = t;
+    path = dir + "/rocemu.sock";
+    server = std::make_unique<verbs::VerbsServer>(*engine, *agent, path);
+    server->engine_stopped();
+    REQUIRE(server->start().ok());
+  }
+  ~Server() {
+    server.reset();
+    rmdir(dir.c_str());
+  }
+};
+
+uint32_t alloc_pd(Client& c) {
+  auto rep = c.call(op(Op::kAllocPd));
+  REQUIRE(rep);
+  REQUIRE(rep->err == 0);
+  return rep->u.handle.handle;
+}
+
+}  // namespace
+
+TEST_CASE("Control messages: sizes, counts and handles out of range get EINVAL, and serving goes on",
+          "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  c.hello();
+  const uint32_t pd = alloc_pd(c);
+  struct Bad {
+    const char* what;
+    Request req;
+    int err;
+  };
+  std::vector<Bad> bad;
+  auto cq = [](uint32_t entries) {
+    Request r = op(Op::kCreateCq);
+    r.u.create_cq.entries = entries;
+    return r;
+  };
+  bad.push_back({"CQ of 2^31 + 1 entries (round_up_pow2 looped forever)", cq(0x80000001u), EINVAL});
+  bad.push_back({"CQ of 2^32 - 1 entries", cq(0xffffffffu), EINVAL});
+  bad.push_back({"CQ above max_cqe", cq(s.nic->config().max_cqe + 1), EINVAL});
+  Request srq = op(Op::kCreateSrq);
+  srq.u.create_srq = {pd, 0x80000001u, 1, 0};
+  bad.push_back({"SRQ of 2^31 + 1 entries", srq, EINVAL});
+  Request cq_chan = cq(16);
+  cq_chan.u.create_cq.channel = 77;
+  bad.push_back({"CQ on a channel never made", cq_chan, EINVAL});
+  Request d = op(Op::kDestroyCq);
+  d.u.handle.handle = 0xdeadbeef;
+  bad.push_back({"destroy of a CQ never made", d, EINVAL});
+  Request dq = op(Op::kDestroyQp);
+  dq.u.handle.handle = 0xffffff;
+  bad.push_back({"destroy of a QP never made", dq, EINVAL});
+  Request mq = op(Op::kModifyQp);
+  mq.u.modify_qp.qpn = 12345;
+  mq.u.modify_qp.mask = IBV_QP_STATE;
+  bad.push_back({"modify of a QP never made", mq, EINVAL});
+  Request qp = op(Op::kCreateQp);
+  qp.u.create_qp.type = IBV_QPT_RC;
+  qp.u.create_qp.pd = pd;
+  qp.u.create_qp.cap.max_send_wr = 0xffffffffu;
+  bad.push_back({"QP of 2^32 - 1 send WRs", qp, EINVAL});
+  Request mr = op(Op::kRegMr);
+  mr.u.reg_mr = {pd, IBV_ACCESS_LOCAL_WRITE, ~0ull - 10, 100, 0};
+  bad.push_back({"MR wrapping past 2^64", mr, EINVAL});
+  Request op_bad = op(Op(9999));
+  bad.push_back({"unknown op", op_bad, EOPNOTSUPP});
+  for (const Bad& b : bad) {
+    INFO(b.what);
+    auto rep = c.call(b.req);
+    REQUIRE(rep);
+    CHECK(rep->err == b.err);
+  }
+  // Still serving, this client and others.
+  alloc_pd(c);
+  Client other(s.path);
+  other.hello();
+}
+
+TEST_CASE("ibv_reg_mr checks every page as pinning does, not the first and last byte", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  c.hello();
+  const uint32_t pd = alloc_pd(c);
+  constexpr size_t kPage = 4096;
+  auto* mem = static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(mem != MAP_FAILED);
+  auto reg = [&](uint8_t* addr, uint64_t len, int access) {
+    Request r = op(Op::kRegMr);
+    r.u.reg_mr = {pd, uint32_t(access), uint64_t(addr), len, uint64_t(addr)};
+    auto rep = c.call(r);
+    REQUIRE(rep);
+    return rep->err;
+  };
+  const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  CHECK(reg(mem, 4 * kPage, rw) == 0);
+  REQUIRE(munmap(mem + kPage, kPage) == 0);                      // a hole in the middle
+  REQUIRE(mprotect(mem + 2 * kPage, kPage, PROT_READ) == 0);     // a page that cannot be written
+  CHECK(reg(mem, 4 * kPage, rw) == EFAULT);                      // first and last byte are there
+  CHECK(reg(mem + 2 * kPage, 2 * kPage, rw) == EFAULT);          // read-only page, writable MR
+  CHECK(reg(mem + 2 * kPage, 2 * kPage, IBV_ACCESS_REMOTE_READ) == 0);  // read-only is fine to read
+  CHECK(reg(mem + 3 * kPage + 100, 200, rw) == 0);
+  munmap(mem, 4 * kPage);
+}
+
+TEST_CASE("Destroying one completion channel leaves the CQs of another attached", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  const uint32_t ctx_id = c.hello();
+  const int e1 = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), e2 = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  auto channel = [&](int efd) {
+    auto rep = c.call(op(Op::kCreateChannel), efd);
+    REQUIRE(rep);
+    REQUIRE(rep->err == 0);
+    return rep->u.handle.handle;
+  };
+  const uint32_t ch1 = channel(e1), ch2 = channel(e2);
+  auto cq = [&](uint32_t ch) {
+    Request r = op(Op::kCreateCq);
+    r.u.create_cq = {16, ch};
+    auto rep = c.call(r);
+    REQUIRE(rep);
+    REQUIRE(rep->err == 0);
+    return rep->u.ring.handle;
+  };
+  const uint32_t cq1 = cq(ch1), cq2 = cq(ch2);
+  Request d = op(Op::kDestroyChannel);
+  d.u.handle.handle = ch1;
+  auto rep = c.call(d);
+  REQUIRE(rep);
+  CHECK(rep->err == 0);
+  nic::HostContext* ctx = s.nic->find_context(ctx_id);
+  REQUIRE(ctx != nullptr);
+  CHECK_FALSE(s.nic->find_cq(ctx, cq1)->on_event);
+  REQUIRE(s.nic->find_cq(ctx, cq2)->on_event);
+  s.nic->find_cq(ctx, cq2)->on_event();  // as a completion on an armed CQ does
+  uint64_t v = 0;
+  CHECK(read(e2, &v, sizeof v) == sizeof v);
+  CHECK(v == 1);
+  close(e1);
+  close(e2);
+}
+
+TEST_CASE("A completion event never blocks the engine thread on the application's eventfd", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  const uint32_t ctx_id = c.hello();
+  // Blocking, and its counter full: one more write would wait for a read.
+  const int efd = eventfd(0, EFD_CLOEXEC);
+  const uint64_t full = 0xfffffffffffffffeull;
+  REQUIRE(write(efd, &full, sizeof full) == sizeof full);
+  auto ch = c.call(op(Op::kCreateChannel), efd);
+  REQUIRE(ch);
+  REQUIRE(ch->err == 0);
+  Request r = op(Op::kCreateCq);
+  r.u.create_cq = {16, ch->u.handle.handle};
+  auto cq = c.call(r);
+  REQUIRE(cq);
+  REQUIRE(cq->err == 0);
+  nic::Cq* ncq = s.nic->find_cq(s.nic->find_context(ctx_id), cq->u.ring.handle);
+  REQUIRE(ncq->on_event);
+  ncq->on_event();  // returns (the event is dropped) instead of blocking
+  uint64_t v = 0;
+  REQUIRE(read(efd, &v, sizeof v) == sizeof v);
+  CHECK(v == full);
+  close(efd);
+}
+
+TEST_CASE("A client that never reads its replies is dropped; the others are served", "[unit][verbs]") {
+  Server s;
+  Client greedy(s.path), polite(s.path);
+  greedy.hello();
+  polite.hello();
+  // Requests, never a reply read: the server's replies fill the socket.
+  // Sending goes on while the server reads them (it stops when the server
+  // has dropped this client, or stopped reading for a second).
+  for (int i = 0; i < 100000; i++) {
+    pollfd p{greedy.fd(), POLLOUT, 0};
+    if (poll(&p, 1, 1000) != 1 || !(p.revents & POLLOUT)) break;
+    if (!greedy.send(op(Op::kGetAsyncEvent), -1, MSG_DONTWAIT) && errno != EAGAIN) break;
+  }
+  auto rep = polite.call(op(Op::kAllocPd));
+  REQUIRE(rep);
+  CHECK(rep->err == 0);
+}
+
+TEST_CASE("The accept loop goes on after running out of file descriptors", "[unit][verbs]") {
+  Server s;
+  Client late("");
+  rlimit saved{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  // Fill the descriptor table up to a low limit: the server's accept fails
+  // with EMFILE while `late` waits in the backlog.
+  std::vector<int> filler;
+  int probe = dup(0);
+  REQUIRE(probe >= 0);
+  rlimit low = saved;
+  low.rlim_cur = rlim_t(probe + 1);
+  close(probe);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  for (int f; (f = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(f);
+  REQUIRE(late.connect_to(s.path));
+  // Until the server has tried to take it, and failed (its own thread).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (s.server->accept_errors() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  for (int f : filler) close(f);
+  CHECK(s.server->accept_errors() > 0);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+  late.hello();  // taken once descriptors are back
+}
+
+TEST_CASE("A CLI request refused for its version gets one reply, no stray text after it", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  Request cli = op(Op::kCli);
+  const char ping[] = "ping";
+  std::memcpy(cli.u.cli.text, ping, sizeof ping);
+  cli.u.cli.length = sizeof ping;
+  // A well-formed one first: its reply and its text.
+  REQUIRE(c.send(cli));
+  auto rep = c.reply();
+  REQUIRE(rep);
+  REQUIRE(rep->u.cli.length > 0);
+  char text[256];
+  REQUIRE(recv(c.fd(), text, sizeof text, 0) == ssize_t(rep->u.cli.length));
+  // The same with a wrong version: EPROTO, and nothing else follows (an
+  // old text after it would answer the next request).
+  cli.version = 999;
+  rep = c.call(cli);
+  REQUIRE(rep);
+  CHECK(rep->err == EPROTO);
+  auto pd = c.call(op(Op::kAllocPd));  // before hello: EPROTO, as a reply of its own size
+  REQUIRE(pd);
+  CHECK(pd->err == EPROTO);
+}
