@@ -10,7 +10,7 @@ namespace rocemu::nic {
 #define ROCEMU_NIC_COUNTERS(X)                                                                            \
   X(out_of_sequence, "responder: packets received with a PSN beyond the expected one")                    \
   X(packet_seq_err, "requester: NAK-sequence-error packets received")                                     \
-  X(local_ack_timeout_err, "requester: retransmit timer expiries")                                        \
+  X(local_ack_timeout_err, "requester: Local ACK Timeout expiries (each spends one of retry_cnt)")        \
   X(rnr_nak_retry_err, "requester: RNR NAKs received")                                                    \
   X(duplicate_request, "responder: duplicate requests received")                                          \
   X(implied_nak_seq_err, "requester: ACKs for PSNs beyond an unanswered READ/atomic")                     \

@@ -229,6 +229,7 @@ class Nic final : public Node {
   bool dma_write(HostContext& ctx, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();
   void arm_retry_timer(Qp& qp, Time now);
+  void schedule_retry_timer(Qp& qp, Time at);
   void on_retry_timer(Qp& qp, Time now);
   void on_rnr_timer(Qp& qp, Time now);
   static void retry_thunk(void* qp, Time now);
