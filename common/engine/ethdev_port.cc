@@ -73,6 +73,19 @@ class NetnsScope {
   int saved_ = -1;
 };
 
+// The arguments a vdev is created with: those given, plus the defaults an
+// external port wants where the PMD's own differ. net_af_packet bypasses
+// the kernel's qdisc layer by default, so what the engine sends never
+// passes the interface's packet taps: tcpdump on the interface would see
+// one direction only. An external port is there to talk to the world, and
+// seeing its traffic with host tools matters more than the few percent the
+// bypass saves; `qdisc_bypass=1` asks for it.
+std::string vdev_args(const std::string& name, std::string args) {
+  if (name.starts_with("net_af_packet") && args.find("qdisc_bypass=") == std::string::npos)
+    args += std::string(args.empty() ? "" : ",") + "qdisc_bypass=0";
+  return args;
+}
+
 int on_lsc(uint16_t /*port_id*/, rte_eth_event_type /*event*/, void* ctx, void* /*ret_param*/) {
   static_cast<EthdevPort*>(ctx)->note_link_event();
   return 0;
@@ -85,7 +98,8 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   const std::string& spec = p.device;
   const size_t comma = spec.find(',');
   const std::string name = spec.substr(0, comma);
-  const std::string args = comma == std::string::npos ? "" : spec.substr(comma + 1);
+  const std::string given = comma == std::string::npos ? "" : spec.substr(comma + 1);
+  const std::string args = vdev_args(name, given);
   if (name.empty()) return Status::error("port: empty device name");
   if (p.rate_bps == 0) return Status::error("port " + spec + ": the line rate must be above 0");
   // The whole life of a namespaced device happens inside its namespace:
@@ -103,7 +117,7 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
       rte_eal_hotplug_remove("vdev", name.c_str());
       return Status::error("port " + spec + ": created, but no ethdev appeared");
     }
-  } else if (!args.empty()) {
+  } else if (!given.empty()) {
     // Made earlier (e.g. by an EAL --vdev argument): its own arguments hold.
     logger("engine")->warn("port {}: {} exists already; the arguments given here are ignored", spec, name);
   }
