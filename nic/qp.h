@@ -24,7 +24,9 @@ namespace rocemu::nic {
 
 inline constexpr uint32_t kMaxSge = 16;
 inline constexpr uint32_t kMaxInline = 256;
-inline constexpr uint32_t kMaxRdAtomic = 16;
+// The most READs/atomics a NIC can be configured to answer at once per QP
+// (NicConfig::max_qp_rd_atom; rxe reports 128, mlx5 16).
+inline constexpr uint32_t kMaxRdAtomic = 128;
 
 // A send WQE copied out of the ring and checked, plus its progress.
 struct SendWork {
