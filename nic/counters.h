@@ -22,6 +22,7 @@ namespace rocemu::nic {
   X(req_remote_invalid_request, "requester: invalid request NAKs received")                               \
   X(resp_remote_access_errors, "responder: requests refused for a bad rkey, range or access")             \
   X(resp_local_length_error, "responder: messages longer than the receive buffer")                        \
+  X(resp_opcode_sequence_err, "responder: requests out of opcode sequence, a peer's bug (NAK Invalid Request)") \
   X(rx_write_requests, "responder: RDMA WRITE requests received")                                         \
   X(rx_read_requests, "responder: RDMA READ requests received")                                           \
   X(rx_atomic_requests, "responder: atomic requests received")                                            \
