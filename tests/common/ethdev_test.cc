@@ -27,6 +27,7 @@
 
 #include "common/engine/basic_nodes.h"
 #include "common/wire/build.h"
+#include "nic/nic.h"
 #include "tests/support/eal.h"
 
 using namespace rocemu;
@@ -556,6 +557,41 @@ TEST_CASE("An ethdev port paces what it sends at its configured line rate and re
   CHECK(sink.seen.count(scope + " tx_packets") == 1);
   for (const char* c : {"device.imissed", "device.ierrors", "device.oerrors", "device.rx_nombuf"})
     CHECK(sink.seen.count(scope + " " + c) == 1);
+  rings.drain();
+}
+
+// PFC from the peer of an external port reaches the NIC behind it, which
+// pauses the priority for the frame's quanta at the port's line rate.
+TEST_CASE("A NIC on an ethdev port paused by the peer's PFC for quanta at the port's configured rate",
+          "[e2e][ethdev]") {
+  RingPair rings("rt_pfc");
+  auto engine = make_realtime_engine();
+  nic::NicConfig cfg;
+  cfg.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  cfg.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  auto& h1 = engine->add<nic::Nic>("h1", cfg);
+  EthdevParams params;
+  params.device = rings.a;
+  params.rate_bps = 1'000'000'000ull;
+  auto r = engine->attach_ethdev(h1, 0, params);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  EthdevPort* port = r.value();
+  engine->start();
+  // The peer pauses priority 3 for 1000 quanta: 512,000 bit times, 512 us at 1 Gbit/s.
+  uint16_t quanta[wire::kNumPriorities] = {};
+  quanta[3] = 1000;
+  std::vector<uint8_t> frame(64);
+  frame.resize(wire::encode_pfc(frame, *wire::MacAddr::parse("02:00:00:00:00:09"), 1u << 3, quanta));
+  rte_mbuf* m = engine->pool().alloc_copy(frame);
+  REQUIRE(m != nullptr);
+  REQUIRE(rte_ring_enqueue(rings.r[0], m) == 0);  // what the peer sends: port a receives it
+  const Time now = engine->now();
+  REQUIRE(port->poll_rx(now) == 1);
+  CHECK(h1.counters()[nic::NicCounters::rx_pfc_frames] == 1);
+  const Duration pause = serialization_time(1000ull * wire::kBitsPerQuantum / 8, params.rate_bps);
+  CHECK(pause == us(512));
+  CHECK(Duration(int64_t(h1.counters()[nic::NicCounters::tx_pfc_paused_time_ps])) == pause);
   rings.drain();
 }
 
