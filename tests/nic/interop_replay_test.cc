@@ -157,24 +157,46 @@ struct Replay {
     inject(out);
     return out;
   }
+  // An RDMA READ Request from the peer for `len` bytes at `va` (this MR).
+  void read_request(uint32_t psn, uint64_t va, uint32_t len) {
+    wire::RoceFields f;
+    f.opcode = wire::op::kReadRequest;
+    f.dest_qp = qp->qpn;
+    f.psn = psn;
+    f.ack_req = true;
+    f.reth_va = va;
+    f.reth_rkey = key;
+    f.reth_len = len;
+    std::vector<uint8_t> out(wire::roce_frame_len(test::probe_to_nic(cfg), f.opcode, 0) + 64);
+    out.resize(wire::encode_roce(out, test::probe_to_nic(cfg), f, {}));
+    inject(out);
+  }
   void inject(const std::vector<uint8_t>& frame) {
     rte_mbuf* m = engine->pool().alloc_copy(frame);
     REQUIRE(m != nullptr);
     nic->on_rx(0, &m, 1, engine->now());
   }
+  // Every packet the NIC sent since the last call (each with a valid ICRC).
+  std::vector<Captured> take_sent() {
+    std::vector<Captured> out;
+    for (auto& fr : probe->got) out.push_back({fr.at, std::move(fr.bytes), {}});
+    probe->got.clear();
+    for (auto& c : out) {
+      REQUIRE(wire::decode(c.bytes, c.v) == wire::DecodeError::kOk);
+      REQUIRE(c.v.is_roce);
+      REQUIRE(c.v.icrc_ok());
+    }
+    return out;
+  }
   // Every ACK/NAK and ATOMIC ACK the NIC sent since the last call.
   std::vector<Answer> take_acks() {
     std::vector<Answer> acks;
-    for (const auto& fr : probe->got) {
-      wire::PacketView v;
-      REQUIRE(wire::decode(fr.bytes, v) == wire::DecodeError::kOk);
-      REQUIRE(v.is_roce);
-      REQUIRE(v.icrc_ok());
+    for (const auto& c : take_sent()) {
+      const auto& v = c.v;
       if (v.opcode == wire::op::kAck) acks.push_back({v.opcode, v.bth().psn(), v.aeth()});
       if (v.opcode == wire::op::kAtomicAck)
         acks.push_back({v.opcode, v.bth().psn(), v.aeth(), v.atomic_ack().orig.get()});
     }
-    probe->got.clear();
     return acks;
   }
   // Sends the captured requests with their relative timing, each one
@@ -596,4 +618,79 @@ TEST_CASE("Replay of ibv_ud_pingpong's datagrams: delivered to the receive queue
   REQUIRE(r.host->poll(r.cq, 1, &wc) == 1);
   CHECK(wc.wr_id == posted - 1);
   CHECK(wc.status == IBV_WC_SUCCESS);
+}
+
+// None of the captures has an RDMA READ. With the connection of the WRITE
+// capture (its PSNs, its 64 KiB message at its virtual address, MTU 1024),
+// the peer writes the first message as rxe received it and then reads it
+// back, and reads an odd-sized piece and one of less than an MTU. The
+// rules: a READ of n bytes is answered at the request's PSN and the next
+// ceil(n / MTU) - 1, as READ Response First, Middle..., Last (or Only),
+// each an MTU but the last; the MSN counts the READ once its last response
+// goes (First carries the MSN before, Last and Only the one after); the
+// payload is the memory read.
+TEST_CASE("READs on the WRITE capture's connection: responses First/Middle/Last or Only at consecutive PSNs, "
+          "MTU-sized but the last, MSN by the rules, payload equal to memory",
+          "[protocol][nic][interop]") {
+  constexpr uint32_t kMtu = 1024;
+  const auto reqs = roce_from("a40-wbw-rxe-srv-first400.pcapng", kRocemu);
+  REQUIRE(reqs.front().v.opcode == wire::op::kWriteFirst);
+  const uint32_t first_psn = reqs.front().v.bth().psn();
+  const uint64_t msg_va = reqs.front().v.reth().va.get();
+  const uint32_t msg_len = reqs.front().v.reth().dma_length.get();
+  REQUIRE(reqs.front().v.payload_len == kMtu);  // the capture's path MTU
+  std::vector<Captured> first_message;
+  for (const auto& c : reqs) {
+    first_message.push_back(c);
+    if (c.v.op().any(wire::kOpLast)) break;
+  }
+  REQUIRE(first_message.back().v.op().any(wire::kOpLast));
+  // The views of the copies point into their own bytes again.
+  for (auto& c : first_message) REQUIRE(wire::decode(c.bytes, c.v) == wire::DecodeError::kOk);
+
+  Replay r(LossRecovery::kGoBackN, first_psn, msg_len + 8192);
+  seed(r.mem);
+  WriteRules rules(first_psn, msg_va, r.mem.size());
+  rules.image = r.mem;
+  const uint64_t va_shift = reinterpret_cast<uint64_t>(r.mem.data()) - msg_va;
+  r.play(first_message, va_shift, rules);
+  REQUIRE(rules.msn == 1);
+  REQUIRE(r.mem == rules.image);
+
+  struct Read {
+    uint64_t offset;
+    uint32_t len;
+  };
+  uint32_t psn = rules.epsn, msn = rules.msn;
+  for (const Read rd : {Read{0, msg_len}, Read{100, 2500}, Read{msg_len + 7, 1000}}) {
+    INFO("READ of " << rd.len << " bytes at offset " << rd.offset << ", PSN " << psn);
+    r.read_request(psn, msg_va + va_shift + rd.offset, rd.len);
+    r.engine->run_for(ms(1));
+    const auto resp = r.take_sent();
+    const uint32_t n = (rd.len + kMtu - 1) / kMtu;
+    REQUIRE(resp.size() == n);
+    std::vector<uint8_t> payload;
+    for (uint32_t i = 0; i < n; i++) {
+      const auto& v = resp[i].v;
+      INFO("response " << i << ": opcode 0x" << std::hex << int(v.opcode) << std::dec << " PSN " << v.bth().psn());
+      using namespace wire::op;
+      const uint8_t want = n == 1       ? kReadRespOnly
+                           : i == 0     ? kReadRespFirst
+                           : i + 1 == n ? kReadRespLast
+                                        : kReadRespMiddle;
+      CHECK(v.opcode == want);
+      CHECK(v.bth().psn() == wire::psn_add(psn, i));
+      CHECK(v.payload_len == (i + 1 < n ? kMtu : rd.len - kMtu * (n - 1)));
+      if (v.op().any(wire::kOpLast)) CHECK(v.aeth().msn() == msn + 1);
+      else if (v.op().any(wire::kOpFirst)) CHECK(v.aeth().msn() == msn);
+      if (v.op().any(wire::kOpFirst | wire::kOpLast))
+        CHECK(wire::aeth_kind(v.aeth().syndrome()) == wire::AethKind::kAck);
+      payload.insert(payload.end(), v.payload().begin(), v.payload().end());
+    }
+    const auto at = rules.image.begin() + ptrdiff_t(rd.offset);
+    CHECK(std::equal(payload.begin(), payload.end(), at, at + rd.len));
+    psn = wire::psn_add(psn, n);
+    msn++;
+  }
+  CHECK(r.nic->counters()[NicCounters::duplicate_request] == 0);
 }
