@@ -1,17 +1,18 @@
 // Replays of captures from a real peer (Linux 6.1 Soft-RoCE, rdma_rxe; see
-// tests/data/interop/README.md): a scripted peer plays the rxe side of a
-// capture against a live rocemu NIC -- the same opcodes, PSNs, payloads and
-// relative timing, with the QPN, rkey, addresses and virtual addresses of
-// the live run -- and the NIC's answers are checked against the rules of
-// the transport, which the test applies on its own (expected PSN, message
-// sequence number, opcode sequence), not against what rocemu once sent.
+// tests/data/interop/README.md): a scripted peer plays one side of a
+// capture (rxe's requests, or those rocemu sent to an rxe server) against a
+// live rocemu NIC -- the same opcodes, PSNs, payloads and relative timing,
+// with the QPN, rkey, addresses and virtual addresses of the live run -- and
+// the NIC's answers are checked against the rules of the transport, which
+// the test applies on its own (expected PSN, message sequence number, opcode
+// sequence, a model of memory), not against what rocemu once sent.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
-#include <algorithm>
 
 #include "common/wire/build.h"
 #include "common/wire/packet.h"
