@@ -177,7 +177,7 @@ int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t e
                     uint32_t limit, uint32_t& handle) {
   Pd* pd = pds_.find(pd_handle);
   if (pd == nullptr || pd->ctx != ctx || ring == nullptr || !power_of_two(entries) || max_sge == 0 ||
-      max_sge > kMaxSge || entries > cfg_.max_qp_wr || limit > entries)
+      max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr || limit > entries)
     return EINVAL;
   if (srqs_.size() >= cfg_.max_srq) return ENOMEM;
   if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, ring_bytes(entries, recv_wqe_stride(max_sge)),
@@ -258,8 +258,8 @@ void Nic::qp_ring_sizes(const ibv_qp_cap& cap, uint32_t& sq_entries, uint32_t& s
 }
 
 int Nic::check_qp_caps(const ibv_qp_cap& cap) const {
-  if (cap.max_send_wr > cfg_.max_qp_wr || cap.max_recv_wr > cfg_.max_qp_wr || cap.max_send_sge > kMaxSge ||
-      cap.max_recv_sge > kMaxSge || cap.max_inline_data > kMaxInline)
+  if (cap.max_send_wr > cfg_.max_qp_wr || cap.max_recv_wr > cfg_.max_qp_wr || cap.max_send_sge > cfg_.max_sge ||
+      cap.max_recv_sge > cfg_.max_sge || cap.max_inline_data > kMaxInline)
     return EINVAL;
   return 0;
 }
@@ -356,8 +356,8 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
   if ((mask & IBV_QP_PORT) && attr.port_num != 1) return EINVAL;
   if ((mask & IBV_QP_PKEY_INDEX) && attr.pkey_index != 0) return EINVAL;
   if ((mask & IBV_QP_PATH_MTU) && (attr.path_mtu < IBV_MTU_256 || attr.path_mtu > active_mtu())) return EINVAL;
-  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > kMaxRdAtomic) return EINVAL;
-  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > kMaxRdAtomic) return EINVAL;
+  if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > cfg_.max_qp_init_rd_atom) return EINVAL;
+  if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > cfg_.max_qp_rd_atom) return EINVAL;
   if ((mask & IBV_QP_TIMEOUT) && attr.timeout > 31) return EINVAL;
   if ((mask & IBV_QP_RETRY_CNT) && attr.retry_cnt > 7) return EINVAL;
   if ((mask & IBV_QP_RNR_RETRY) && attr.rnr_retry > 7) return EINVAL;

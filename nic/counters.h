@@ -10,7 +10,7 @@ namespace rocemu::nic {
 #define ROCEMU_NIC_COUNTERS(X)                                                                            \
   X(out_of_sequence, "responder: packets received with a PSN beyond the expected one")                    \
   X(packet_seq_err, "requester: NAK-sequence-error packets received")                                     \
-  X(local_ack_timeout_err, "requester: retransmit timer expiries")                                        \
+  X(local_ack_timeout_err, "requester: Local ACK Timeout expiries (each spends one of retry_cnt)")        \
   X(rnr_nak_retry_err, "requester: RNR NAKs received")                                                    \
   X(duplicate_request, "responder: duplicate requests received")                                          \
   X(implied_nak_seq_err, "requester: ACKs for PSNs beyond an unanswered READ/atomic")                     \
@@ -22,6 +22,7 @@ namespace rocemu::nic {
   X(req_remote_invalid_request, "requester: invalid request NAKs received")                               \
   X(resp_remote_access_errors, "responder: requests refused for a bad rkey, range or access")             \
   X(resp_local_length_error, "responder: messages longer than the receive buffer")                        \
+  X(resp_opcode_sequence_err, "responder: requests out of opcode sequence, a peer's bug (NAK Invalid Request)") \
   X(rx_write_requests, "responder: RDMA WRITE requests received")                                         \
   X(rx_read_requests, "responder: RDMA READ requests received")                                           \
   X(rx_atomic_requests, "responder: atomic requests received")                                            \

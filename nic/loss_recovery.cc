@@ -9,6 +9,13 @@
 
 namespace rocemu::nic {
 
+namespace {
+
+// `now + d`, kTimeNever for a d that never comes.
+Time after(Time now, Duration d) { return d == kTimeNever || now > kTimeNever - d ? kTimeNever : now + d; }
+
+}  // namespace
+
 std::unique_ptr<LossRecoveryStrategy> make_loss_recovery(Nic& nic, const NicConfig& cfg) {
   switch (cfg.recovery) {
     case LossRecovery::kSelectiveRepeat:
@@ -23,6 +30,13 @@ std::unique_ptr<LossRecoveryStrategy> make_loss_recovery(Nic& nic, const NicConf
 
 // The requester goes back to the WQE holding the PSN and sends everything
 // from there again.
+// Classic RoCE: the one timer is the Local ACK Timeout.
+Time GoBackN::retransmit_deadline(Qp&, Duration timeout, Time now) const { return after(now, timeout); }
+
+LossRecoveryStrategy::Expiry GoBackN::on_retransmit_timer(Qp&, Duration timeout, Time now) const {
+  return {true, after(now, timeout)};
+}
+
 void GoBackN::on_seq_nak(Qp& qp, uint32_t psn, Time now) { nic_.rewind(qp, psn, now); }
 
 void GoBackN::on_rnr_nak(Qp& qp, uint32_t psn, Time now) { nic_.rewind(qp, psn, now); }
@@ -73,11 +87,30 @@ void GoBackN::on_duplicate_read(Qp& qp, uint32_t psn) {
 
 // ---- selective repeat ----
 
-Duration SelectiveRepeat::retransmit_timeout(const Qp& qp, Duration timeout) const {
-  // IRN: a short timeout when only a few packets are in flight, so a tail
-  // loss costs little.
+// IRN: a short timeout when only a few packets are in flight, so a tail
+// loss costs little. It runs beside the Local ACK Timeout (ack_timeout_at),
+// never past it, and doubles at each expiry without progress
+// (rto_backoff), so a peer that answers late, or an engine that handles
+// the answer late, sees a few resends at growing intervals.
+Time SelectiveRepeat::fast_deadline(const Qp& qp, Time now) const {
   const int32_t in_flight = wire::psn_diff(qp.sent_high, qp.una_psn);
-  return in_flight <= 3 && rto_low_ < timeout ? rto_low_ : timeout;
+  if (in_flight > 3) return qp.ack_timeout_at;
+  const Duration fast =
+      rto_low_.count() > (kTimeNever.count() >> qp.rto_backoff) ? kTimeNever : rto_low_ * (int64_t(1) << qp.rto_backoff);
+  return std::min(after(now, fast), qp.ack_timeout_at);
+}
+
+Time SelectiveRepeat::retransmit_deadline(Qp& qp, Duration timeout, Time now) const {
+  qp.ack_timeout_at = after(now, timeout);
+  qp.rto_backoff = 0;
+  return fast_deadline(qp, now);
+}
+
+LossRecoveryStrategy::Expiry SelectiveRepeat::on_retransmit_timer(Qp& qp, Duration timeout, Time now) const {
+  const bool ack_timeout = now >= qp.ack_timeout_at;
+  if (ack_timeout) qp.ack_timeout_at = after(now, timeout);
+  if (qp.rto_backoff < 62) qp.rto_backoff++;  // past the Local ACK Timeout long before
+  return {ack_timeout, fast_deadline(qp, now)};
 }
 
 // The requester sends the one PSN asked for again (resend_psns), ahead of

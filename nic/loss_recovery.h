@@ -10,7 +10,11 @@
 //                      keeps out-of-order packets within a BDP-sized window
 //                      and NAKs each hole; the requester resends single
 //                      PSNs, keeps no more than the window in flight and
-//                      uses a short timeout when only a few are in flight.
+//                      uses a short timeout when only a few are in flight,
+//                      doubled at each expiry without progress. Only the
+//                      QP's own Local ACK Timeout spends its retry_cnt: a
+//                      slow peer or a lagging engine costs resends, never
+//                      the QP.
 //
 // A strategy belongs to one NIC and reaches into its transport as a friend
 // of Nic. Its per-QP state lives in the Qp (the go-back-N and selective
@@ -47,9 +51,17 @@ class LossRecoveryStrategy {
   // ---- requester ----
   // Packets a requester may have in flight past its oldest unacknowledged PSN.
   virtual uint32_t send_window() const = 0;
-  // The retransmit timeout for `qp` now, given the one its `timeout`
-  // attribute asks for.
-  virtual Duration retransmit_timeout(const Qp& qp, Duration timeout) const = 0;
+  // The retransmit timer of `qp` starts again at `now` (a packet went with
+  // none outstanding, the QP made progress, a NAK came): when it fires,
+  // given the QP's Local ACK Timeout `timeout` (4.096 us x 2^timeout,
+  // kTimeNever for timeout 0), which starts again too.
+  virtual Time retransmit_deadline(Qp& qp, Duration timeout, Time now) const = 0;
+  // It fired at `now` with no progress since.
+  struct Expiry {
+    bool ack_timeout;  // the Local ACK Timeout expired: one of the QP's retry_cnt is spent
+    Time next;         // when the timer fires again
+  };
+  virtual Expiry on_retransmit_timer(Qp& qp, Duration timeout, Time now) const = 0;
 
   // ---- completer ----
   // A NAK-sequence-error for `psn` (the responder misses it).
@@ -88,7 +100,8 @@ class GoBackN final : public LossRecoveryStrategy {
   explicit GoBackN(Nic& nic) : LossRecoveryStrategy(nic) {}
   std::string_view name() const override { return "go-back-n"; }
   uint32_t send_window() const override { return 1u << 22; }  // well inside the 24-bit PSN space
-  Duration retransmit_timeout(const Qp&, Duration timeout) const override { return timeout; }
+  Time retransmit_deadline(Qp& qp, Duration timeout, Time now) const override;
+  Expiry on_retransmit_timer(Qp& qp, Duration timeout, Time now) const override;
   void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
@@ -107,13 +120,15 @@ class GoBackN final : public LossRecoveryStrategy {
 class SelectiveRepeat final : public LossRecoveryStrategy {
  public:
   // `window`: packets in flight and kept out of order; `rto_low`: the
-  // timeout with at most 3 packets in flight; `renak_packets`: a hole is
-  // NAKed again after this many later arrivals.
+  // first timeout with at most 3 packets in flight (then 2x, 4x, ... up
+  // to the QP's Local ACK Timeout); `renak_packets`: a hole is NAKed again
+  // after this many later arrivals.
   SelectiveRepeat(Nic& nic, uint32_t window, Duration rto_low, uint32_t renak_packets)
       : LossRecoveryStrategy(nic), window_(window), rto_low_(rto_low), renak_packets_(renak_packets) {}
   std::string_view name() const override { return "selective-repeat"; }
   uint32_t send_window() const override { return window_; }
-  Duration retransmit_timeout(const Qp& qp, Duration timeout) const override;
+  Time retransmit_deadline(Qp& qp, Duration timeout, Time now) const override;
+  Expiry on_retransmit_timer(Qp& qp, Duration timeout, Time now) const override;
   void on_seq_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_rnr_nak(Qp& qp, uint32_t psn, Time now) override;
   void on_response_lost(Qp& qp, uint32_t psn, Time now) override;
@@ -127,6 +142,7 @@ class SelectiveRepeat final : public LossRecoveryStrategy {
 
  private:
   void nak_hole(Qp& qp, Time now);
+  Time fast_deadline(const Qp& qp, Time now) const;
   void drain_reorder_buffer(Qp& qp, Time now);
 
   uint32_t window_;

@@ -63,13 +63,19 @@ struct NicConfig {
   uint16_t vid = 0;
   uint32_t ack_req_every = 32;             // requester sets AckReq at least this often
   uint64_t port_rate_bps = 100'000'000'000ull;  // reported when the port is unconnected
-  // Device limits (what ibv_query_device advertises; each is enforced).
+  // Device capabilities and limits: what ibv_query_device reports and the
+  // NIC enforces, as an mlx5 (ConnectX-6) reports them unless the topology
+  // sets them (the keys of nic_kind.cc). Peers read some of them: perftest
+  // sets max_rd_atomic from the remote side's max_qp_rd_atom.
   uint32_t max_qp = 16384;
   uint32_t max_mr = 65536;
   uint32_t max_cq = 65536;
   uint32_t max_srq = 65536;
   uint32_t max_cqe = 1 << 20;
   uint32_t max_qp_wr = 32768;
+  uint32_t max_sge = kMaxSge;         // SGEs per send or receive WQE (at most kMaxSge)
+  uint32_t max_qp_rd_atom = 16;       // READs/atomics a QP answers at once: max_dest_rd_atomic (<= kMaxRdAtomic)
+  uint32_t max_qp_init_rd_atom = 16;  // READs/atomics a QP has outstanding: max_rd_atomic
   // What one application may hold, so that one cannot take the device
   // from the others: ENOMEM beyond it, as a provider out of resources.
   struct AppQuota {
@@ -277,6 +283,7 @@ class Nic final : public Node {
   bool responder_dma_failed(const Qp& qp) const;
   void handle_dma_failures(Time now);
   void arm_retry_timer(Qp& qp, Time now);
+  void schedule_retry_timer(Qp& qp, Time at);
   void on_retry_timer(Qp& qp, Time now);
   void on_rnr_timer(Qp& qp, Time now);
   static void retry_thunk(void* qp, Time now);

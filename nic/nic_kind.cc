@@ -1,10 +1,42 @@
 #include "nic/nic_kind.h"
 
+#include <array>
+#include <span>
+
 #include "nic/cc/cc_config.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
 namespace {
+
+// The device capabilities a topology may set (NicConfig), with their ranges:
+// at most what the NIC's data structures hold.
+struct CapKey {
+  std::string_view key;
+  uint32_t NicConfig::*field;
+  int64_t lo, hi;
+};
+constexpr CapKey kCapKeys[] = {
+    {"max_qp", &NicConfig::max_qp, 1, 1 << 24},
+    {"max_qp_wr", &NicConfig::max_qp_wr, 1, 1 << 20},
+    {"max_cqe", &NicConfig::max_cqe, 1, 1 << 22},
+    {"max_mr", &NicConfig::max_mr, 1, 1 << 24},
+    {"max_sge", &NicConfig::max_sge, 1, kMaxSge},
+    {"max_qp_rd_atom", &NicConfig::max_qp_rd_atom, 1, kMaxRdAtomic},
+    {"max_qp_init_rd_atom", &NicConfig::max_qp_init_rd_atom, 1, 255},  // ibv_qp_attr.max_rd_atomic is 8 bits
+};
+
+// Every key of a nic entry.
+constexpr auto kNicKeys = [] {
+  constexpr std::string_view base[] = {"kind", "mac", "ip", "ips", "prefix", "gateway", "neighbors", "loss_recovery",
+                                       "sr_window", "sr_rto_low", "traffic_class", "ecn", "trim_dscp", "cnp_dscp",
+                                       "cnp_802p_prio", "vlan", "cc"};
+  std::array<std::string_view, std::size(base) + std::size(kCapKeys)> keys{};
+  size_t i = 0;
+  for (std::string_view k : base) keys[i++] = k;
+  for (const CapKey& c : kCapKeys) keys[i++] = c.key;
+  return keys;
+}();
 
 class NicKind final : public NodeKind {
  public:
@@ -12,9 +44,7 @@ class NicKind final : public NodeKind {
 
   std::any parse(const YAML::Node& n, std::string_view field, config::Context& ctx) const override {
     const std::string f(field);
-    ctx.check_keys(n, f,
-                   {"kind", "mac", "ip", "ips", "prefix", "gateway", "neighbors", "loss_recovery", "sr_window",
-                    "sr_rto_low", "traffic_class", "ecn", "trim_dscp", "cnp_dscp", "cnp_802p_prio", "vlan", "cc"});
+    ctx.check_keys(n, f, std::span<const std::string_view>(kNicKeys));
     NicConfig c;
     if (n["mac"]) {
       if (auto s = ctx.str(n["mac"], f + ".mac")) {
@@ -73,6 +103,10 @@ class NicKind final : public NodeKind {
     if (n["vlan"]) {
       c.vlan = true;
       c.vid = uint16_t(ctx.integer(n["vlan"], f + ".vlan", 1, 4094).value_or(1));
+    }
+    for (const CapKey& k : kCapKeys) {
+      const std::string key(k.key);
+      if (n[key]) c.*k.field = uint32_t(ctx.integer(n[key], f + "." + key, k.lo, k.hi).value_or(c.*k.field));
     }
     return c;
   }

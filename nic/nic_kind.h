@@ -17,6 +17,10 @@
 //     cc: dcqcn                    # congestion control: none, dcqcn, or a mapping
 //                                  # with a profile and mlx5 knobs (nic/cc/cc_config.h)
 //     vlan: 100                    # tag frames with this VID (PCP = priority)
+//     max_qp_rd_atom: 16           # device caps ibv_query_device reports and the NIC
+//     max_qp_init_rd_atom: 16      # enforces (mlx5's values by default; rxe reports
+//     max_sge: 16                  # 128 READs/atomics each way): also max_qp_wr,
+//                                  # max_cqe, max_qp, max_mr
 #pragma once
 
 #include "common/config/topology.h"

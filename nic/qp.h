@@ -24,7 +24,9 @@ namespace rocemu::nic {
 
 inline constexpr uint32_t kMaxSge = 16;
 inline constexpr uint32_t kMaxInline = 256;
-inline constexpr uint32_t kMaxRdAtomic = 16;
+// The most READs/atomics a NIC can be configured to answer at once per QP
+// (NicConfig::max_qp_rd_atom; rxe reports 128, mlx5 16).
+inline constexpr uint32_t kMaxRdAtomic = 128;
 
 // A send WQE copied out of the ring and checked, plus its progress.
 struct SendWork {
@@ -170,6 +172,8 @@ struct Qp {
   uint32_t read_rewind_psn = 0;
   std::deque<uint32_t> resend_psns;  // PSNs the loss recovery asks to send again, one each (before new ones)
   uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
+  Time ack_timeout_at = kTimeNever;  // selective repeat: when the Local ACK Timeout expires
+  uint8_t rto_backoff = 0;           // selective repeat: fast timer expiries since progress (it doubles each)
   Timer retry_timer;
   Timer rnr_timer;
   // Read-ahead of payload (see ReadAhead): of this WQE and of the WRITEs

@@ -537,12 +537,15 @@ void Nic::arm_retry_timer(Qp& qp, Time now) {
     timers().cancel(qp.retry_timer);
     return;
   }
-  const Duration t = recovery_->retransmit_timeout(qp, ack_timeout(qp.timeout));
-  if (t == kTimeNever) {
+  schedule_retry_timer(qp, recovery_->retransmit_deadline(qp, ack_timeout(qp.timeout), now));
+}
+
+void Nic::schedule_retry_timer(Qp& qp, Time at) {
+  if (at == kTimeNever) {
     timers().cancel(qp.retry_timer);
     return;
   }
-  timers().schedule(qp.retry_timer, now + t);
+  timers().schedule(qp.retry_timer, at);
 }
 
 void Nic::rewind(Qp& qp, uint32_t psn, Time now) {
@@ -567,19 +570,26 @@ void Nic::on_retry_timer(Qp& qp, Time now) {
     qp.any_outstanding = false;
     return;
   }
-  counters_[NicCounters::local_ack_timeout_err]++;
+  // Only an expiry of the Local ACK Timeout spends the QP's retry_cnt; the
+  // loss recovery's own faster timer just resends.
+  const LossRecoveryStrategy::Expiry e = recovery_->on_retransmit_timer(qp, ack_timeout(qp.timeout), now);
   counters_[NicCounters::roce_adp_retrans_to]++;
-  if (qp.retry_left == 0) {
-    fail_send_queue(qp, IBV_WC_RETRY_EXC_ERR, now);
-    return;
+  if (e.ack_timeout) {
+    counters_[NicCounters::local_ack_timeout_err]++;
+    if (qp.retry_left == 0) {
+      fail_send_queue(qp, IBV_WC_RETRY_EXC_ERR, now);
+      return;
+    }
+    qp.retry_left--;
   }
-  qp.retry_left--;
   qp.read_rewind_pending = false;
   // A timeout means the NAKs did not tell the whole story (a tail loss, a
   // lost resend): in both modes send everything unacknowledged again, as
   // TCP and IRN do on a timeout; NAKs keep selective repeat selective.
+  // Armed before the resend goes, so sending it does not start the timer
+  // (and the Local ACK Timeout) afresh.
+  schedule_retry_timer(qp, e.next);
   rewind(qp, qp.una_psn, now);
-  arm_retry_timer(qp, now);
 }
 
 void Nic::on_rnr_timer(Qp& qp, Time now) {

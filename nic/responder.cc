@@ -344,8 +344,12 @@ RespState Nic::check_op_seq(Request& r) {
   const uint8_t op = r.v.opcode;
   const bool continues = r.info().any(wire::kOpMiddle) || (r.last && !r.first);
   if (continues != qp.in_message ||
-      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode))))
+      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode)))) {
+    // A peer's protocol violation (rxe's renumbered resend, say). On UC a
+    // message whose FIRST was lost looks the same and is plain loss.
+    if (r.rc) counters_[NicCounters::resp_opcode_sequence_err]++;
     return RespState::kErrOpSeq;
+  }
   return RespState::kCheckLength;
 }
 

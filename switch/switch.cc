@@ -182,6 +182,8 @@ void Switch::report_counters(CounterSink& sink) const {
   for (const auto& p : ports_) {
     const std::string scope = name() + "/" + cfg_.interfaces[p->index].name;
     for (size_t i = 0; i < PortCounters::kCount; i++) sink.counter(scope, PortCounters::kNames[i], p->counters.v[i]);
+    // An external port's device counts its own drops (rings, buffers).
+    if (const rocemu::Port* attached = port(p->index)) attached->report_device(sink, scope);
     for (int prio = 0; prio < kNumPriorities; prio++) {
       const std::string pfx = "pfc" + std::to_string(prio) + ".";
       sink.counter(scope, pfx + "rx-pause-packets", p->pfc_rx[prio]);

@@ -297,7 +297,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
     for (size_t i = 0; ports.IsSequence() && i < ports.size(); i++) {
       const std::string field = "ports[" + std::to_string(i) + "]";
       const YAML::Node p = ports[i];
-      ctx.check_keys(p, field, {"node", "device", "mtu", "rate"});
+      ctx.check_keys(p, field, {"node", "device", "mtu", "rate", "netns"});
       ExternalPortSpec spec;
       bool ok = p.IsMap() && p["node"] && p["device"];
       if (!ok) {
@@ -308,6 +308,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
       if (auto d = ctx.str(p["device"], field + ".device")) spec.params.device = *d;
       if (p["mtu"]) spec.params.mtu = uint32_t(ctx.integer(p["mtu"], field + ".mtu", 68, 4200).value_or(4200));
       if (p["rate"]) spec.params.rate_bps = ctx.rate(p["rate"], field + ".rate").value_or(spec.params.rate_bps);
+      if (p["netns"]) spec.params.netns = ctx.str(p["netns"], field + ".netns").value_or("");
       if (ok) topo.ports.push_back(spec);
     }
     if (!topo.ports.empty() && topo.engine.mode == TimeMode::kVirtual && root["engine"] && root["engine"]["time"])

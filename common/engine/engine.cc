@@ -265,7 +265,8 @@ void Engine::idle(Time t) {
                                            : std::min(port_sleep_ * 2, opts_.max_port_sleep);
     sleep = port_sleep_;
   }
-  const Time next = wheel_.next_expiry();
+  Time next = wheel_.next_expiry();
+  for (const auto& e : ethdevs_) next = std::min(next, e->tx_resume_time());  // a paced port's next slot
   if (next != kTimeNever) sleep = std::min(sleep, next - t);
   if (sleep <= Duration(0)) return;
   sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -312,7 +313,7 @@ void Engine::report_counters(CounterSink& sink) const {
   for (const auto& n : nodes_) {
     n->report_counters(sink);
     for (uint16_t i = 0; i < n->num_ports(); i++)
-      if (const Port* p = n->port(i)) p->counters().report(sink, p->name());
+      if (const Port* p = n->port(i)) p->report(sink);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "common/engine/dpdk.h"
 #include "common/engine/node.h"
@@ -24,6 +25,14 @@ namespace {
 
 // Ethernet header + one VLAN tag on top of the MTU; frames carry no FCS.
 constexpr uint32_t kL2Overhead = 18;
+// How far ahead of the line rate a port may hand frames to its device: the
+// engine polls in bursts, and a little credit keeps the line busy between
+// polls without letting a burst outrun the link.
+constexpr Duration kPaceSlack = us(10);
+
+// A frame's bytes on the wire: padded to the minimum, plus preamble, FCS
+// and inter-frame gap.
+uint64_t wire_len(uint32_t frame_len) { return std::max(frame_len, kEthMinFrame) + kEthWireOverhead; }
 
 std::string err(const std::string& dev, const std::string& what, int rc) {
   return "port " + dev + ": " + what + ": " + rte_strerror(rc < 0 ? -rc : rc);
@@ -64,6 +73,19 @@ class NetnsScope {
   int saved_ = -1;
 };
 
+// The arguments a vdev is created with: those given, plus the defaults an
+// external port wants where the PMD's own differ. net_af_packet bypasses
+// the kernel's qdisc layer by default, so what the engine sends never
+// passes the interface's packet taps: tcpdump on the interface would see
+// one direction only. An external port is there to talk to the world, and
+// seeing its traffic with host tools matters more than the few percent the
+// bypass saves; `qdisc_bypass=1` asks for it.
+std::string vdev_args(const std::string& name, std::string args) {
+  if (name.starts_with("net_af_packet") && args.find("qdisc_bypass=") == std::string::npos)
+    args += std::string(args.empty() ? "" : ",") + "qdisc_bypass=0";
+  return args;
+}
+
 int on_lsc(uint16_t /*port_id*/, rte_eth_event_type /*event*/, void* ctx, void* /*ret_param*/) {
   static_cast<EthdevPort*>(ctx)->note_link_event();
   return 0;
@@ -76,8 +98,10 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   const std::string& spec = p.device;
   const size_t comma = spec.find(',');
   const std::string name = spec.substr(0, comma);
-  const std::string args = comma == std::string::npos ? "" : spec.substr(comma + 1);
+  const std::string given = comma == std::string::npos ? "" : spec.substr(comma + 1);
+  const std::string args = vdev_args(name, given);
   if (name.empty()) return Status::error("port: empty device name");
+  if (p.rate_bps == 0) return Status::error("port " + spec + ": the line rate must be above 0");
   // The whole life of a namespaced device happens inside its namespace:
   // af_packet also issues interface ioctls when started and configured.
   NetnsScope ns;
@@ -93,7 +117,7 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
       rte_eal_hotplug_remove("vdev", name.c_str());
       return Status::error("port " + spec + ": created, but no ethdev appeared");
     }
-  } else if (!args.empty()) {
+  } else if (!given.empty()) {
     // Made earlier (e.g. by an EAL --vdev argument): its own arguments hold.
     logger("engine")->warn("port {}: {} exists already; the arguments given here are ignored", spec, name);
   }
@@ -200,16 +224,47 @@ uint16_t EthdevPort::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
     const uint32_t len = rte_pktmbuf_pkt_len(pkts[i]);
     bytes += len;
     longest = std::max(longest, len);
-    dpdk::seal(pkts[i]);  // the bytes leave the engine
   }
   if (longest > max_frame_) return tx_slow(pkts, n, now);
-  // After a successful burst the mbufs belong to the driver: count first.
-  const uint16_t sent = rte_eth_tx_burst(port_id_, 0, pkts, n);
-  for (uint16_t i = sent; i < n; i++) bytes -= rte_pktmbuf_pkt_len(pkts[i]);
+  const uint16_t go = paced(pkts, n, now);
+  if (go == 0) return 0;
+  uint64_t wire = 0;  // bytes on the wire, with preamble, FCS and gap
+  for (uint16_t i = 0; i < go; i++) {
+    wire += wire_len(rte_pktmbuf_pkt_len(pkts[i]));
+    dpdk::seal(pkts[i]);  // the bytes leave the engine
+  }
+  for (uint16_t i = go; i < n; i++) bytes -= rte_pktmbuf_pkt_len(pkts[i]);
+  // After a successful burst the mbufs belong to the driver: what was not
+  // taken is still ours to count.
+  const uint16_t sent = rte_eth_tx_burst(port_id_, 0, pkts, go);
+  for (uint16_t i = sent; i < go; i++) {
+    bytes -= rte_pktmbuf_pkt_len(pkts[i]);
+    wire -= wire_len(rte_pktmbuf_pkt_len(pkts[i]));
+  }
+  wire_free_at_ = std::max(wire_free_at_, now) + serialization_time(wire, params_.rate_bps);
   counters_[PortCounters::tx_packets] += sent;
   counters_[PortCounters::tx_bytes] += bytes;
-  if (sent < n) tx_blocked_ = true;
+  if (sent < go) {
+    tx_blocked_ = true;
+    tx_resume_at_ = Time{0};
+  }
   return sent;
+}
+
+uint16_t EthdevPort::paced(rte_mbuf** pkts, uint16_t n, Time now) {
+  // Frames go while the line, at its rate, is free within kPaceSlack of
+  // now; wire_free_at_ moves on by each frame's time on the wire.
+  Time free_at = std::max(wire_free_at_, now);
+  uint16_t go = 0;
+  while (go < n && free_at <= now + kPaceSlack) {
+    free_at += serialization_time(wire_len(rte_pktmbuf_pkt_len(pkts[go])), params_.rate_bps);
+    go++;
+  }
+  if (go == 0) {
+    tx_blocked_ = true;
+    tx_resume_at_ = free_at - kPaceSlack;
+  }
+  return go;
 }
 
 // Link down, an oversize frame or a capture: one frame at a time.
@@ -228,6 +283,7 @@ uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
       rte_pktmbuf_free(m);
       continue;
     }
+    if (paced(&pkts[i], 1, now) == 0) return i;
     // Only what the device takes is recorded, and it may free the mbuf
     // at once: keep a copy of the frame until then.
     dpdk::seal(m);  // the bytes leave the engine
@@ -238,8 +294,10 @@ uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
     }
     if (rte_eth_tx_burst(port_id_, 0, &pkts[i], 1) == 0) {
       tx_blocked_ = true;
+      tx_resume_at_ = Time{0};
       return i;
     }
+    wire_free_at_ = std::max(wire_free_at_, now) + serialization_time(wire_len(len), params_.rate_bps);
     if (tap) tx_tap_.record(now, {copy, len});
     counters_[PortCounters::tx_packets]++;
     counters_[PortCounters::tx_bytes] += len;
@@ -247,15 +305,43 @@ uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
   return n;
 }
 
-bool EthdevPort::tx_ready(Time /*now*/) {
-  // The device ring decides; a refused burst sets tx_blocked_ and the
-  // engine polls retry_tx().
-  return !tx_blocked_;
+bool EthdevPort::tx_ready(Time now) {
+  // The line rate and the device ring decide; a refusal sets tx_blocked_
+  // and the engine polls retry_tx() (at once for a full ring, at the next
+  // slot for the line rate).
+  if (tx_blocked_) return false;
+  if (std::max(wire_free_at_, now) > now + kPaceSlack) {
+    tx_blocked_ = true;
+    tx_resume_at_ = wire_free_at_ - kPaceSlack;
+    return false;
+  }
+  return true;
 }
 
 void EthdevPort::retry_tx(Time now) {
   tx_blocked_ = false;
+  tx_resume_at_ = Time{0};
   owner_->on_tx_ready(index_, now);
+}
+
+void EthdevPort::report_device(CounterSink& sink, std::string_view scope) const {
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port_id_, &st) == 0) {
+    sink.counter(scope, "device.imissed", st.imissed);
+    sink.counter(scope, "device.ierrors", st.ierrors);
+    sink.counter(scope, "device.oerrors", st.oerrors);
+    sink.counter(scope, "device.rx_nombuf", st.rx_nombuf);
+  }
+  const int n = rte_eth_xstats_get_names(port_id_, nullptr, 0);
+  if (n <= 0) return;
+  std::vector<rte_eth_xstat_name> names(static_cast<size_t>(n));
+  std::vector<rte_eth_xstat> values(static_cast<size_t>(n));
+  if (rte_eth_xstats_get_names(port_id_, names.data(), unsigned(n)) != n ||
+      rte_eth_xstats_get(port_id_, values.data(), unsigned(n)) != n)
+    return;
+  for (const rte_eth_xstat& x : values)
+    if (x.value != 0 && x.id < uint64_t(n))
+      sink.counter(scope, std::string("device.xstats.") + names[size_t(x.id)].name, x.value);
 }
 
 void EthdevPort::read_link() {

@@ -4,6 +4,12 @@
 // in one on_rx() call, a refused transmit is retried once the device takes
 // packets again, and the link status is cached (refreshed on the device's
 // link-change event where it has one, and on a timer where it has not).
+// What leaves the port is paced at its configured line rate (the far end
+// may be a slow interface or a slow peer: the device would take frames as
+// fast as the engine makes them and drop them further on). PFC frames from
+// the peer reach the owning node, which pauses its priorities as on an
+// internal link. The device's own counters (rte_eth_stats, xstats) are
+// reported beside the port's.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -29,7 +35,7 @@ struct EthdevParams {
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
   uint32_t mtu = 4200;          // largest IP packet; bounded by the device and the pool's frame size
-  uint64_t rate_bps = 100'000'000'000ull;  // reported; the device sets the real pace
+  uint64_t rate_bps = 100'000'000'000ull;  // line rate: frames leave no faster (with the Ethernet overhead)
   // Network namespace (a name under /var/run/netns, or a path such as
   // /proc/PID/ns/net) to create the device in: net_af_packet and net_af_xdp
   // look their interface up in the namespace of the thread that probes them.
@@ -54,18 +60,24 @@ class EthdevPort final : public Port {
   uint64_t rate_bps() const override { return params_.rate_bps; }
   uint32_t mtu() const override { return params_.mtu; }
   bool link_up() const override { return link_up_; }
+  // rte_eth_stats (imissed, ierrors, oerrors, rx_nombuf) and the PMD's
+  // nonzero xstats, as device.NAME and device.xstats.NAME.
+  void report_device(CounterSink& sink, std::string_view scope) const override;
 
   // Polled by the engine once per iteration: receives one burst and hands
   // it to the owner, retries a refused transmit, refreshes the link status.
   // Returns the number of frames received.
   uint16_t poll(Time now) {
     const uint16_t n = poll_rx(now);
-    if (tx_blocked_) retry_tx(now);
+    if (tx_blocked_ && now >= tx_resume_at_) retry_tx(now);
     if (link_event_.load(std::memory_order_relaxed) || now >= next_link_poll_) refresh_link(now);
     return n;
   }
   uint16_t poll_rx(Time now);
   bool tx_blocked() const { return tx_blocked_; }
+  // When a port waiting for its line rate takes frames again (kTimeNever
+  // if it is not waiting for time: it is free, or the device is full).
+  Time tx_resume_time() const { return tx_blocked_ && tx_resume_at_ != Time{0} ? tx_resume_at_ : kTimeNever; }
   void retry_tx(Time now);
   // Reads the link status from the device now; returns true if it changed.
   bool refresh_link(Time now);
@@ -84,6 +96,9 @@ class EthdevPort final : public Port {
   void read_link();
   uint16_t adopt(rte_mbuf** burst, uint16_t n);
   uint16_t tx_slow(rte_mbuf** pkts, uint16_t n, Time now);
+  // How many of `pkts` the line rate lets go at `now`; blocks the port
+  // until the next slot if none.
+  uint16_t paced(rte_mbuf** pkts, uint16_t n, Time now);
 
   uint16_t port_id_;
   EthdevParams params_;
@@ -91,6 +106,8 @@ class EthdevPort final : public Port {
   dpdk::PacketPool& pool_;
   bool started_ = false;
   bool tx_blocked_ = false;
+  Time tx_resume_at_{0};  // while tx_blocked_: when to retry (0: at once, the device was full)
+  Time wire_free_at_{0};  // when the frames sent so far have left at the line rate
   bool link_up_ = false;
   bool lsc_callback_ = false;
   uint32_t max_frame_ = 0;  // longest frame (no FCS) the port sends

@@ -54,6 +54,15 @@ class Port {
   const std::string& name() const { return name_; }
   PortCounters& counters() { return counters_; }
   const PortCounters& counters() const { return counters_; }
+  // The port's counters, then what the device behind it counts on its own
+  // (report_device), under the port's name.
+  void report(CounterSink& sink) const {
+    counters_.report(sink, name_);
+    report_device(sink, name_);
+  }
+  // Counters of the device behind the port, under `scope` (an external
+  // port's NIC or PMD: drops in its rings, errors); none for a link end.
+  virtual void report_device(CounterSink& /*sink*/, std::string_view /*scope*/) const {}
 
  protected:
   Node* owner_;

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -58,7 +58,8 @@ struct DeviceInfo {
   uint8_t mac[6];
   uint16_t num_gids;
   GidRow gids[kMaxGids];
-  uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_srq, max_srq_wr, max_qp_rd_atom;
+  uint32_t max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr, max_srq, max_srq_wr, max_qp_rd_atom,
+      max_qp_init_rd_atom;
   uint32_t max_inline;
   uint64_t max_mr_size;
 };

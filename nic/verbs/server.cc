@@ -433,13 +433,14 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         }
         d.max_qp = cfg.max_qp;
         d.max_qp_wr = cfg.max_qp_wr;
-        d.max_sge = nic::kMaxSge;
+        d.max_sge = cfg.max_sge;
         d.max_cq = cfg.max_cq;
         d.max_srq = cfg.max_srq;
         d.max_cqe = cfg.max_cqe;
         d.max_mr = cfg.max_mr;
         d.max_srq_wr = cfg.max_qp_wr;
-        d.max_qp_rd_atom = nic::kMaxRdAtomic;
+        d.max_qp_rd_atom = cfg.max_qp_rd_atom;
+        d.max_qp_init_rd_atom = cfg.max_qp_init_rd_atom;
         d.max_inline = nic::kMaxInline;
         d.max_mr_size = ~0ull;
         h.port = port_info(*n);

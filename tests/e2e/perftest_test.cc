@@ -1,5 +1,6 @@
 // Debian's perftest and ibverbs-utils, unmodified, on emulated NICs.
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -65,6 +66,58 @@ TEST_CASE("ibv_devices and ibv_devinfo -v see rocemu0 with sane attributes", "[e
                            "active_mtu:\t\t4096 (5)", "active_width:\t\t4X (2)", "GID[  3]:\t\t::ffff:10.0.1.1, RoCE v2",
                            "atomic_cap:\t\t\tATOMIC_HCA (1)"})
     CHECK_THAT(v.output, Catch::Contains(want));
+}
+
+namespace {
+
+// The number ibv_devinfo -v prints for `attr` ("\tmax_qp_rd_atom:\t\t\t16"), -1 if none.
+long devinfo_value(const std::string& out, const std::string& attr) {
+  const size_t at = out.find("\t" + attr + ":");
+  return at == std::string::npos ? -1 : std::strtol(out.c_str() + at + attr.size() + 2, nullptr, 10);
+}
+
+}  // namespace
+
+// Issue 14: perftest takes max_rd_atomic from the remote side's
+// max_qp_rd_atom. rxe reports 128, rocemu (as mlx5) 16, so ib_read_bw with
+// rocemu as client failed in modify_qp against rxe unless rxe ran -o 16.
+TEST_CASE("Device caps set per NIC are reported by ibv_devinfo and enforced; an rxe-like peer needs "
+          "max_qp_init_rd_atom or -o 16",
+          "[e2e][perftest]") {
+  Fabric f(std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/rxe_caps.yaml");
+  std::map<std::string, std::string> info;
+  for (const std::string node : {"h1", "h2", "h3"}) {
+    Process v = f.exec(node, {"ibv_devinfo", "-v"});
+    REQUIRE(finish(v, std::chrono::seconds(30)) == 0);
+    info[node] = v.output;
+  }
+  INFO(info["h1"] << info["h2"] << info["h3"]);
+  CHECK(devinfo_value(info["h1"], "max_qp_rd_atom") == 16);  // mlx5-like defaults
+  CHECK(devinfo_value(info["h1"], "max_qp_init_rd_atom") == 16);
+  CHECK(devinfo_value(info["h1"], "max_sge") == 16);
+  CHECK(devinfo_value(info["h2"], "max_qp_rd_atom") == 128);
+  CHECK(devinfo_value(info["h2"], "max_qp_init_rd_atom") == 128);
+  CHECK(devinfo_value(info["h3"], "max_qp_rd_atom") == 16);
+  CHECK(devinfo_value(info["h3"], "max_qp_init_rd_atom") == 128);
+  CHECK(devinfo_value(info["h3"], "max_sge") == 8);
+
+  SECTION("an mlx5-like client of an rxe-like server: modify_qp refuses 128 READs, -o 16 on the server works") {
+    const int port = pick_port();
+    const std::vector<std::string> srv = {"/usr/bin/ib_read_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n", "50"};
+    std::vector<std::string> cli = srv;
+    cli.push_back("127.0.0.1");
+    const PairResult refused = run_pair(f, "h2", "h1", srv, cli, port, 20);
+    INFO(refused.client_out << refused.server_out);
+    CHECK(refused.client != 0);
+    const int port2 = pick_port();
+    std::vector<std::string> srv16 = {"/usr/bin/ib_read_bw", "-d", "rocemu0", "-p", std::to_string(port2), "-n", "50", "-o", "16"};
+    std::vector<std::string> cli16 = {"/usr/bin/ib_read_bw", "-d", "rocemu0", "-p", std::to_string(port2), "-n", "50", "127.0.0.1"};
+    check_pair(run_pair(f, "h2", "h1", srv16, cli16, port2), "ib_read_bw, server -o 16");
+  }
+  SECTION("a client with max_qp_init_rd_atom: 128 reads from the rxe-like server as it is") {
+    perftest(f, "ib_read_bw", {"-n", "50"}, "h2", "h3");
+    perftest(f, "ib_atomic_bw", {"-n", "50"}, "h2", "h3");
+  }
 }
 
 TEST_CASE("perftest bandwidth tests: default, -a, -q 4, -b, -x 3", "[e2e][perftest]") {

@@ -18,11 +18,13 @@ namespace {
 
 const std::string kLossy = std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/lossy.yaml";
 
-PairResult verify_pair(const Fabric& f, const std::vector<std::string>& extra = {}) {
+PairResult verify_pair(const Fabric& f, const std::vector<std::string>& extra = {},
+                       const std::vector<std::string>& server_extra = {}, const std::string& host = "127.0.0.1") {
   const int port = pick_port();
   std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--port", std::to_string(port)};
   srv.insert(srv.end(), extra.begin(), extra.end());
-  std::vector<std::string> cli = {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port)};
+  srv.insert(srv.end(), server_extra.begin(), server_extra.end());
+  std::vector<std::string> cli = {bin("rocemu-verify"), "--connect", host, "--port", std::to_string(port)};
   cli.insert(cli.end(), extra.begin(), extra.end());
   return run_pair(f, "h2", "h1", srv, cli, port);
 }
@@ -43,6 +45,15 @@ TEST_CASE("rocemu-verify: every byte of WRITE, READ, SEND and atomics checked", 
     CHECK(r.client == 0);
     CHECK(r.server == 0);
     CHECK_THAT(r.server_out, Catch::Contains("every byte checked, all good"));
+  }
+  SECTION("the server listening on the address --bind names") {
+    // 127.0.0.2 is a loopback address the default bind (127.0.0.1) misses.
+    Fabric f;
+    const PairResult r = verify_pair(f, {"--iters", "2"}, {"--bind", "127.0.0.2"}, "127.0.0.2");
+    INFO(r.client_out << r.server_out);
+    CHECK(r.client == 0);
+    CHECK(r.server == 0);
+    CHECK_THAT(r.server_out, Catch::Contains("waiting on 127.0.0.2"));
   }
   SECTION("under loss, reordering, duplication and corruption") {
     Fabric f(kLossy);

@@ -3,7 +3,10 @@
 // libibverbs; under `rocemu exec` it exercises the emulated NIC.
 //
 //   rocemu-verify --loopback                   one process, two QPs on one NIC
-//   rocemu-verify --server [--port P]          the passive side
+//   rocemu-verify --server [--bind ADDR] [--port P]
+//                                              the passive side; it listens on
+//                                              ADDR (default 127.0.0.1; 0.0.0.0
+//                                              or :: for every address)
 //   rocemu-verify --connect HOST [--port P]    the active side
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
 //   options: --size BYTES --iters N --gid INDEX
@@ -40,6 +43,7 @@ uint8_t g_qp_timeout = 14;  // 4.096 us * 2^14 = 67 ms per try
 struct Options {
   bool loopback = false, server = false, misuse = false;
   std::string host;
+  std::string bind = "127.0.0.1";
   int port = 18777;
   size_t size = 1 << 20;
   int iters = 20;
@@ -220,19 +224,23 @@ void drive(Side& s, const Peer& p, const Options& o) {
   }
 }
 
-int tcp_listen(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0) {
-    std::perror("rocemu-verify: listen");
+int tcp_listen(const std::string& addr, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+  if (const int rc = getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
+    std::fprintf(stderr, "rocemu-verify: --bind %s: %s\n", addr.c_str(), gai_strerror(rc));
     std::exit(2);
   }
-  std::printf("rocemu-verify: waiting on port %d\n", port);
+  const int fd = socket(res->ai_family, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1) != 0) {
+    std::fprintf(stderr, "rocemu-verify: listen on %s port %d: %s\n", addr.c_str(), port, std::strerror(errno));
+    std::exit(2);
+  }
+  freeaddrinfo(res);
+  std::printf("rocemu-verify: waiting on %s port %d\n", addr.c_str(), port);
   std::fflush(stdout);
   const int c = accept(fd, nullptr, nullptr);
   close(fd);
@@ -266,7 +274,7 @@ int run_pair(const Options& o) {
   setup(s, ctx, pd, o.size, o.gid, o.server ? 0x100 : 0x200);
   if (o.server)
     for (size_t i = 0; i < o.size / 4; i++) s.buf[o.size / 4 + i] = pattern(1000, i);
-  const int fd = o.server ? tcp_listen(o.port) : tcp_connect(o.host, o.port);
+  const int fd = o.server ? tcp_listen(o.bind, o.port) : tcp_connect(o.host, o.port);
   Peer peer{};
   xfer(fd, &s.local, &peer, sizeof peer);
   CHECKV(connect_qp(s, peer) == 0, "connect_qp");
@@ -413,13 +421,14 @@ int main(int argc, char** argv) {
     else if (a == "--server") o.server = true;
     else if (a == "--misuse") o.misuse = true;
     else if (a == "--connect") o.host = next();
+    else if (a == "--bind") o.bind = next();
     else if (a == "--port") o.port = std::stoi(next());
     else if (a == "--size") o.size = std::stoul(next());
     else if (a == "--iters") o.iters = std::stoi(next());
     else if (a == "--gid") o.gid = std::stoi(next());
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
-      std::fprintf(stderr, "usage: rocemu-verify --loopback | --server | --connect HOST | --misuse [options]\n");
+      std::fprintf(stderr, "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse [options]\n");
       return 2;
     }
   }

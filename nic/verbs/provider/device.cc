@@ -136,7 +136,7 @@ void fill_device(const Context& c, ibv_device_attr& a) {
   a.max_pd = 65536;
   a.max_qp_rd_atom = int(c.info.max_qp_rd_atom);
   a.max_res_rd_atom = int(c.info.max_qp_rd_atom * c.info.max_qp);
-  a.max_qp_init_rd_atom = int(c.info.max_qp_rd_atom);
+  a.max_qp_init_rd_atom = int(c.info.max_qp_init_rd_atom);
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_srq = int(c.info.max_srq);
   a.max_srq_wr = int(c.info.max_srq_wr);
