@@ -182,6 +182,49 @@ TEST_CASE("Keys come back only after many registrations: FIFO slots and wide gen
   CHECK(b.mem[0] == 0);
 }
 
+TEST_CASE("A full keyed table refuses, and a freed slot takes one more", "[unit][nic][remote]") {
+  KeyedTable<int, 2> t;  // 3 slots
+  std::vector<uint32_t> keys;
+  for (int i = 0; i < 3; i++) {
+    const auto in = t.insert(std::make_unique<int>(i));
+    REQUIRE(in.has_value());
+    CHECK(*in->obj == i);
+    CHECK(t.find(in->key) == in->obj);
+    keys.push_back(in->key);
+  }
+  CHECK_FALSE(t.insert(std::make_unique<int>(3)).has_value());
+  CHECK(t.size() == 3);
+  REQUIRE(t.erase(keys[1]));
+  const auto again = t.insert(std::make_unique<int>(4));
+  REQUIRE(again.has_value());
+  CHECK(again->key != keys[1]);  // same slot, next generation
+  CHECK(t.find(keys[1]) == nullptr);
+  CHECK(*t.find(again->key) == 4);
+  CHECK_FALSE(t.insert(std::make_unique<int>(5)).has_value());
+}
+
+TEST_CASE("A full object table is ENOMEM to the application, and no handle comes back", "[unit][nic][remote]") {
+  Bench b;
+  HostContext* ctx = b.nic->open_context(nullptr);
+  // Every slot of the PD table taken (the bench's own PD holds one).
+  std::set<uint32_t> handles;
+  uint32_t h = 0;
+  int rc = 0;
+  while ((rc = b.nic->alloc_pd(ctx, h)) == 0) {
+    REQUIRE(h != 0);
+    REQUIRE(handles.insert(h).second);
+    REQUIRE(handles.size() < (size_t(1) << 21));
+  }
+  CHECK(rc == ENOMEM);
+  CHECK(handles.size() + 1 == (size_t(1) << KeyedTable<Pd>::kSlotBits) - 1);
+  // One freed is one more allocation, then full again.
+  REQUIRE(b.nic->dealloc_pd(ctx, *handles.begin()) == 0);
+  CHECK(b.nic->alloc_pd(ctx, h) == 0);
+  CHECK(h != 0);
+  CHECK(b.nic->alloc_pd(ctx, h) == ENOMEM);
+  b.nic->close_context(ctx);
+}
+
 TEST_CASE("Duplicate READs: bounded by max_dest_rd_atomic, re-read only what was accepted", "[protocol][nic][remote]") {
   const LossRecovery mode = GENERATE(LossRecovery::kGoBackN, LossRecovery::kSelectiveRepeat);
   Bench b(0, QpType::kRc, 12, mode);  // max_dest_rd_atomic = 4
