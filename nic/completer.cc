@@ -259,6 +259,9 @@ CompState Nic::check_response_state(Response& r) {
 }
 
 CompState Nic::check_response_trimmed(Response& r) {
+  // Only a packet marked as trimmed, with a payload, may be: ACKs and
+  // unmarked responses go on without looking at the send queue.
+  if (!may_be_trimmed(r.v)) return CompState::kCheckAck;
   // The READ whose next response this would be, if any: it says how long
   // the packet must be, so a trimmed one is told from data.
   Qp& qp = r.qp;

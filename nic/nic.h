@@ -309,6 +309,9 @@ class Nic final : public Node {
   // must carry (`expected`, or kUnknownLength: an MTU).
   static constexpr uint32_t kUnknownLength = UINT32_MAX;
   bool is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const;
+  // What is_trimmed looks at before the length: the trim DSCP, a payload
+  // opcode, no pad. False for most packets (ACKs always), at no cost.
+  bool may_be_trimmed(const wire::PacketView& v) const;
   // What a request packet `d` PSNs from the expected one must carry, if
   // the responder can know.
   uint32_t request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const;

@@ -34,13 +34,17 @@ Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access
   return mr;
 }
 
+bool Nic::may_be_trimmed(const wire::PacketView& v) const {
+  return v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload) && v.bth().pad_count() == 0;
+}
+
 bool Nic::is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const {
   // A switch remarks a trimmed packet's DSCP, cuts its payload to whole
   // words and clears the pad count. The DSCP alone proves nothing (an
   // application may pick any traffic class): a packet is trimmed only if it
   // carries less than it must -- `expected` bytes when the receiver knows
   // them, else less than an MTU.
-  if (v.dscp != cfg_.trim_dscp || !v.op().any(wire::kOpPayload) || v.bth().pad_count() != 0) return false;
+  if (!may_be_trimmed(v)) return false;
   const uint32_t full = expected != kUnknownLength ? expected : qp.mtu;
   return v.payload_len < full;
 }
