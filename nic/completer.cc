@@ -380,9 +380,11 @@ CompState Nic::on_atomic_ack(Response& r) {
   SendWork& w = *r.wqe;
   const uint64_t orig = r.v.atomic_ack().orig.get();
   const Sge& s = w.sge[0];
-  Mr* mr = mrs_.find(s.lkey);
-  if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8))
-    w.status = IBV_WC_LOC_PROT_ERR;
+  Mr* mr = lkey_writable(qp.pd, s.lkey, s.addr, 8);
+  if (mr == nullptr || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8)) {
+    fail_send_queue(qp, IBV_WC_LOC_PROT_ERR, r.now);
+    return CompState::kDone;
+  }
   w.resp_pkts = 1;
   w.done = true;
   qp.rd_atomic_outstanding--;
@@ -427,7 +429,9 @@ CompState Nic::on_read_response(Response& r) {
   Qp& qp = r.qp;
   SendWork& w = *r.wqe;
   if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
-  // Scatter into the local SGEs (checked when the WQE was fetched).
+  // Scatter into the local SGEs, each held to its key again (it may have
+  // been invalidated or deregistered since the WQE was fetched): a refusal
+  // fails the READ and the QP, nothing more lands.
   uint32_t off = w.resp_pkts * qp.mtu, len = r.v.payload_len;
   const uint8_t* src = r.v.data + r.v.payload_off;
   for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
@@ -437,10 +441,10 @@ CompState Nic::on_read_response(Response& r) {
       continue;
     }
     const uint32_t n = std::min(len, s.length - off);
-    Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr + off, n) || !dma_write(*qp.ctx, mr->host(s.addr + off), src, n)) {
-      w.status = IBV_WC_LOC_PROT_ERR;
-      break;
+    Mr* mr = lkey_writable(qp.pd, s.lkey, s.addr + off, n);
+    if (mr == nullptr || !dma_write(*qp.ctx, mr->host(s.addr + off), src, n)) {
+      fail_send_queue(qp, IBV_WC_LOC_PROT_ERR, r.now);
+      return CompState::kDone;
     }
     src += n;
     len -= n;

@@ -28,6 +28,14 @@ Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int
   return mr;
 }
 
+Mr* Nic::lkey_writable(const Pd* pd, uint32_t lkey, uint64_t addr, uint64_t len) const {
+  Mr* mr = mrs_.find(lkey);  // key and generation
+  if (mr == nullptr || mr->invalidated || mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+      !mr->contains(addr, len))
+    return nullptr;
+  return mr;
+}
+
 Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
   Mr* mr = rkey_grants(qp, rkey, va, len, access);
   if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
@@ -86,8 +94,8 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       continue;
     }
     const uint32_t n = uint32_t(std::min<uint64_t>(len, s.length - offset));
-    Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr->contains(s.addr + offset, n)) {
+    Mr* mr = lkey_writable(pd, s.lkey, s.addr + offset, n);
+    if (mr == nullptr) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }

@@ -139,6 +139,73 @@ TEST_CASE("Every READ response is held to the rkey's rights: an rkey invalidated
   CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
 }
 
+TEST_CASE("Every READ response is held to the local key: invalidated or gone halfway, nothing more lands",
+          "[protocol][nic][remote]") {
+  Bench b;
+  SecondQp other(b);
+  to_rts(b, b.qp, kProbeAccessAll);
+  std::vector<uint8_t> dst(4096, 0);
+  const uint32_t lk = b.host->reg_mr(dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge s = sge(dst.data(), uint32_t(dst.size()), lk);
+  ibv_send_wr wr{};
+  wr.wr_id = 0x77;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = 0x10000;
+  wr.wr.rdma.rkey = 0x1234;
+  REQUIRE(b.host->post_send(b.qp, &wr) == 0);
+  b.engine->run_for(us(20));
+  auto response = [&](uint8_t opcode, uint32_t psn) {
+    wire::RoceFields f;
+    f.opcode = opcode;
+    f.psn = psn;
+    return b.packet(f, kPayload1k);
+  };
+  b.deliver({response(wire::op::kReadRespFirst, 0), response(wire::op::kReadRespMiddle, 1)});
+  REQUIRE(dst[2047] == 0x5a);  // two responses in
+  SECTION("a SEND with invalidate from the peer naming the READ's destination") {
+    b.deliver({other.send_inv(b, lk)});
+  }
+  SECTION("the MR deregistered") { REQUIRE(b.host->dereg_mr(lk) == 0); }
+  b.deliver({response(wire::op::kReadRespMiddle, 2), response(wire::op::kReadRespLast, 3)});
+  CHECK(std::all_of(dst.begin() + 2048, dst.end(), [](uint8_t x) { return x == 0; }));
+  ibv_wc wc[8];
+  const int n = b.host->poll(b.cq, 8, wc);
+  const ibv_wc* read = std::find_if(wc, wc + n, [&](const ibv_wc& w) { return w.qp_num == b.qp->qpn; });
+  REQUIRE(read != wc + n);
+  CHECK(read->wr_id == 0x77);
+  CHECK(read->status == IBV_WC_LOC_PROT_ERR);
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+}
+
+TEST_CASE("A SEND into an invalidated receive MR writes nothing and fails the receive", "[protocol][nic][remote]") {
+  Bench b;
+  SecondQp other(b);
+  std::vector<uint8_t> rbuf(256, 0);
+  const uint32_t lk = b.host->reg_mr(rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge s = sge(rbuf.data(), uint32_t(rbuf.size()), lk);
+  ibv_recv_wr rw{};
+  rw.wr_id = 0x55;
+  rw.sg_list = &s;
+  rw.num_sge = 1;
+  REQUIRE(b.host->post_recv(b.qp, &rw) == 0);
+  b.deliver({other.send_inv(b, lk)});
+  wire::RoceFields f;
+  f.opcode = wire::op::kSendOnly;
+  f.psn = 0;
+  f.ack_req = true;
+  b.deliver({b.packet(f, std::vector<uint8_t>(64, 9))});
+  CHECK(std::all_of(rbuf.begin(), rbuf.end(), [](uint8_t x) { return x == 0; }));
+  ibv_wc wc[8];
+  const int n = b.host->poll(b.cq, 8, wc);
+  const ibv_wc* recv = std::find_if(wc, wc + n, [&](const ibv_wc& w) { return w.qp_num == b.qp->qpn; });
+  REQUIRE(recv != wc + n);
+  CHECK(recv->wr_id == 0x55);
+  CHECK(recv->status == IBV_WC_LOC_PROT_ERR);
+}
+
 TEST_CASE("A duplicate atomic is answered only while its rkey still grants it", "[protocol][nic][remote]") {
   Bench b;
   SecondQp other(b);
