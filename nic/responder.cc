@@ -324,8 +324,11 @@ RespState Nic::check_duplicate(Request& r) {
   }
   // READ/atomic: answered again only if it repeats one the responder
   // accepted (a READ re-reads only bytes of that READ, from the PSN on; an
-  // atomic gets the saved result), after the rkey and resource checks of
-  // a new request. Its answer takes the place of one to the same request
+  // atomic gets the saved result), after the resource checks of a new
+  // request. A READ reads memory again, so its rkey is checked again; an
+  // atomic is not executed again, so not (IBA 9.7.5.1.3: its first
+  // execution modified memory, a NAK now would tell the requester it had
+  // not). Its answer takes the place of one to the same request
   // still owed (and, go-back-N, of those to later ones: they all come
   // again).
   const bool atomic = r.atomic();
@@ -346,7 +349,7 @@ RespState Nic::check_duplicate(Request& r) {
   r.replay = &*it;
   recovery_->on_duplicate_read(qp, psn);
   std::erase_if(qp.tasks, [&](const ResponderTask& t) { return t.req_psn == it->psn; });
-  return RespState::kCheckRkey;
+  return atomic ? RespState::kCheckResources : RespState::kCheckRkey;
 }
 
 RespState Nic::check_op_seq(Request& r) {

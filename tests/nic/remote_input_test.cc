@@ -206,7 +206,11 @@ TEST_CASE("A SEND into an invalidated receive MR writes nothing and fails the re
   CHECK(recv->status == IBV_WC_LOC_PROT_ERR);
 }
 
-TEST_CASE("A duplicate atomic is answered only while its rkey still grants it", "[protocol][nic][remote]") {
+// IBA 9.7.5.1.3: a duplicate atomic is answered from the saved result, not
+// executed again, so the rkey is not looked at again either (the atomic
+// did modify memory: a NAK would tell the requester otherwise).
+TEST_CASE("A duplicate atomic is answered from its saved result, even once its rkey is gone",
+          "[protocol][nic][remote]") {
   Bench b;
   SecondQp other(b);
   auto& counter = *reinterpret_cast<uint64_t*>(b.mem.data() + 4096);
@@ -221,9 +225,18 @@ TEST_CASE("A duplicate atomic is answered only while its rkey still grants it", 
   REQUIRE(answers_to(b).responses.size() == 1);
   b.deliver({other.send_inv(b, b.rkey), b.packet(fa)});
   const Answers a = answers_to(b);
-  CHECK(a.responses.empty());
-  REQUIRE(a.acks.size() == 1);
-  CHECK(a.acks[0].aeth().syndrome() == kNakAccess);
+  CHECK(a.acks.empty());
+  REQUIRE(a.responses.size() == 1);
+  CHECK(a.responses[0].opcode == wire::op::kAtomicAck);
+  CHECK(a.responses[0].atomic_ack().orig.get() == 100);
+  CHECK(counter == 107);  // not executed again
+  CHECK(b.qp->nic_qp->state == IBV_QPS_RTR);
+  // A new atomic with that rkey is refused.
+  fa.psn = 1;
+  b.deliver({b.packet(fa)});
+  const Answers after = answers_to(b);
+  REQUIRE(after.acks.size() == 1);
+  CHECK(after.acks[0].aeth().syndrome() == kNakAccess);
   CHECK(counter == 107);
 }
 
