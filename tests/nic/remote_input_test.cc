@@ -252,9 +252,21 @@ TEST_CASE("Keys come back only after many registrations: FIFO slots and wide gen
     if (!seen.insert(k).second) FAIL("key " << k << " came back after " << i << " registrations");
     REQUIRE(b.host->dereg_mr(k) == 0);
   }
-  // The key of a deregistered MR finds nothing, whatever is registered since.
+  // The key of a deregistered MR finds nothing, even once its slot holds a
+  // new MR of the same memory (the generation tells them apart).
   const uint32_t old = b.rkey;
   REQUIRE(b.host->dereg_mr(old) == 0);
+  uint32_t reused = 0;
+  for (int i = 0; i < 4096 && reused == 0; i++) {
+    const uint32_t k = b.host->reg_mr(b.mem.data(), b.mem.size(), kProbeAccessAll);
+    REQUIRE(k != 0);
+    if ((k >> KeyedTable<Mr>::kGenBits) == (old >> KeyedTable<Mr>::kGenBits))
+      reused = k;
+    else
+      REQUIRE(b.host->dereg_mr(k) == 0);
+  }
+  REQUIRE(reused != 0);
+  REQUIRE(reused != old);
   b.deliver({b.packet(b.write(wire::op::kWriteOnly, 0, true, b.addr(0), 8), std::vector<uint8_t>(8, 1))});
   const Answers a = answers_to(b);
   REQUIRE(a.acks.size() == 1);
