@@ -260,6 +260,9 @@ CompState Nic::check_response_state(Response& r) {
 }
 
 CompState Nic::check_response_trimmed(Response& r) {
+  // Only a packet marked as trimmed, with a payload, may be: ACKs and
+  // unmarked responses go on without looking at the send queue.
+  if (!may_be_trimmed(r.v)) return CompState::kCheckAck;
   // The READ whose next response this would be, if any: it says how long
   // the packet must be, so a trimmed one is told from data.
   Qp& qp = r.qp;
@@ -378,9 +381,11 @@ CompState Nic::on_atomic_ack(Response& r) {
   SendWork& w = *r.wqe;
   const uint64_t orig = r.v.atomic_ack().orig.get();
   const Sge& s = w.sge[0];
-  Mr* mr = mrs_.find(s.lkey);
-  if (mr == nullptr || !mr->contains(s.addr, 8) || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8))
-    w.status = IBV_WC_LOC_PROT_ERR;
+  Mr* mr = lkey_writable(qp.pd, s.lkey, s.addr, 8);
+  if (mr == nullptr || !qp.ctx->memory->write(mr->host(s.addr), &orig, 8)) {
+    fail_send_queue(qp, IBV_WC_LOC_PROT_ERR, r.now);
+    return CompState::kDone;
+  }
   w.resp_pkts = 1;
   w.done = true;
   qp.rd_atomic_outstanding--;
@@ -425,7 +430,9 @@ CompState Nic::on_read_response(Response& r) {
   Qp& qp = r.qp;
   SendWork& w = *r.wqe;
   if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
-  // Scatter into the local SGEs (checked when the WQE was fetched).
+  // Scatter into the local SGEs, each held to its key again (it may have
+  // been invalidated or deregistered since the WQE was fetched): a refusal
+  // fails the READ and the QP, nothing more lands.
   uint32_t off = w.resp_pkts * qp.mtu, len = r.v.payload_len;
   const uint8_t* src = r.v.data + r.v.payload_off;
   for (uint32_t i = 0; i < w.num_sge && len > 0; i++) {
@@ -435,9 +442,13 @@ CompState Nic::on_read_response(Response& r) {
       continue;
     }
     const uint32_t n = std::min(len, s.length - off);
-    Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || !mr->contains(s.addr + off, n) ||
-        !dma_write(DmaOwner::read_response_for(qp, w.index), mr->host(s.addr + off), src, n)) {
+    Mr* mr = lkey_writable(qp.pd, s.lkey, s.addr + off, n);
+    if (mr == nullptr) {
+      fail_send_queue(qp, IBV_WC_LOC_PROT_ERR, r.now);
+      return CompState::kDone;
+    }
+    // A write that fails when the batch is flushed fails this READ alone.
+    if (!dma_write(DmaOwner::read_response_for(qp, w.index), mr->host(s.addr + off), src, n)) {
       w.status = IBV_WC_LOC_PROT_ERR;
       break;
     }

@@ -96,8 +96,9 @@ HostContext* Nic::find_context(uint32_t id) const {
 int Nic::alloc_pd(HostContext* ctx, uint32_t& handle) {
   auto pd = std::make_unique<Pd>();
   pd->ctx = ctx;
-  Pd* raw = pd.get();
-  handle = raw->handle = pds_.insert(std::move(pd));
+  const auto in = pds_.insert(std::move(pd));
+  if (!in) return ENOMEM;
+  handle = in->obj->handle = in->key;
   return 0;
 }
 
@@ -132,8 +133,9 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   mr->host_addr = addr;
   mr->length = length;
   mr->access = access;
-  Mr* raw = mr.get();
-  key = raw->key = mrs_.insert(std::move(mr));
+  const auto in = mrs_.insert(std::move(mr));
+  if (!in) return ENOMEM;
+  key = in->obj->key = in->key;
   return 0;
 }
 
@@ -152,9 +154,10 @@ int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& han
       e != 0)
     return e;
   auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, entries, sizeof(Cqe), true));
-  Cq* raw = cq.get();
-  handle = cqs_.insert(std::move(cq));
-  *raw = Cq(handle, ctx, Ring(ring, entries, sizeof(Cqe), false));
+  const auto in = cqs_.insert(std::move(cq));
+  if (!in) return ENOMEM;
+  handle = in->key;
+  *in->obj = Cq(handle, ctx, Ring(ring, entries, sizeof(Cqe), false));
   return 0;
 }
 
@@ -189,8 +192,9 @@ int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t e
   srq->rq = RecvQueue(Ring(ring, entries, recv_wqe_stride(max_sge), true), max_sge);
   srq->limit = limit;
   srq->armed = limit > 0;
-  Srq* raw = srq.get();
-  handle = raw->handle = srqs_.insert(std::move(srq));
+  const auto in = srqs_.insert(std::move(srq));
+  if (!in) return ENOMEM;
+  handle = in->obj->handle = in->key;
   return 0;
 }
 
@@ -232,8 +236,9 @@ int Nic::create_ah(HostContext* ctx, uint32_t pd_handle, const ibv_ah_attr& attr
   ah->traffic_class = attr.grh.traffic_class;
   ah->hop_limit = attr.grh.hop_limit;
   ah->sl = attr.sl;
-  Ah* raw = ah.get();
-  handle = raw->handle = ahs_.insert(std::move(ah));
+  const auto in = ahs_.insert(std::move(ah));
+  if (!in) return ENOMEM;
+  handle = in->obj->handle = in->key;
   return 0;
 }
 

@@ -353,10 +353,18 @@ class Nic final : public Node {
   // check_rkey counts a refusal.
   Mr* rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
   Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // The MR `lkey` names if the NIC may write [addr, addr + len) of it for a
+  // QP of `pd` (key and generation, PD, local write, not invalidated):
+  // held against every packet of data that lands (SEND, READ response,
+  // atomic result), so a key invalidated or gone mid-message takes no more.
+  Mr* lkey_writable(const Pd* pd, uint32_t lkey, uint64_t addr, uint64_t len) const;
   // Trimmed by a switch: the trim DSCP and less payload than the packet
   // must carry (`expected`, or kUnknownLength: an MTU).
   static constexpr uint32_t kUnknownLength = UINT32_MAX;
   bool is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const;
+  // What is_trimmed looks at before the length: the trim DSCP, a payload
+  // opcode, no pad. False for most packets (ACKs always), at no cost.
+  bool may_be_trimmed(const wire::PacketView& v) const;
   // What a request packet `d` PSNs from the expected one must carry, if
   // the responder can know.
   uint32_t request_length(const Qp& qp, const wire::PacketView& v, int32_t d) const;

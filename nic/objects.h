@@ -60,16 +60,23 @@ struct Mr {
 // least 2^kGenBits * (kReuseDelay + 1) insertions (4.2 million), not 256
 // as with last-in-first-out slots and 8-bit generations (a key a peer kept
 // would reach the next MR of the slot). The table holds at most what is
-// live plus kReuseDelay free slots; insert returns 0 when all 2^kSlotBits
-// - 1 slots are taken.
-template <typename T>
+// live plus kReuseDelay free slots. When all 2^SlotBits - 1 slots are
+// taken, insert refuses (and the object goes): the caller gets neither a
+// key nor the object, only the refusal to pass on (ENOMEM). SlotBits is a
+// parameter for tests to fill a small table.
+template <typename T, uint32_t SlotBits = 20>
 class KeyedTable {
  public:
   static constexpr uint32_t kGenBits = 12;
-  static constexpr uint32_t kSlotBits = 32 - kGenBits;
+  static constexpr uint32_t kSlotBits = SlotBits;
   static constexpr uint32_t kReuseDelay = 1024;
+  static_assert(kSlotBits + kGenBits <= 32);
 
-  uint32_t insert(std::unique_ptr<T> obj) {
+  struct Inserted {
+    uint32_t key;
+    T* obj;
+  };
+  [[nodiscard]] std::optional<Inserted> insert(std::unique_ptr<T> obj) {
     uint32_t slot;
     if (free_.size() > kReuseDelay) {
       slot = free_.front();
@@ -82,11 +89,11 @@ class KeyedTable {
       slot = free_.front();
       free_.pop_front();
     } else {
-      return 0;
+      return std::nullopt;
     }
     gens_[slot] = (gens_[slot] + 1) & kGenMask;
     items_[slot] = std::move(obj);
-    return (slot + 1) << kGenBits | gens_[slot];
+    return Inserted{(slot + 1) << kGenBits | gens_[slot], items_[slot].get()};
   }
   T* find(uint32_t key) const {
     const uint32_t slot = (key >> kGenBits) - 1;

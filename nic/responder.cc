@@ -28,10 +28,22 @@ Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int
   return mr;
 }
 
+Mr* Nic::lkey_writable(const Pd* pd, uint32_t lkey, uint64_t addr, uint64_t len) const {
+  Mr* mr = mrs_.find(lkey);  // key and generation
+  if (mr == nullptr || mr->invalidated || mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) ||
+      !mr->contains(addr, len))
+    return nullptr;
+  return mr;
+}
+
 Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
   Mr* mr = rkey_grants(qp, rkey, va, len, access);
   if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
   return mr;
+}
+
+bool Nic::may_be_trimmed(const wire::PacketView& v) const {
+  return v.dscp == cfg_.trim_dscp && v.op().any(wire::kOpPayload) && v.bth().pad_count() == 0;
 }
 
 bool Nic::is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected) const {
@@ -40,7 +52,7 @@ bool Nic::is_trimmed(const Qp& qp, const wire::PacketView& v, uint32_t expected)
   // application may pick any traffic class): a packet is trimmed only if it
   // carries less than it must -- `expected` bytes when the receiver knows
   // them, else less than an MTU.
-  if (v.dscp != cfg_.trim_dscp || !v.op().any(wire::kOpPayload) || v.bth().pad_count() != 0) return false;
+  if (!may_be_trimmed(v)) return false;
   const uint32_t full = expected != kUnknownLength ? expected : qp.mtu;
   return v.payload_len < full;
 }
@@ -82,8 +94,8 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
       continue;
     }
     const uint32_t n = uint32_t(std::min<uint64_t>(len, s.length - offset));
-    Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != pd || !(mr->access & IBV_ACCESS_LOCAL_WRITE) || !mr->contains(s.addr + offset, n)) {
+    Mr* mr = lkey_writable(pd, s.lkey, s.addr + offset, n);
+    if (mr == nullptr) {
       err = IBV_WC_LOC_PROT_ERR;
       return false;
     }
@@ -313,8 +325,11 @@ RespState Nic::check_duplicate(Request& r) {
   }
   // READ/atomic: answered again only if it repeats one the responder
   // accepted (a READ re-reads only bytes of that READ, from the PSN on; an
-  // atomic gets the saved result), after the rkey and resource checks of
-  // a new request. Its answer takes the place of one to the same request
+  // atomic gets the saved result), after the resource checks of a new
+  // request. A READ reads memory again, so its rkey is checked again; an
+  // atomic is not executed again, so not (IBA 9.7.5.1.3: its first
+  // execution modified memory, a NAK now would tell the requester it had
+  // not). Its answer takes the place of one to the same request
   // still owed (and, go-back-N, of those to later ones: they all come
   // again).
   const bool atomic = r.atomic();
@@ -335,7 +350,7 @@ RespState Nic::check_duplicate(Request& r) {
   r.replay = &*it;
   recovery_->on_duplicate_read(qp, psn);
   std::erase_if(qp.tasks, [&](const ResponderTask& t) { return t.req_psn == it->psn; });
-  return RespState::kCheckRkey;
+  return atomic ? RespState::kCheckResources : RespState::kCheckRkey;
 }
 
 RespState Nic::check_op_seq(Request& r) {

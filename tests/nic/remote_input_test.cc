@@ -139,7 +139,78 @@ TEST_CASE("Every READ response is held to the rkey's rights: an rkey invalidated
   CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
 }
 
-TEST_CASE("A duplicate atomic is answered only while its rkey still grants it", "[protocol][nic][remote]") {
+TEST_CASE("Every READ response is held to the local key: invalidated or gone halfway, nothing more lands",
+          "[protocol][nic][remote]") {
+  Bench b;
+  SecondQp other(b);
+  to_rts(b, b.qp, kProbeAccessAll);
+  std::vector<uint8_t> dst(4096, 0);
+  const uint32_t lk = b.host->reg_mr(dst.data(), dst.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge s = sge(dst.data(), uint32_t(dst.size()), lk);
+  ibv_send_wr wr{};
+  wr.wr_id = 0x77;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = 0x10000;
+  wr.wr.rdma.rkey = 0x1234;
+  REQUIRE(b.host->post_send(b.qp, &wr) == 0);
+  b.engine->run_for(us(20));
+  auto response = [&](uint8_t opcode, uint32_t psn) {
+    wire::RoceFields f;
+    f.opcode = opcode;
+    f.psn = psn;
+    return b.packet(f, kPayload1k);
+  };
+  b.deliver({response(wire::op::kReadRespFirst, 0), response(wire::op::kReadRespMiddle, 1)});
+  REQUIRE(dst[2047] == 0x5a);  // two responses in
+  SECTION("a SEND with invalidate from the peer naming the READ's destination") {
+    b.deliver({other.send_inv(b, lk)});
+  }
+  SECTION("the MR deregistered") { REQUIRE(b.host->dereg_mr(lk) == 0); }
+  b.deliver({response(wire::op::kReadRespMiddle, 2), response(wire::op::kReadRespLast, 3)});
+  CHECK(std::all_of(dst.begin() + 2048, dst.end(), [](uint8_t x) { return x == 0; }));
+  ibv_wc wc[8];
+  const int n = b.host->poll(b.cq, 8, wc);
+  const ibv_wc* read = std::find_if(wc, wc + n, [&](const ibv_wc& w) { return w.qp_num == b.qp->qpn; });
+  REQUIRE(read != wc + n);
+  CHECK(read->wr_id == 0x77);
+  CHECK(read->status == IBV_WC_LOC_PROT_ERR);
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+}
+
+TEST_CASE("A SEND into an invalidated receive MR writes nothing and fails the receive", "[protocol][nic][remote]") {
+  Bench b;
+  SecondQp other(b);
+  std::vector<uint8_t> rbuf(256, 0);
+  const uint32_t lk = b.host->reg_mr(rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_sge s = sge(rbuf.data(), uint32_t(rbuf.size()), lk);
+  ibv_recv_wr rw{};
+  rw.wr_id = 0x55;
+  rw.sg_list = &s;
+  rw.num_sge = 1;
+  REQUIRE(b.host->post_recv(b.qp, &rw) == 0);
+  b.deliver({other.send_inv(b, lk)});
+  wire::RoceFields f;
+  f.opcode = wire::op::kSendOnly;
+  f.psn = 0;
+  f.ack_req = true;
+  b.deliver({b.packet(f, std::vector<uint8_t>(64, 9))});
+  CHECK(std::all_of(rbuf.begin(), rbuf.end(), [](uint8_t x) { return x == 0; }));
+  ibv_wc wc[8];
+  const int n = b.host->poll(b.cq, 8, wc);
+  const ibv_wc* recv = std::find_if(wc, wc + n, [&](const ibv_wc& w) { return w.qp_num == b.qp->qpn; });
+  REQUIRE(recv != wc + n);
+  CHECK(recv->wr_id == 0x55);
+  CHECK(recv->status == IBV_WC_LOC_PROT_ERR);
+}
+
+// IBA 9.7.5.1.3: a duplicate atomic is answered from the saved result, not
+// executed again, so the rkey is not looked at again either (the atomic
+// did modify memory: a NAK would tell the requester otherwise).
+TEST_CASE("A duplicate atomic is answered from its saved result, even once its rkey is gone",
+          "[protocol][nic][remote]") {
   Bench b;
   SecondQp other(b);
   auto& counter = *reinterpret_cast<uint64_t*>(b.mem.data() + 4096);
@@ -154,9 +225,18 @@ TEST_CASE("A duplicate atomic is answered only while its rkey still grants it", 
   REQUIRE(answers_to(b).responses.size() == 1);
   b.deliver({other.send_inv(b, b.rkey), b.packet(fa)});
   const Answers a = answers_to(b);
-  CHECK(a.responses.empty());
-  REQUIRE(a.acks.size() == 1);
-  CHECK(a.acks[0].aeth().syndrome() == kNakAccess);
+  CHECK(a.acks.empty());
+  REQUIRE(a.responses.size() == 1);
+  CHECK(a.responses[0].opcode == wire::op::kAtomicAck);
+  CHECK(a.responses[0].atomic_ack().orig.get() == 100);
+  CHECK(counter == 107);  // not executed again
+  CHECK(b.qp->nic_qp->state == IBV_QPS_RTR);
+  // A new atomic with that rkey is refused.
+  fa.psn = 1;
+  b.deliver({b.packet(fa)});
+  const Answers after = answers_to(b);
+  REQUIRE(after.acks.size() == 1);
+  CHECK(after.acks[0].aeth().syndrome() == kNakAccess);
   CHECK(counter == 107);
 }
 
@@ -172,14 +252,69 @@ TEST_CASE("Keys come back only after many registrations: FIFO slots and wide gen
     if (!seen.insert(k).second) FAIL("key " << k << " came back after " << i << " registrations");
     REQUIRE(b.host->dereg_mr(k) == 0);
   }
-  // The key of a deregistered MR finds nothing, whatever is registered since.
+  // The key of a deregistered MR finds nothing, even once its slot holds a
+  // new MR of the same memory (the generation tells them apart).
   const uint32_t old = b.rkey;
   REQUIRE(b.host->dereg_mr(old) == 0);
+  uint32_t reused = 0;
+  for (int i = 0; i < 4096 && reused == 0; i++) {
+    const uint32_t k = b.host->reg_mr(b.mem.data(), b.mem.size(), kProbeAccessAll);
+    REQUIRE(k != 0);
+    if ((k >> KeyedTable<Mr>::kGenBits) == (old >> KeyedTable<Mr>::kGenBits))
+      reused = k;
+    else
+      REQUIRE(b.host->dereg_mr(k) == 0);
+  }
+  REQUIRE(reused != 0);
+  REQUIRE(reused != old);
   b.deliver({b.packet(b.write(wire::op::kWriteOnly, 0, true, b.addr(0), 8), std::vector<uint8_t>(8, 1))});
   const Answers a = answers_to(b);
   REQUIRE(a.acks.size() == 1);
   CHECK(a.acks[0].aeth().syndrome() == kNakAccess);
   CHECK(b.mem[0] == 0);
+}
+
+TEST_CASE("A full keyed table refuses, and a freed slot takes one more", "[unit][nic][remote]") {
+  KeyedTable<int, 2> t;  // 3 slots
+  std::vector<uint32_t> keys;
+  for (int i = 0; i < 3; i++) {
+    const auto in = t.insert(std::make_unique<int>(i));
+    REQUIRE(in.has_value());
+    CHECK(*in->obj == i);
+    CHECK(t.find(in->key) == in->obj);
+    keys.push_back(in->key);
+  }
+  CHECK_FALSE(t.insert(std::make_unique<int>(3)).has_value());
+  CHECK(t.size() == 3);
+  REQUIRE(t.erase(keys[1]));
+  const auto again = t.insert(std::make_unique<int>(4));
+  REQUIRE(again.has_value());
+  CHECK(again->key != keys[1]);  // same slot, next generation
+  CHECK(t.find(keys[1]) == nullptr);
+  CHECK(*t.find(again->key) == 4);
+  CHECK_FALSE(t.insert(std::make_unique<int>(5)).has_value());
+}
+
+TEST_CASE("A full object table is ENOMEM to the application, and no handle comes back", "[unit][nic][remote]") {
+  Bench b;
+  HostContext* ctx = b.nic->open_context(nullptr);
+  // Every slot of the PD table taken (the bench's own PD holds one).
+  std::set<uint32_t> handles;
+  uint32_t h = 0;
+  int rc = 0;
+  while ((rc = b.nic->alloc_pd(ctx, h)) == 0) {
+    REQUIRE(h != 0);
+    REQUIRE(handles.insert(h).second);
+    REQUIRE(handles.size() < (size_t(1) << 21));
+  }
+  CHECK(rc == ENOMEM);
+  CHECK(handles.size() + 1 == (size_t(1) << KeyedTable<Pd>::kSlotBits) - 1);
+  // One freed is one more allocation, then full again.
+  REQUIRE(b.nic->dealloc_pd(ctx, *handles.begin()) == 0);
+  CHECK(b.nic->alloc_pd(ctx, h) == 0);
+  CHECK(h != 0);
+  CHECK(b.nic->alloc_pd(ctx, h) == ENOMEM);
+  b.nic->close_context(ctx);
 }
 
 TEST_CASE("Duplicate READs: bounded by max_dest_rd_atomic, re-read only what was accepted", "[protocol][nic][remote]") {
