@@ -12,8 +12,6 @@ constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | 
                              IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                              IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
 
-bool power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
 }  // namespace
 
 HostContext* Nic::open_context(HostMemory* memory) {
@@ -112,11 +110,13 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
 }
 
 int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle) {
-  if (ring == nullptr || !power_of_two(entries) || entries > cfg_.max_cqe) return EINVAL;
-  auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, entries, sizeof(Cqe), true));
+  // The cap bounds the count asked for, not the ring rounded up from it.
+  if (ring == nullptr || entries == 0 || entries > cfg_.max_cqe) return EINVAL;
+  const uint32_t slots = round_up_pow2(entries);
+  auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, slots, sizeof(Cqe), true));
   Cq* raw = cq.get();
   handle = cqs_.insert(std::move(cq));
-  *raw = Cq(handle, ctx, Ring(ring, entries, sizeof(Cqe), false));
+  *raw = Cq(handle, ctx, Ring(ring, slots, sizeof(Cqe), false));
   return 0;
 }
 
@@ -137,12 +137,14 @@ int Nic::destroy_cq(HostContext* ctx, uint32_t handle) {
 int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t entries, uint32_t max_sge,
                     uint32_t limit, uint32_t& handle) {
   Pd* pd = pds_.find(pd_handle);
-  if (pd == nullptr || pd->ctx != ctx || ring == nullptr || !power_of_two(entries) || max_sge == 0 ||
-      max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr || limit > entries)
+  if (pd == nullptr || pd->ctx != ctx || ring == nullptr || entries == 0 || max_sge == 0 ||
+      max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr)
     return EINVAL;
+  const uint32_t slots = round_up_pow2(entries);
+  if (limit > slots) return EINVAL;
   auto srq = std::make_unique<Srq>();
   srq->pd = pd;
-  srq->rq = RecvQueue(Ring(ring, entries, recv_wqe_stride(max_sge), true), max_sge);
+  srq->rq = RecvQueue(Ring(ring, slots, recv_wqe_stride(max_sge), true), max_sge);
   srq->limit = limit;
   srq->armed = limit > 0;
   Srq* raw = srq.get();

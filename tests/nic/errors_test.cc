@@ -350,3 +350,22 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   CHECK(f.h2->context()->dead);
   CHECK(f.n2->counters()[NicCounters::rx_not_for_us] > 0);
 }
+
+// Caps need not be powers of two (rxe reports max_cqe 32767): every count
+// up to the cap is accepted, although the ring behind it is rounded up,
+// and one more is refused.
+TEST_CASE("A CQ or SRQ cap that is not a power of two admits every count up to it", "[unit][nic][errors]") {
+  auto engine = test::make_engine();
+  NicConfig c;
+  c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  c.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  c.max_cqe = 32767;
+  c.max_qp_wr = 1000;
+  auto& nic = engine->add<Nic>("h1", c);
+  engine->start();
+  SimHost h(*engine, nic);
+  CHECK(h.create_cq(32767) != nullptr);
+  CHECK(h.create_cq(32768) == nullptr);
+  CHECK(h.create_srq(1000) != nullptr);
+  CHECK(h.create_srq(1001) == nullptr);
+}
