@@ -242,7 +242,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   const bool continues = info.any(wire::kOpMiddle) || (info.any(wire::kOpLast) && !info.any(wire::kOpFirst));
   if (continues != qp.in_message ||
       (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode)))) {
-    counters_[NicCounters::resp_opcode_sequence_err]++;
+    if (rc) counters_[NicCounters::resp_opcode_sequence_err]++;  // UC: a gap's resync, not a violation
     if (rc) {
       responder_error(qp, IBV_WC_REM_INV_REQ_ERR, nak_inv, psn, now);
     } else {
