@@ -84,6 +84,12 @@ TEST_CASE("A bad topology is rejected whole, naming file, line and field", "[uni
        "topo.yaml:1: engine.time: 'sometimes' is not one of: virtual, real"},
       {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, loss_recovery: fast}\n",
        "topo.yaml:2: nodes.h1.loss_recovery: 'fast' is not one of"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_rd_atom: 0}\n",
+       "topo.yaml:2: nodes.h1.max_qp_rd_atom: 0 is out of range [1, 128]"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_rd_atom: 129}\n",
+       "topo.yaml:2: nodes.h1.max_qp_rd_atom: 129 is out of range [1, 128]"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_init_rd_atom: 256}\n",
+       "topo.yaml:2: nodes.h1.max_qp_init_rd_atom: 256 is out of range [1, 255]"},
       {"nodes: [\n", "topo.yaml:2:"},
       {"links: []\n", "topo.yaml:1: nodes: expected a mapping of node names"},
   };
