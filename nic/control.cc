@@ -238,7 +238,7 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
   next_qpn_ = (next_qpn_ + 1) & 0xffffff;
-  if (next_qpn_ < 0x11) next_qpn_ = 0x11;
+  if (next_qpn_ < kFirstQpn) next_qpn_ = kFirstQpn;
   while (qps_.count(next_qpn_)) next_qpn_ = (next_qpn_ + 1) & 0xffffff;
   qp->type = init.type;
   if (init.type == QpType::kUd) {

@@ -293,7 +293,7 @@ class Nic final : public Node {
   KeyedTable<Srq> srqs_;
   KeyedTable<Ah> ahs_;
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
-  uint32_t next_qpn_ = 0x11;
+  uint32_t next_qpn_ = kFirstQpn;
 
   // neighbours
   std::map<wire::IpAddr, wire::MacAddr> arp_cache_;
