@@ -12,8 +12,6 @@ constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | 
                              IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
                              IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB | IBV_ACCESS_RELAXED_ORDERING;
 
-bool power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
-
 using Usage = HostContext::Usage;
 
 // Takes one object counted in `field` and `bytes` of ring memory from the
@@ -134,7 +132,10 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   mr->length = length;
   mr->access = access;
   const auto in = mrs_.insert(std::move(mr));
-  if (!in) return ENOMEM;
+  if (!in) {
+    refund(ctx, &Usage::mrs, 0);
+    return ENOMEM;
+  }
   key = in->obj->key = in->key;
   return 0;
 }
@@ -148,16 +149,20 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
 }
 
 int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle) {
-  if (ring == nullptr || !power_of_two(entries) || entries > cfg_.max_cqe) return EINVAL;
+  // The cap bounds the count asked for, not the ring rounded up from it.
+  if (ring == nullptr || entries == 0 || entries > cfg_.max_cqe) return EINVAL;
   if (cqs_.size() >= cfg_.max_cq) return ENOMEM;
-  if (int e = charge(ctx, &Usage::cqs, cfg_.app_quota.cqs, ring_bytes(entries, sizeof(Cqe)), cfg_.app_quota.queue_bytes);
-      e != 0)
-    return e;
-  auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, entries, sizeof(Cqe), true));
+  const uint32_t slots = round_up_pow2(entries);
+  const uint64_t bytes = ring_bytes(slots, sizeof(Cqe));
+  if (int e = charge(ctx, &Usage::cqs, cfg_.app_quota.cqs, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
+  auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, slots, sizeof(Cqe), true));
   const auto in = cqs_.insert(std::move(cq));
-  if (!in) return ENOMEM;
+  if (!in) {
+    refund(ctx, &Usage::cqs, bytes);
+    return ENOMEM;
+  }
   handle = in->key;
-  *in->obj = Cq(handle, ctx, Ring(ring, entries, sizeof(Cqe), false));
+  *in->obj = Cq(handle, ctx, Ring(ring, slots, sizeof(Cqe), false));
   return 0;
 }
 
@@ -179,21 +184,24 @@ int Nic::destroy_cq(HostContext* ctx, uint32_t handle) {
 int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t entries, uint32_t max_sge,
                     uint32_t limit, uint32_t& handle) {
   Pd* pd = pds_.find(pd_handle);
-  if (pd == nullptr || pd->ctx != ctx || ring == nullptr || !power_of_two(entries) || max_sge == 0 ||
-      max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr || limit > entries)
+  if (pd == nullptr || pd->ctx != ctx || ring == nullptr || entries == 0 || max_sge == 0 ||
+      max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr)
     return EINVAL;
+  const uint32_t slots = round_up_pow2(entries);
+  if (limit > slots) return EINVAL;
   if (srqs_.size() >= cfg_.max_srq) return ENOMEM;
-  if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, ring_bytes(entries, recv_wqe_stride(max_sge)),
-                     cfg_.app_quota.queue_bytes);
-      e != 0)
-    return e;
+  const uint64_t bytes = ring_bytes(slots, recv_wqe_stride(max_sge));
+  if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
   auto srq = std::make_unique<Srq>();
   srq->pd = pd;
-  srq->rq = RecvQueue(Ring(ring, entries, recv_wqe_stride(max_sge), true), max_sge);
+  srq->rq = RecvQueue(Ring(ring, slots, recv_wqe_stride(max_sge), true), max_sge);
   srq->limit = limit;
   srq->armed = limit > 0;
   const auto in = srqs_.insert(std::move(srq));
-  if (!in) return ENOMEM;
+  if (!in) {
+    refund(ctx, &Usage::srqs, bytes);
+    return ENOMEM;
+  }
   handle = in->obj->handle = in->key;
   return 0;
 }
@@ -290,7 +298,7 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
   next_qpn_ = (next_qpn_ + 1) & 0xffffff;
-  if (next_qpn_ < 0x11) next_qpn_ = 0x11;
+  if (next_qpn_ < kFirstQpn) next_qpn_ = kFirstQpn;
   while (qps_.count(next_qpn_)) next_qpn_ = (next_qpn_ + 1) & 0xffffff;
   qp->type = init.type;
   if (init.type == QpType::kUd) {

@@ -143,7 +143,9 @@ class Nic final : public Node {
   int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key,
              std::optional<uint64_t> iova = std::nullopt);
   int dereg_mr(HostContext* ctx, uint32_t key);
-  // Ring memory (ring_bytes(entries, sizeof(Cqe))) stays the caller's.
+  // `entries` is the count asked for (at most max_cqe, or max_qp_wr for an
+  // SRQ); the ring holds round_up_pow2(entries). Ring memory
+  // (ring_bytes(round_up_pow2(entries), stride)) stays the caller's.
   int create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle);
   int destroy_cq(HostContext* ctx, uint32_t handle);
   Cq* find_cq(HostContext* ctx, uint32_t handle) const;
@@ -392,7 +394,7 @@ class Nic final : public Node {
   KeyedTable<Srq> srqs_;
   KeyedTable<Ah> ahs_;
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
-  uint32_t next_qpn_ = 0x11;
+  uint32_t next_qpn_ = kFirstQpn;
 
   // neighbours
   std::map<wire::IpAddr, wire::MacAddr> arp_cache_;  // at most kMaxNeighbors

@@ -1,6 +1,7 @@
 #include "nic/nic_kind.h"
 
 #include <array>
+#include <cstdint>
 #include <span>
 
 #include "nic/cc/cc_config.h"
@@ -17,7 +18,7 @@ struct CapKey {
   int64_t lo, hi;
 };
 constexpr CapKey kCapKeys[] = {
-    {"max_qp", &NicConfig::max_qp, 1, 1 << 24},
+    {"max_qp", &NicConfig::max_qp, 1, kNumQpns},  // a QPN each
     {"max_qp_wr", &NicConfig::max_qp_wr, 1, 1 << 20},
     {"max_cqe", &NicConfig::max_cqe, 1, 1 << 22},
     {"max_mr", &NicConfig::max_mr, 1, 1 << 24},
@@ -25,6 +26,8 @@ constexpr CapKey kCapKeys[] = {
     {"max_qp_rd_atom", &NicConfig::max_qp_rd_atom, 1, kMaxRdAtomic},
     {"max_qp_init_rd_atom", &NicConfig::max_qp_init_rd_atom, 1, 255},  // ibv_qp_attr.max_rd_atomic is 8 bits
 };
+// The provider reports max_res_rd_atom = max_qp_rd_atom * max_qp as an int.
+static_assert(uint64_t(kMaxRdAtomic) * kNumQpns <= uint64_t(INT32_MAX));
 
 // Every key of a nic entry.
 constexpr auto kNicKeys = [] {
@@ -92,7 +95,10 @@ class NicKind final : public NodeKind {
         c.recovery = *r == "go-back-n" ? LossRecovery::kGoBackN : LossRecovery::kSelectiveRepeat;
     }
     if (n["sr_window"]) c.sr_window = uint32_t(ctx.integer(n["sr_window"], f + ".sr_window", 4, 1 << 20).value_or(512));
-    if (n["sr_rto_low"]) c.sr_rto_low = ctx.duration(n["sr_rto_low"], f + ".sr_rto_low").value_or(us(100));
+    if (n["sr_rto_low"]) {
+      c.sr_rto_low = ctx.duration(n["sr_rto_low"], f + ".sr_rto_low").value_or(us(100));
+      if (c.sr_rto_low < us(1)) ctx.error(n["sr_rto_low"], f + ".sr_rto_low", "must be at least 1us");
+    }
     if (n["traffic_class"])
       c.default_traffic_class = uint8_t(ctx.integer(n["traffic_class"], f + ".traffic_class", 0, 255).value_or(106));
     if (n["ecn"]) c.ecn = ctx.boolean(n["ecn"], f + ".ecn").value_or(true);

@@ -27,6 +27,9 @@ inline constexpr uint32_t kMaxInline = 256;
 // The most READs/atomics a NIC can be configured to answer at once per QP
 // (NicConfig::max_qp_rd_atom; rxe reports 128, mlx5 16).
 inline constexpr uint32_t kMaxRdAtomic = 128;
+// QPNs handed out: from kFirstQpn to 0xffffff (below are the special QPs).
+inline constexpr uint32_t kFirstQpn = 0x11;
+inline constexpr uint32_t kNumQpns = (1u << 24) - kFirstQpn;
 
 // A send WQE copied out of the ring and checked, plus its progress.
 struct SendWork {

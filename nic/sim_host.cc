@@ -29,7 +29,7 @@ SimHost::Cq* SimHost::create_cq(uint32_t entries) {
   const uint32_t n = round_up_pow2(entries);
   cq->mem.resize(ring_bytes(n, sizeof(Cqe)) + 64);
   void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(cq->mem.data()) + 63) & ~uintptr_t(63));
-  if (nic_.create_cq(ctx_, base, n, cq->handle) != 0) return nullptr;
+  if (nic_.create_cq(ctx_, base, entries, cq->handle) != 0) return nullptr;
   cq->shadow.ring = Ring(base, n, sizeof(Cqe), false);
   cqs_.push_back(std::move(cq));
   return cqs_.back().get();
@@ -41,7 +41,7 @@ SimHost::Srq* SimHost::create_srq(uint32_t entries, uint32_t max_sge, uint32_t l
   const uint32_t stride = recv_wqe_stride(max_sge);
   srq->mem.resize(ring_bytes(n, stride) + 64);
   void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(srq->mem.data()) + 63) & ~uintptr_t(63));
-  if (nic_.create_srq(ctx_, pd_, base, n, max_sge, limit, srq->handle) != 0) return nullptr;
+  if (nic_.create_srq(ctx_, pd_, base, entries, max_sge, limit, srq->handle) != 0) return nullptr;
   srq->rq.ring = Ring(base, n, stride, false);
   srq->rq.max_sge = max_sge;
   srqs_.push_back(std::move(srq));

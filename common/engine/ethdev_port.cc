@@ -25,11 +25,6 @@ namespace {
 
 // Ethernet header + one VLAN tag on top of the MTU; frames carry no FCS.
 constexpr uint32_t kL2Overhead = 18;
-// How far ahead of the line rate a port may hand frames to its device: the
-// engine polls in bursts, and a little credit keeps the line busy between
-// polls without letting a burst outrun the link.
-constexpr Duration kPaceSlack = us(10);
-
 // A frame's bytes on the wire: padded to the minimum, plus preamble, FCS
 // and inter-frame gap.
 uint64_t wire_len(uint32_t frame_len) { return std::max(frame_len, kEthMinFrame) + kEthWireOverhead; }
@@ -260,7 +255,8 @@ uint16_t EthdevPort::paced(rte_mbuf** pkts, uint16_t n, Time now) {
     free_at += serialization_time(wire_len(rte_pktmbuf_pkt_len(pkts[go])), params_.rate_bps);
     go++;
   }
-  if (go == 0) {
+  // What is not taken waits for the engine's retry_tx() at its slot.
+  if (go < n) {
     tx_blocked_ = true;
     tx_resume_at_ = free_at - kPaceSlack;
   }

@@ -48,6 +48,10 @@ struct EthdevParams {
 class EthdevPort final : public Port {
  public:
   static constexpr uint16_t kRxBurst = 32;
+  // How far ahead of the line rate a port may hand frames to its device: the
+  // engine polls in bursts, and a little credit keeps the line busy between
+  // polls without letting a burst outrun the link.
+  static constexpr Duration kPaceSlack = us(10);
 
   static Result<std::unique_ptr<EthdevPort>> open(Node* owner, uint16_t index, const EthdevParams& params,
                                                   dpdk::PacketPool& pool);

@@ -513,11 +513,12 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     }
     case Op::kCreateCq: {
-      if (req.u.create_cq.entries > s.nic->config().max_cqe) {  // before anything is sized from it
+      const uint32_t cqe = std::max(req.u.create_cq.entries, 1u);
+      if (cqe > s.nic->config().max_cqe) {  // before anything is sized from it
         rep.err = EINVAL;
         return;
       }
-      const uint32_t entries = nic::round_up_pow2(std::max(req.u.create_cq.entries, 1u));
+      const uint32_t entries = nic::round_up_pow2(cqe);
       int channel_fd = -1;
       if (req.u.create_cq.channel != 0) {
         auto it = s.channels.find(req.u.create_cq.channel);
@@ -534,7 +535,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       uint32_t handle = 0;
       rep.err = on_engine([&] {
-        const int e = s.nic->create_cq(s.ctx, region->addr, entries, handle);
+        const int e = s.nic->create_cq(s.ctx, region->addr, cqe, handle);
         if (e == 0 && channel_fd >= 0) s.nic->find_cq(s.ctx, handle)->on_event = [channel_fd] { write_eventfd(channel_fd); };
         return e;
       });
@@ -564,14 +565,15 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         rep.err = EINVAL;
         return;
       }
-      const uint32_t entries = nic::round_up_pow2(std::max(r.entries, 1u));
+      const uint32_t wanted = std::max(r.entries, 1u);
+      const uint32_t entries = nic::round_up_pow2(wanted);
       auto region = SharedRegion::create("rocemu-srq", nic::ring_bytes(entries, nic::recv_wqe_stride(r.max_sge)));
       if (!region.ok()) {
         rep.err = ENOMEM;
         return;
       }
       uint32_t handle = 0;
-      rep.err = on_engine([&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, entries, r.max_sge, r.limit, handle); });
+      rep.err = on_engine([&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, wanted, r.max_sge, r.limit, handle); });
       if (rep.err != 0) {
         region->release();
         return;

@@ -560,6 +560,57 @@ TEST_CASE("An ethdev port paces what it sends at its configured line rate and re
   rings.drain();
 }
 
+// A burst the line rate takes only in part: the rest waits in its owner
+// (a Forwarder's queue, a Switch's hold) for on_tx_ready(), which only the
+// engine's retry at the next slot gives. The ports are polled as the
+// engine's loop polls them, at synthetic times 1 us apart.
+TEST_CASE("A Forwarder onto a paced ethdev port sends a burst at its line rate with only the engine's polling",
+          "[e2e][ethdev]") {
+  RingPair in("rt_fwin"), out("rt_fwout");
+  auto engine = make_realtime_engine();
+  auto& fw = engine->add<Forwarder>("fw");
+  EthdevPort* pin = attach(*engine, fw, 0, in.a);
+  EthdevParams params;
+  params.device = out.a;
+  params.rate_bps = 1'000'000'000ull;
+  auto r = engine->attach_ethdev(fw, 1, params);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  EthdevPort* pout = r.value();
+  REQUIRE(pin->link_up());
+  REQUIRE(pout->link_up());
+
+  // 20 frames of 1000 bytes arrive at once; each takes 8.192 us at 1 Gbit/s.
+  constexpr uint32_t kFrames = 20;
+  for (uint32_t i = 0; i < kFrames; i++) {
+    rte_mbuf* m = engine->pool().alloc_copy(probe_frame(1000, 0, i));
+    REQUIRE(m != nullptr);
+    REQUIRE(rte_ring_enqueue(in.r[0], m) == 0);
+  }
+  const Duration slot = serialization_time(1000 + kEthWireOverhead, params.rate_bps);
+  const Duration step = us(1);
+  const Time t0 = engine->now() + ms(1);
+  std::vector<Time> left;  // when each frame reached the device
+  for (Time t = t0; t < t0 + slot * kFrames + ms(1) && left.size() < kFrames; t += step) {
+    pin->poll(t);
+    pout->poll(t);
+    for (size_t k = left.size(); k < rte_ring_count(out.r[1]); k++) left.push_back(t);
+  }
+  REQUIRE(left.size() == kFrames);
+  // Frame k may go once the line is free within the slack of its slot,
+  // and goes at the first poll from then.
+  for (uint32_t k = 0; k < kFrames; k++) {
+    INFO("frame " << k);
+    const Time earliest = std::max(t0, t0 + slot * k - EthdevPort::kPaceSlack);
+    CHECK(left[k] >= earliest);
+    CHECK(left[k] < earliest + step);
+  }
+  CHECK(fw.forwarded() == kFrames);
+  CHECK(fw.dropped() == 0);
+  in.drain();
+  out.drain();
+}
+
 // PFC from the peer of an external port reaches the NIC behind it, which
 // pauses the priority for the frame's quanta at the port's line rate.
 TEST_CASE("A NIC on an ethdev port paused by the peer's PFC for quanta at the port's configured rate",

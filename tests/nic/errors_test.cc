@@ -352,3 +352,77 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   CHECK(f.h2->context()->dead);
   CHECK(f.n2->counters()[NicCounters::rx_not_for_us] > 0);
 }
+
+// Caps need not be powers of two (rxe reports max_cqe 32767): every count
+// up to the cap is accepted, although the ring behind it is rounded up,
+// and one more is refused.
+TEST_CASE("A CQ or SRQ cap that is not a power of two admits every count up to it", "[unit][nic][errors]") {
+  auto engine = test::make_engine();
+  NicConfig c;
+  c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  c.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  c.max_cqe = 32767;
+  c.max_qp_wr = 1000;
+  auto& nic = engine->add<Nic>("h1", c);
+  engine->start();
+  SimHost h(*engine, nic);
+  CHECK(h.create_cq(32767) != nullptr);
+  CHECK(h.create_cq(32768) == nullptr);
+  CHECK(h.create_srq(1000) != nullptr);
+  CHECK(h.create_srq(1001) == nullptr);
+}
+
+// The READ/atomic depths and SGE counts a topology sets are what modify_qp
+// and create_srq accept: the cap itself, not one more.
+TEST_CASE("Device caps bound max_dest_rd_atomic, max_rd_atomic and SRQ SGEs", "[unit][nic][errors]") {
+  auto engine = test::make_engine();
+  NicConfig c;
+  c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  c.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  c.max_qp_rd_atom = 8;
+  c.max_qp_init_rd_atom = 4;
+  c.max_sge = 3;
+  auto& nic = engine->add<Nic>("h1", c);
+  engine->start();
+  SimHost h(*engine, nic);
+  auto* cq = h.create_cq(16);
+  REQUIRE(cq != nullptr);
+  auto* q = h.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{4, 4, 1, 1, 0});
+  REQUIRE(q != nullptr);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = kAll;
+  REQUIRE(h.modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = 5;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.sgid_index = 3;
+  a.ah_attr.port_num = 1;
+  a.min_rnr_timer = 12;
+  const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  a.max_dest_rd_atomic = 9;
+  CHECK(h.modify(q, a, rtr) == EINVAL);
+  CHECK(q->nic_qp->state == IBV_QPS_INIT);
+  a.max_dest_rd_atomic = 8;
+  REQUIRE(h.modify(q, a, rtr) == 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  const int rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                  IBV_QP_MAX_QP_RD_ATOMIC;
+  a.max_rd_atomic = 5;
+  CHECK(h.modify(q, a, rts) == EINVAL);
+  CHECK(q->nic_qp->state == IBV_QPS_RTR);
+  a.max_rd_atomic = 4;
+  CHECK(h.modify(q, a, rts) == 0);
+  CHECK(q->nic_qp->state == IBV_QPS_RTS);
+  CHECK(q->nic_qp->max_rd_atomic == 4);
+  CHECK(q->nic_qp->max_dest_rd_atomic == 8);
+
+  CHECK(h.create_srq(16, 4) == nullptr);
+  CHECK(h.create_srq(16, 3) != nullptr);
+}

@@ -84,6 +84,20 @@ TEST_CASE("A bad topology is rejected whole, naming file, line and field", "[uni
        "topo.yaml:1: engine.time: 'sometimes' is not one of: virtual, real"},
       {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, loss_recovery: fast}\n",
        "topo.yaml:2: nodes.h1.loss_recovery: 'fast' is not one of"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_rd_atom: 0}\n",
+       "topo.yaml:2: nodes.h1.max_qp_rd_atom: 0 is out of range [1, 128]"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_rd_atom: 129}\n",
+       "topo.yaml:2: nodes.h1.max_qp_rd_atom: 129 is out of range [1, 128]"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp_init_rd_atom: 256}\n",
+       "topo.yaml:2: nodes.h1.max_qp_init_rd_atom: 256 is out of range [1, 255]"},
+      // Every QP needs a QPN of its own, from 0x11 to 0xffffff.
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, max_qp: 16777200}\n",
+       "topo.yaml:2: nodes.h1.max_qp: 16777200 is out of range [1, 16777199]"},
+      // A zero timeout would fire at `now` forever.
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, sr_rto_low: 0}\n",
+       "topo.yaml:2: nodes.h1.sr_rto_low: must be at least 1us"},
+      {"nodes:\n  h1: {kind: nic, ip: 10.0.0.1, sr_rto_low: 500ns}\n",
+       "topo.yaml:2: nodes.h1.sr_rto_low: must be at least 1us"},
       {"nodes: [\n", "topo.yaml:2:"},
       {"links: []\n", "topo.yaml:1: nodes: expected a mapping of node names"},
   };
