@@ -5,6 +5,7 @@
 // posts receive completions, and queues ACK/NAKs, READ responses and
 // atomic ACKs.
 #include <algorithm>
+#include <utility>
 
 #include "nic/nic.h"
 
@@ -83,7 +84,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
   flush_dma();  // the data of a completion is in place before the completion
-  if (status == IBV_WC_SUCCESS && responder_dma_failed(qp)) status = IBV_WC_LOC_PROT_ERR;  // ... or it is not
+  if (std::exchange(qp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -328,6 +329,7 @@ void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   const bool first = info.any(wire::kOpFirst);
   const bool last = info.any(wire::kOpLast);
   const bool imm = info.any(wire::kOpImm);
+  if (first) start_message(qp, psn);
   if (is_write(op)) {
     if (first) {
       counters_[NicCounters::rx_write_requests]++;
@@ -453,6 +455,7 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
     counters_[NicCounters::rx_ud_qkey_violation]++;
     return;
   }
+  start_message(qp, qp.epsn);
   RecvEntry r;
   if (!take_recv(qp, r)) {  // UD: no receive WQE, no message
     counters_[NicCounters::out_of_buffer]++;

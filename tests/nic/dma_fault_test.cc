@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tests/nic/fabric.h"
+#include "tests/nic/probe.h"
 
 using namespace rocemu;
 using namespace rocemu::nic;
@@ -108,4 +109,82 @@ TEST_CASE("A READ whose response did not land fails locally; the WQE behind it i
   CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
   CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR);
   CHECK(p.q1->nic_qp->state == IBV_QPS_ERR);
+}
+
+TEST_CASE("A UC SEND whose middle packet did not land, in an earlier burst than its last, completes with an error",
+          "[sim][nic][errors][uc]") {
+  // At 100 Gbit/s every packet of the message arrives in a burst of its own.
+  TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
+  auto* cq1 = f.h1->create_cq(64);
+  auto* cq2 = f.h2->create_cq(64);
+  ibv_qp_cap cap{16, 16, 1, 1, 0};
+  auto* q1 = f.h1->create_qp(QpType::kUc, cq1, cq1, cap);
+  auto* q2 = f.h2->create_qp(QpType::kUc, cq2, cq2, cap);
+  SimHost::ConnectOpts o;
+  o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  REQUIRE(SimHost::connect(*f.h1, q1, *f.h2, q2, o) == 0);
+  std::vector<uint8_t> msg(3000, 0x5a), rbuf(4096, 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  deferring(*f.h2).set_hole(uint64_t(rbuf.data()) + 1500, 16);  // in the middle packet (MTU 1024)
+  ibv_sge rs = sge(rbuf.data(), 4096, rlkey);
+  ibv_recv_wr r{};
+  r.wr_id = 7;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  REQUIRE(f.h2->post_recv(q2, &r) == 0);
+  ibv_sge s = sge(msg.data(), 3000, lkey);
+  ibv_send_wr wr = rdma_wr(&s, 0, 0, 8, IBV_WR_SEND);
+  REQUIRE(f.h1->post_send(q1, &wr) == 0);
+  auto rwc = wait_cqes(f, *f.h2, cq2, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].wr_id == 7);
+  CHECK(rwc[0].status == IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_CASE("Of two UD datagrams in one burst, only the one whose data did not land fails", "[sim][nic][errors][ud]") {
+  auto engine = rocemu::test::make_engine(3);
+  const NicConfig c = rocemu::test::probe_peer_config();
+  Nic& nic = engine->add<Nic>("h1", c);
+  auto& probe = engine->add<rocemu::test::Probe>();
+  REQUIRE(engine->connect(nic, 0, probe, 0, LinkParams{}).ok());
+  engine->start();
+  SimHost host(*engine, nic, /*batched_dma=*/true);
+  auto* cq = host.create_cq(64);
+  auto* u = host.create_qp(QpType::kUd, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+  REQUIRE(host.activate_ud(u, 0x2222) == 0);
+  std::vector<uint8_t> rbuf(2 * 1024, 0);
+  const uint32_t rlkey = host.reg_mr(rbuf.data(), rbuf.size(), kAll);
+  dynamic_cast<DeferringLocalMemory&>(host.memory()).set_hole(uint64_t(rbuf.data()) + 100, 16);  // first buffer only
+  for (uint64_t i = 0; i < 2; i++) {
+    ibv_sge rs = sge(rbuf.data() + i * 1024, 1024, rlkey);
+    ibv_recv_wr r{};
+    r.wr_id = 1 + i;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    REQUIRE(host.post_recv(u, &r) == 0);
+  }
+  const std::vector<uint8_t> payload(512, 0x77);
+  std::vector<rte_mbuf*> burst;
+  for (uint32_t psn : {0u, 1u}) {
+    wire::RoceFields f;
+    f.opcode = wire::op::ud(wire::op::kSendOnly);
+    f.psn = psn;
+    f.dest_qp = u->qpn;
+    f.deth_qkey = 0x2222;
+    f.deth_src_qp = 0x99;
+    std::vector<uint8_t> frame(2048);
+    frame.resize(wire::encode_roce(frame, rocemu::test::probe_to_nic(c), f, payload));
+    burst.push_back(engine->pool().alloc_copy(frame));
+    REQUIRE(burst.back() != nullptr);
+  }
+  nic.on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
+  engine->run_for(us(20));
+  ibv_wc wc[2];
+  REQUIRE(host.poll(cq, 2, wc) == 2);
+  CHECK(wc[0].wr_id == 1);
+  CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
+  CHECK(wc[1].wr_id == 2);
+  CHECK(wc[1].status == IBV_WC_SUCCESS);
+  CHECK(all(rbuf.data() + 1024 + 40, 512, 0x77));
 }
