@@ -171,6 +171,11 @@ void Nic::flush_dma() {
   held_.clear();
 }
 
+bool Nic::read_responses_pending(const Qp& qp) const {
+  return std::any_of(dma_owners_.begin(), dma_owners_.end(),
+                     [&](const DmaOwner& o) { return o.qp == &qp && o.read_response; });
+}
+
 void Nic::note_dma_failure(const DmaOwner& owner) {
   counters_[NicCounters::dma_write_errors]++;
   Qp& qp = *owner.qp;

@@ -253,6 +253,8 @@ class Nic final : public Node {
   bool dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();
   void note_dma_failure(const DmaOwner& owner);
+  // True if READ responses of `qp` wait in the deferred writes.
+  bool read_responses_pending(const Qp& qp) const;
   // The responder's message starting at `psn`: no data of it lost yet.
   static void start_message(Qp& qp, uint32_t psn) {
     qp.message_psn = psn;

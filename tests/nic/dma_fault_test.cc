@@ -188,3 +188,69 @@ TEST_CASE("Of two UD datagrams in one burst, only the one whose data did not lan
   CHECK(wc[1].status == IBV_WC_SUCCESS);
   CHECK(all(rbuf.data() + 1024 + 40, 512, 0x77));
 }
+
+TEST_CASE("An ACK in a burst does not split the burst's deferred writes", "[sim][nic][dma]") {
+  // One RC QP towards the probe: the burst carries two WRITEs to its
+  // responder and, between them, the ACK of its own WRITE. The requester's
+  // completion has no local data; the burst's writes go in one flush.
+  auto engine = rocemu::test::make_engine(3);
+  const NicConfig c = rocemu::test::probe_peer_config();
+  Nic& nic = engine->add<Nic>("h1", c);
+  auto& probe = engine->add<rocemu::test::Probe>();
+  REQUIRE(engine->connect(nic, 0, probe, 0, LinkParams{}).ok());
+  engine->start();
+  SimHost host(*engine, nic, /*batched_dma=*/true);
+  auto* cq = host.create_cq(64);
+  auto* qp = host.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+  std::vector<uint8_t> mem(8192, 0x11);
+  const uint32_t key = host.reg_mr(mem.data(), mem.size(), kAll);
+  rocemu::test::probe_qp_to_rtr(host, qp, QpType::kRc, 0x99, kAll);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 20;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 4;
+  REQUIRE(host.modify(qp, a,
+                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  ibv_sge s = sge(mem.data(), 64, key);
+  ibv_send_wr wr = rdma_wr(&s, 0x1000, 0x1234, 5);
+  REQUIRE(host.post_send(qp, &wr) == 0);
+  engine->run_for(us(5));  // the WRITE went out, PSN 0
+  const wire::PathHeaders to_nic = rocemu::test::probe_to_nic(c);
+  auto frame = [&](const wire::RoceFields& f, std::span<const uint8_t> payload) {
+    std::vector<uint8_t> out(512);
+    out.resize(wire::encode_roce(out, to_nic, f, payload));
+    rte_mbuf* m = engine->pool().alloc_copy(out);
+    REQUIRE(m != nullptr);
+    return m;
+  };
+  const std::vector<uint8_t> data(64, 0x22);
+  auto write_to = [&](uint32_t psn, size_t off) {
+    wire::RoceFields f;
+    f.opcode = wire::op::kWriteOnly;
+    f.dest_qp = qp->qpn;
+    f.psn = psn;
+    f.reth_va = uint64_t(mem.data()) + off;
+    f.reth_rkey = key;
+    f.reth_len = 64;
+    return frame(f, data);
+  };
+  wire::RoceFields ack;
+  ack.opcode = wire::op::kAck;
+  ack.dest_qp = qp->qpn;
+  ack.psn = 0;
+  ack.aeth_syndrome = wire::aeth_ack();
+  ack.aeth_msn = 1;
+  std::vector<rte_mbuf*> burst = {write_to(0, 4096), frame(ack, {}), write_to(1, 6144)};
+  const uint64_t before = deferring(host).calls();
+  nic.on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
+  CHECK(deferring(host).calls() - before == 1);
+  ibv_wc wc[1];
+  REQUIRE(host.poll(cq, 1, wc) == 1);
+  CHECK(wc[0].wr_id == 5);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(all(mem.data() + 4096, 64, 0x22));
+  CHECK(all(mem.data() + 6144, 64, 0x22));
+}
