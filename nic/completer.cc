@@ -45,7 +45,7 @@ ibv_wc_status nak_status(wire::NakCode code) {
 }  // namespace
 
 void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
-  flush_dma();  // the data of a completion is in place before the completion
+  if (read_responses_pending(qp)) flush_dma();  // the data of a completion is in place before it
   Cqe cqe{};
   cqe.wr_id = w.wr_id;
   cqe.status = status;
@@ -71,7 +71,9 @@ void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
 }
 
 void Nic::complete_send_queue(Qp& qp, Time now) {
-  flush_dma();  // a READ whose data did not land fails (note_dma_failure) before completions are decided
+  // A READ whose data did not land fails (note_dma_failure) before
+  // completions are decided; other completions have no local data.
+  if (read_responses_pending(qp)) flush_dma();
   while (qp.sq_head != qp.sq_fetched && qp.state != IBV_QPS_ERR) {
     SendWork& w = qp.work(qp.sq_head);
     if (w.status != IBV_WC_SUCCESS) {

@@ -182,6 +182,11 @@ void Nic::flush_dma() {
   held_.clear();
 }
 
+bool Nic::read_responses_pending(const Qp& qp) const {
+  return std::any_of(dma_owners_.begin(), dma_owners_.end(),
+                     [&](const DmaOwner& o) { return o.qp == &qp && o.read_response; });
+}
+
 void Nic::note_dma_failure(const DmaOwner& owner) {
   counters_[NicCounters::dma_write_errors]++;
   Qp& qp = *owner.qp;
@@ -193,13 +198,14 @@ void Nic::note_dma_failure(const DmaOwner& owner) {
       qp.work(owner.id).status = IBV_WC_LOC_PROT_ERR;
     return;
   }
-  if (std::find_if(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; }) ==
-      dma_failed_.end())
+  // The message in progress lost data (a write of an earlier message, one
+  // with no receive, flushed late, is not this message's).
+  if (wire::psn_ge(owner.id, qp.message_psn)) qp.message_data_lost = true;
+  // RC also NAKs the request (handle_dma_failures); UC and UD have no ACK.
+  if (qp.type == QpType::kRc &&
+      std::find_if(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; }) ==
+          dma_failed_.end())
     dma_failed_.push_back(owner);
-}
-
-bool Nic::responder_dma_failed(const Qp& qp) const {
-  return std::any_of(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; });
 }
 
 void Nic::handle_dma_failures(Time now) {

@@ -281,8 +281,13 @@ class Nic final : public Node {
   bool dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* src, uint32_t len);
   void flush_dma();
   void note_dma_failure(const DmaOwner& owner);
-  // True if data the responder of `qp` wrote since the last burst did not land.
-  bool responder_dma_failed(const Qp& qp) const;
+  // True if READ responses of `qp` wait in the deferred writes.
+  bool read_responses_pending(const Qp& qp) const;
+  // The responder's message starting at `psn`: no data of it lost yet.
+  static void start_message(Qp& qp, uint32_t psn) {
+    qp.message_psn = psn;
+    qp.message_data_lost = false;
+  }
   void handle_dma_failures(Time now);
   void arm_retry_timer(Qp& qp, Time now);
   void schedule_retry_timer(Qp& qp, Time at);

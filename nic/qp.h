@@ -192,6 +192,11 @@ struct Qp {
   RecvEntry recv;             // receive WQE of the SEND in progress
   bool recv_valid = false;
   uint64_t recv_offset = 0;
+  // A write of the message in progress (its PSNs start at message_psn; a
+  // UD datagram is its own message) failed: the message's receive
+  // completion reports it and clears it (note_dma_failure, write_recv_cqe).
+  uint32_t message_psn = 0;
+  bool message_data_lost = false;
   uint32_t write_rkey = 0;    // WRITE in progress (looked up per packet: the MR may go)
   uint64_t write_va = 0;
   uint64_t write_remaining = 0;

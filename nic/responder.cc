@@ -8,6 +8,7 @@
 // queues ACK/NAKs, READ responses and atomic ACKs.
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 #include "nic/nic.h"
 
@@ -113,7 +114,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
   flush_dma();  // the data of a completion is in place before the completion
-  if (status == IBV_WC_SUCCESS && responder_dma_failed(qp)) status = IBV_WC_LOC_PROT_ERR;  // ... or it is not
+  if (std::exchange(qp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -446,6 +447,8 @@ RespState Nic::check_resources(Request& r) {
 
 RespState Nic::execute(Request& r) {
   if (r.replay != nullptr) return replay_duplicate(r);
+  // A failed write fails the message it belonged to (note_dma_failure).
+  if (r.first) start_message(r.qp, r.psn);
   if (r.read()) return execute_read(r);
   if (r.atomic()) return execute_atomic(r);
   if (r.write()) return execute_write(r);
@@ -639,6 +642,7 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
     counters_[NicCounters::rx_ud_qkey_violation]++;
     return;
   }
+  start_message(qp, qp.epsn);
   RecvEntry r;
   if (!take_recv(qp, r)) {  // UD: no receive WQE, no message
     counters_[NicCounters::out_of_buffer]++;

@@ -30,6 +30,8 @@ if [ "$quick" = 0 ]; then
   fi
   nice -n 19 ninja -C build-meson-tsan >build-meson-tsan/build.log 2>&1 &
   tsan_build_pid=$!
+  # A step that fails (set -e) leaves no build running behind the script.
+  trap '[ -n "$tsan_build_pid" ] && kill "$tsan_build_pid" 2>/dev/null; true' EXIT
 fi
 
 echo "== tests (CMake build)"
@@ -54,9 +56,11 @@ echo "== meson build (clang, ThreadSanitizer) [$(( $(date +%s) - start )) s]"
 # over the unit, protocol, sim and e2e groups. The e2e group preloads the
 # CMake build's provider: an uninstrumented perftest cannot load a TSan one.
 if ! wait "$tsan_build_pid"; then
+  tsan_build_pid=
   cat build-meson-tsan/build.log
   exit 1
 fi
+tsan_build_pid=
 tsan_start=$(date +%s)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 
@@ -77,10 +81,24 @@ echo "== TSan e2e [$(( $(date +%s) - start )) s]"
 # Of the perftest-driven group, the tests where the control thread and the
 # engine thread meet the most: applications and engines that die, hostile
 # clients, every byte checked (45 s here; all of it would take 500 s).
-TSAN_OPTIONS=$tsan_options \
-  meson test -C build-meson-tsan --no-rebuild --print-errorlogs --num-processes 1 rocemu_ethdev_tests-e2e
-ROCEMU_PROVIDER="$PWD/build/lib/librocemu-verbs.so" TSAN_OPTIONS=$tsan_options \
-  build-meson-tsan/tests/e2e/rocemu_e2e_tests "[robustness],[verify]"
+# The engines are daemons: their stderr goes to a rocemu.log that the test
+# removes. Every TSan report, theirs too, is written under tsan-reports/
+# instead, and any report there fails the step.
+tsan_reports=$PWD/build-meson-tsan/tsan-reports
+rm -rf "$tsan_reports"
+mkdir -p "$tsan_reports"
+tsan_e2e_options="$tsan_options:log_path=$tsan_reports/tsan"
+status=0
+TSAN_OPTIONS=$tsan_e2e_options \
+  meson test -C build-meson-tsan --no-rebuild --print-errorlogs --num-processes 1 rocemu_ethdev_tests-e2e || status=1
+ROCEMU_PROVIDER="$PWD/build/lib/librocemu-verbs.so" TSAN_OPTIONS=$tsan_e2e_options \
+  build-meson-tsan/tests/e2e/rocemu_e2e_tests "[robustness],[verify]" || status=1
+if [ -n "$(ls -A "$tsan_reports")" ]; then
+  echo "ThreadSanitizer reports (engines included):"
+  cat "$tsan_reports"/*
+  status=1
+fi
+[ "$status" = 0 ]
 echo "== TSan tests took $(( $(date +%s) - tsan_start )) s"
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tests/nic/fabric.h"
+#include "tests/nic/probe.h"
 
 using namespace rocemu;
 using namespace rocemu::nic;
@@ -108,4 +109,148 @@ TEST_CASE("A READ whose response did not land fails locally; the WQE behind it i
   CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
   CHECK(wc[1].status == IBV_WC_WR_FLUSH_ERR);
   CHECK(p.q1->nic_qp->state == IBV_QPS_ERR);
+}
+
+TEST_CASE("A UC SEND whose middle packet did not land, in an earlier burst than its last, completes with an error",
+          "[sim][nic][errors][uc]") {
+  // At 100 Gbit/s every packet of the message arrives in a burst of its own.
+  TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
+  auto* cq1 = f.h1->create_cq(64);
+  auto* cq2 = f.h2->create_cq(64);
+  ibv_qp_cap cap{16, 16, 1, 1, 0};
+  auto* q1 = f.h1->create_qp(QpType::kUc, cq1, cq1, cap);
+  auto* q2 = f.h2->create_qp(QpType::kUc, cq2, cq2, cap);
+  SimHost::ConnectOpts o;
+  o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  REQUIRE(SimHost::connect(*f.h1, q1, *f.h2, q2, o) == 0);
+  std::vector<uint8_t> msg(3000, 0x5a), rbuf(4096, 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  deferring(*f.h2).set_hole(uint64_t(rbuf.data()) + 1500, 16);  // in the middle packet (MTU 1024)
+  ibv_sge rs = sge(rbuf.data(), 4096, rlkey);
+  ibv_recv_wr r{};
+  r.wr_id = 7;
+  r.sg_list = &rs;
+  r.num_sge = 1;
+  REQUIRE(f.h2->post_recv(q2, &r) == 0);
+  ibv_sge s = sge(msg.data(), 3000, lkey);
+  ibv_send_wr wr = rdma_wr(&s, 0, 0, 8, IBV_WR_SEND);
+  REQUIRE(f.h1->post_send(q1, &wr) == 0);
+  auto rwc = wait_cqes(f, *f.h2, cq2, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].wr_id == 7);
+  CHECK(rwc[0].status == IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_CASE("Of two UD datagrams in one burst, only the one whose data did not land fails", "[sim][nic][errors][ud]") {
+  auto engine = rocemu::test::make_engine(3);
+  const NicConfig c = rocemu::test::probe_peer_config();
+  Nic& nic = engine->add<Nic>("h1", c);
+  auto& probe = engine->add<rocemu::test::Probe>();
+  REQUIRE(engine->connect(nic, 0, probe, 0, LinkParams{}).ok());
+  engine->start();
+  SimHost host(*engine, nic, /*batched_dma=*/true);
+  auto* cq = host.create_cq(64);
+  auto* u = host.create_qp(QpType::kUd, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+  REQUIRE(host.activate_ud(u, 0x2222) == 0);
+  std::vector<uint8_t> rbuf(2 * 1024, 0);
+  const uint32_t rlkey = host.reg_mr(rbuf.data(), rbuf.size(), kAll);
+  dynamic_cast<DeferringLocalMemory&>(host.memory()).set_hole(uint64_t(rbuf.data()) + 100, 16);  // first buffer only
+  for (uint64_t i = 0; i < 2; i++) {
+    ibv_sge rs = sge(rbuf.data() + i * 1024, 1024, rlkey);
+    ibv_recv_wr r{};
+    r.wr_id = 1 + i;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    REQUIRE(host.post_recv(u, &r) == 0);
+  }
+  const std::vector<uint8_t> payload(512, 0x77);
+  std::vector<rte_mbuf*> burst;
+  for (uint32_t psn : {0u, 1u}) {
+    wire::RoceFields f;
+    f.opcode = wire::op::ud(wire::op::kSendOnly);
+    f.psn = psn;
+    f.dest_qp = u->qpn;
+    f.deth_qkey = 0x2222;
+    f.deth_src_qp = 0x99;
+    std::vector<uint8_t> frame(2048);
+    frame.resize(wire::encode_roce(frame, rocemu::test::probe_to_nic(c), f, payload));
+    burst.push_back(engine->pool().alloc_copy(frame));
+    REQUIRE(burst.back() != nullptr);
+  }
+  nic.on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
+  engine->run_for(us(20));
+  ibv_wc wc[2];
+  REQUIRE(host.poll(cq, 2, wc) == 2);
+  CHECK(wc[0].wr_id == 1);
+  CHECK(wc[0].status == IBV_WC_LOC_PROT_ERR);
+  CHECK(wc[1].wr_id == 2);
+  CHECK(wc[1].status == IBV_WC_SUCCESS);
+  CHECK(all(rbuf.data() + 1024 + 40, 512, 0x77));
+}
+
+TEST_CASE("An ACK in a burst does not split the burst's deferred writes", "[sim][nic][dma]") {
+  // One RC QP towards the probe: the burst carries two WRITEs to its
+  // responder and, between them, the ACK of its own WRITE. The requester's
+  // completion has no local data; the burst's writes go in one flush.
+  auto engine = rocemu::test::make_engine(3);
+  const NicConfig c = rocemu::test::probe_peer_config();
+  Nic& nic = engine->add<Nic>("h1", c);
+  auto& probe = engine->add<rocemu::test::Probe>();
+  REQUIRE(engine->connect(nic, 0, probe, 0, LinkParams{}).ok());
+  engine->start();
+  SimHost host(*engine, nic, /*batched_dma=*/true);
+  auto* cq = host.create_cq(64);
+  auto* qp = host.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
+  std::vector<uint8_t> mem(8192, 0x11);
+  const uint32_t key = host.reg_mr(mem.data(), mem.size(), kAll);
+  rocemu::test::probe_qp_to_rtr(host, qp, QpType::kRc, 0x99, kAll);
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 20;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 4;
+  REQUIRE(host.modify(qp, a,
+                      IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+  ibv_sge s = sge(mem.data(), 64, key);
+  ibv_send_wr wr = rdma_wr(&s, 0x1000, 0x1234, 5);
+  REQUIRE(host.post_send(qp, &wr) == 0);
+  engine->run_for(us(5));  // the WRITE went out, PSN 0
+  const wire::PathHeaders to_nic = rocemu::test::probe_to_nic(c);
+  auto frame = [&](const wire::RoceFields& f, std::span<const uint8_t> payload) {
+    std::vector<uint8_t> out(512);
+    out.resize(wire::encode_roce(out, to_nic, f, payload));
+    rte_mbuf* m = engine->pool().alloc_copy(out);
+    REQUIRE(m != nullptr);
+    return m;
+  };
+  const std::vector<uint8_t> data(64, 0x22);
+  auto write_to = [&](uint32_t psn, size_t off) {
+    wire::RoceFields f;
+    f.opcode = wire::op::kWriteOnly;
+    f.dest_qp = qp->qpn;
+    f.psn = psn;
+    f.reth_va = uint64_t(mem.data()) + off;
+    f.reth_rkey = key;
+    f.reth_len = 64;
+    return frame(f, data);
+  };
+  wire::RoceFields ack;
+  ack.opcode = wire::op::kAck;
+  ack.dest_qp = qp->qpn;
+  ack.psn = 0;
+  ack.aeth_syndrome = wire::aeth_ack();
+  ack.aeth_msn = 1;
+  std::vector<rte_mbuf*> burst = {write_to(0, 4096), frame(ack, {}), write_to(1, 6144)};
+  const uint64_t before = deferring(host).calls();
+  nic.on_rx(0, burst.data(), uint16_t(burst.size()), engine->now());
+  CHECK(deferring(host).calls() - before == 1);
+  ibv_wc wc[1];
+  REQUIRE(host.poll(cq, 1, wc) == 1);
+  CHECK(wc[0].wr_id == 5);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(all(mem.data() + 4096, 64, 0x22));
+  CHECK(all(mem.data() + 6144, 64, 0x22));
 }

@@ -29,8 +29,10 @@ int rpc_timeout_ms() {
 }  // namespace
 
 int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in, std::vector<int>* fds_out) {
-  if (c.dead.load(std::memory_order_relaxed)) return EIO;
   std::lock_guard lock(c.rpc);
+  // Checked under the lock: a call that timed out while this one waited
+  // for the lock left its late reply on the socket, which is not ours.
+  if (c.dead.load(std::memory_order_relaxed)) return EIO;
   req.version = verbs::kProtocolVersion;
   iovec iov{&req, sizeof req};
   msghdr msg{};
@@ -68,6 +70,7 @@ int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<i
   } while (ready < 0 && errno == EINTR);
   if (ready == 0) {
     c.dead = true;
+    shutdown(c.sock, SHUT_RDWR);  // a late reply goes nowhere; the engine sees us gone
     return ETIMEDOUT;
   }
   do {
