@@ -278,7 +278,16 @@ int Nic::check_qp_caps(const ibv_qp_cap& cap) const {
 }
 
 int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
-  if (int e = check_qp_caps(init.cap); e != 0) return e;
+  // The host held what the application asked for to the caps
+  // (check_qp_caps); init.cap may be that rounded up to the rings'
+  // power-of-two sizes, so its work-request counts are bounded by the cap
+  // rounded up the same way.
+  ibv_qp_cap asked = init.cap;
+  const uint32_t ring_max = round_up_pow2(cfg_.max_qp_wr);
+  if (asked.max_send_wr > ring_max || asked.max_recv_wr > ring_max) return EINVAL;
+  asked.max_send_wr = std::min(asked.max_send_wr, cfg_.max_qp_wr);
+  asked.max_recv_wr = std::min(asked.max_recv_wr, cfg_.max_qp_wr);
+  if (int e = check_qp_caps(asked); e != 0) return e;
   Pd* pd = pds_.find(init.pd);
   Cq* scq = find_cq(ctx, init.send_cq);
   Cq* rcq = find_cq(ctx, init.recv_cq);

@@ -50,6 +50,11 @@ SimHost::Srq* SimHost::create_srq(uint32_t entries, uint32_t max_sge, uint32_t l
 
 SimHost::Qp* SimHost::create_qp(QpType type, Cq* send_cq, Cq* recv_cq, ibv_qp_cap cap, bool sq_sig_all, Srq* srq,
                                 int* err) {
+  // What is asked for is held to the caps, as the provider's server does.
+  if (const int e = nic_.check_qp_caps(cap); e != 0) {
+    if (err != nullptr) *err = e;
+    return nullptr;
+  }
   auto qp = std::make_unique<Qp>();
   qp->type = type;
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;

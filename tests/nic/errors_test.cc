@@ -372,6 +372,45 @@ TEST_CASE("A CQ or SRQ cap that is not a power of two admits every count up to i
   CHECK(h.create_srq(1001) == nullptr);
 }
 
+// The provider's server hands the NIC the QP's rings as it made them: the
+// counts asked for rounded up to powers of two (1000 -> 1024 rings).
+TEST_CASE("A QP cap that is not a power of two admits every count up to it, rings rounded up", "[unit][nic][errors]") {
+  auto engine = test::make_engine();
+  NicConfig c;
+  c.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  c.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  c.max_qp_wr = 1000;
+  auto& nic = engine->add<Nic>("h1", c);
+  engine->start();
+  SimHost h(*engine, nic);
+  auto* cq = h.create_cq(16);
+  REQUIRE(cq != nullptr);
+  CHECK(h.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{1000, 1000, 1, 1, 0}) != nullptr);
+  CHECK(h.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{1001, 1, 1, 1, 0}) == nullptr);
+  CHECK(h.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{1, 1001, 1, 1, 0}) == nullptr);
+  // As the server passes them: rings of 1024 for 1000 asked for.
+  const ibv_qp_cap rounded{1024, 1024, 1, 1, 0};
+  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
+  Nic::qp_ring_sizes(rounded, sq_entries, sq_stride, rq_entries, rq_stride);
+  std::vector<uint8_t> sq(ring_bytes(sq_entries, sq_stride) + 64), rq(ring_bytes(rq_entries, rq_stride) + 64);
+  const auto aligned = [](std::vector<uint8_t>& v) {
+    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+  };
+  Nic::QpInit init;
+  init.type = QpType::kRc;
+  init.pd = h.pd();
+  init.send_cq = cq->handle;
+  init.recv_cq = cq->handle;
+  init.cap = rounded;
+  init.sq_ring = aligned(sq);
+  init.rq_ring = aligned(rq);
+  uint32_t qpn = 0;
+  CHECK(nic.create_qp(h.context(), init, qpn, engine->now()) == 0);
+  CHECK(nic.destroy_qp(h.context(), qpn) == 0);
+  init.cap.max_send_wr = 2048;  // more than any count the cap allows, rounded
+  CHECK(nic.create_qp(h.context(), init, qpn, engine->now()) == EINVAL);
+}
+
 // The READ/atomic depths and SGE counts a topology sets are what modify_qp
 // and create_srq accept: the cap itself, not one more.
 TEST_CASE("Device caps bound max_dest_rd_atomic, max_rd_atomic and SRQ SGEs", "[unit][nic][errors]") {
