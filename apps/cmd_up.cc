@@ -264,14 +264,17 @@ int handle_nic(Engine& engine, const std::vector<std::string>& w, std::string& o
     if (what.empty()) {
       out = show_nic(*n);
     } else if (what == "counters") {
-      Lines lines;
-      lines.all = true;
-      n->report_counters(lines);
-      // The NIC's own counters (per-QP ones are under NODE/qpN: rocemu counters NODE/qp).
-      std::istringstream in(lines.os.str());
-      std::string line;
-      while (std::getline(in, line))
-        if (line.compare(0, n->name().size() + 1, n->name() + " ") == 0) out += line.substr(n->name().size() + 1) + "\n";
+      // The NIC's own counters, zeros included (per-QP ones are under
+      // NODE/qpN: rocemu counters NODE/qp).
+      struct Own final : CounterSink {
+        std::string_view scope;
+        std::string& out;
+        Own(std::string_view sc, std::string& o) : scope(sc), out(o) {}
+        void counter(std::string_view sc, std::string_view name, uint64_t value) override {
+          if (sc == scope) out += std::string(name) + " " + std::to_string(value) + "\n";
+        }
+      } own(n->name(), out);
+      n->report_counters(own);
     } else {
       if (n->config().cc.algorithm != "dcqcn") {
         out = n->name() + ": congestion control is " + n->config().cc.algorithm + " (no knobs)";
@@ -287,22 +290,17 @@ int handle_nic(Engine& engine, const std::vector<std::string>& w, std::string& o
   }
   YAML::Node knobs(YAML::NodeType::Map);
   for (size_t i = 4; i + 1 < w.size(); i += 2) {
-    if (w[i + 1].find_first_of("[,") != std::string::npos) {
-      // A priority list: roce_rp_enable 3 or 0,3 or [0,3].
-      std::string list = w[i + 1];
-      list.erase(std::remove(list.begin(), list.end(), '['), list.end());
-      list.erase(std::remove(list.begin(), list.end(), ']'), list.end());
-      YAML::Node seq(YAML::NodeType::Sequence);
-      std::istringstream in(list);
-      for (std::string item; std::getline(in, item, ',');) seq.push_back(item);
-      knobs[w[i]] = seq;
-    } else if (w[i] == "roce_rp_enable" || w[i] == "roce_np_enable") {
-      YAML::Node seq(YAML::NodeType::Sequence);
-      seq.push_back(w[i + 1]);
-      knobs[w[i]] = seq;
-    } else {
+    if (w[i] != "roce_rp_enable" && w[i] != "roce_np_enable") {
       knobs[w[i]] = w[i + 1];
+      continue;
     }
+    // A priority list: 3, 0,3 or [0,3].
+    YAML::Node seq(YAML::NodeType::Sequence);
+    std::string list = w[i + 1];
+    std::erase_if(list, [](char ch) { return ch == '[' || ch == ']'; });
+    std::istringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) seq.push_back(item);
+    knobs[w[i]] = seq;
   }
   if (Status st = n->set_cc_knobs(knobs); !st.ok()) {
     out = st.message();

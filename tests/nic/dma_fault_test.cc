@@ -11,6 +11,8 @@ using namespace rocemu;
 using namespace rocemu::nic;
 using rocemu::test::rdma_wr;
 using rocemu::test::sge;
+using rocemu::test::connect_rc;
+using rocemu::test::RcPair;
 using rocemu::test::TwoNics;
 using rocemu::test::wait_cqes;
 
@@ -18,22 +20,6 @@ namespace {
 
 constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
-
-struct Pair {
-  SimHost::Cq *cq1, *cq2;
-  SimHost::Qp *q1, *q2;
-};
-
-Pair connect(TwoNics& f) {
-  Pair p{};
-  p.cq1 = f.h1->create_cq(256);
-  p.cq2 = f.h2->create_cq(256);
-  ibv_qp_cap cap{64, 64, 2, 2, 0};
-  p.q1 = f.h1->create_qp(QpType::kRc, p.cq1, p.cq1, cap);
-  p.q2 = f.h2->create_qp(QpType::kRc, p.cq2, p.cq2, cap);
-  REQUIRE(SimHost::connect(*f.h1, p.q1, *f.h2, p.q2) == 0);
-  return p;
-}
 
 DeferringLocalMemory& deferring(SimHost& h) { return dynamic_cast<DeferringLocalMemory&>(h.memory()); }
 
@@ -44,7 +30,7 @@ bool all(const uint8_t* p, size_t n, uint8_t v) { return std::all_of(p, p + n, [
 TEST_CASE("A WRITE whose data did not land is NAKed, and another QP's WRITE beside it completes",
           "[sim][nic][errors]") {
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
-  auto bad = connect(f), good = connect(f);
+  auto bad = connect_rc(f), good = connect_rc(f);
   std::vector<uint8_t> src(2048, 0xaa), dst(8192, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
@@ -67,7 +53,7 @@ TEST_CASE("A WRITE whose data did not land is NAKed, and another QP's WRITE besi
 
 TEST_CASE("A SEND whose data did not land completes with an error on both sides", "[sim][nic][errors]") {
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
-  auto p = connect(f);
+  auto p = connect_rc(f);
   std::vector<uint8_t> msg(3000, 0x5a), rbuf(4096, 0);
   const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
@@ -92,7 +78,7 @@ TEST_CASE("A SEND whose data did not land completes with an error on both sides"
 
 TEST_CASE("A READ whose response did not land fails locally; the WQE behind it is flushed", "[sim][nic][errors]") {
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
-  auto p = connect(f);
+  auto p = connect_rc(f);
   std::vector<uint8_t> local(4096, 0), remote(4096, 0x33);
   const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), kAll);

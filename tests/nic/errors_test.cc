@@ -8,6 +8,8 @@ using namespace rocemu;
 using namespace rocemu::nic;
 using rocemu::test::rdma_wr;
 using rocemu::test::sge;
+using rocemu::test::connect_rc;
+using rocemu::test::RcPair;
 using rocemu::test::TwoNics;
 using rocemu::test::wait_cqes;
 
@@ -15,22 +17,6 @@ namespace {
 
 constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                      IBV_ACCESS_REMOTE_ATOMIC;
-
-struct Pair {
-  SimHost::Cq *cq1, *cq2;
-  SimHost::Qp *q1, *q2;
-};
-
-Pair connect(TwoNics& f, SimHost::ConnectOpts o = {}) {
-  Pair p{};
-  p.cq1 = f.h1->create_cq(256);
-  p.cq2 = f.h2->create_cq(256);
-  ibv_qp_cap cap{64, 64, 2, 2, 0};
-  p.q1 = f.h1->create_qp(QpType::kRc, p.cq1, p.cq1, cap);
-  p.q2 = f.h2->create_qp(QpType::kRc, p.cq2, p.cq2, cap);
-  REQUIRE(SimHost::connect(*f.h1, p.q1, *f.h2, p.q2, o) == 0);
-  return p;
-}
 
 // A host's memory that can vanish as a killed process's does: from then on
 // every access fails and gone() says why.
@@ -65,7 +51,7 @@ TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[
   SimHost::ConnectOpts o;
   o.timeout = 8;  // 1.05 ms
   o.retry_cnt = 3;
-  auto p = connect(f, o);
+  auto p = connect_rc(f, o);
   std::vector<uint8_t> src(4096, 1), dst(4096, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
@@ -101,7 +87,7 @@ TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_E
   SimHost::ConnectOpts o;
   o.rnr_retry = 2;
   o.min_rnr_timer = 1;  // 10 us
-  auto p = connect(f, o);
+  auto p = connect_rc(f, o);
   std::vector<uint8_t> msg(100, 7), rbuf(100, 0);
   const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
@@ -141,7 +127,7 @@ TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_E
     SimHost::ConnectOpts o7 = o;
     o7.rnr_retry = 7;
     TwoNics g;
-    auto q = connect(g, o7);
+    auto q = connect_rc(g, o7);
     std::vector<uint8_t> m2(100, 3);
     const uint32_t k2 = g.h1->reg_mr(m2.data(), m2.size(), kAll);
     ibv_sge s2 = sge(m2.data(), 100, k2);
@@ -155,7 +141,7 @@ TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_E
 
 TEST_CASE("Remote access errors: nothing written, both sides told", "[sim][nic][errors]") {
   TwoNics f;
-  auto p = connect(f);
+  auto p = connect_rc(f);
   std::vector<uint8_t> src(2048, 0xaa), dst(4096, 0), guard(4096, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
@@ -212,7 +198,7 @@ TEST_CASE("Remote access errors: nothing written, both sides told", "[sim][nic][
 
 TEST_CASE("A SEND longer than the receive buffer fails on both sides", "[sim][nic][errors]") {
   TwoNics f;
-  auto p = connect(f);
+  auto p = connect_rc(f);
   std::vector<uint8_t> msg(3000, 1), rbuf(1000, 0);
   const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
@@ -240,7 +226,7 @@ TEST_CASE("A SEND longer than the receive buffer fails on both sides", "[sim][ni
 
 TEST_CASE("Local errors: bad lkey and too many SGEs", "[sim][nic][errors]") {
   TwoNics f;
-  auto p = connect(f);
+  auto p = connect_rc(f);
   std::vector<uint8_t> src(100, 1), dst(100, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
@@ -299,7 +285,7 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   SimHost::ConnectOpts o;
   o.timeout = 8;  // 1.05 ms
   o.retry_cnt = 3;
-  auto p = connect(f, o);
+  auto p = connect_rc(f, o);
   std::vector<uint8_t> src(8192, 0x5a), dst(8192, 0), rbuf(8192, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);

@@ -76,6 +76,23 @@ inline std::vector<ibv_wc> wait_cqes(TwoNics& f, nic::SimHost& h, nic::SimHost::
   return out;
 }
 
+// An RC QP on each NIC, each with its own CQ, connected to each other.
+struct RcPair {
+  nic::SimHost::Cq *cq1, *cq2;
+  nic::SimHost::Qp *q1, *q2;
+};
+
+inline RcPair connect_rc(TwoNics& f, nic::SimHost::ConnectOpts o = {}) {
+  RcPair p{};
+  p.cq1 = f.h1->create_cq(256);
+  p.cq2 = f.h2->create_cq(256);
+  const ibv_qp_cap cap{64, 64, 2, 2, 0};
+  p.q1 = f.h1->create_qp(nic::QpType::kRc, p.cq1, p.cq1, cap);
+  p.q2 = f.h2->create_qp(nic::QpType::kRc, p.cq2, p.cq2, cap);
+  REQUIRE(nic::SimHost::connect(*f.h1, p.q1, *f.h2, p.q2, o) == 0);
+  return p;
+}
+
 inline ibv_sge sge(const void* addr, uint32_t len, uint32_t lkey) {
   return ibv_sge{reinterpret_cast<uint64_t>(addr), len, lkey};
 }
