@@ -264,7 +264,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
   auto& p = qp.prefetch;
   p.next = p.count = 0;
   const uint32_t ahead = read_ahead_limit();
-  constexpr size_t kMaxPieces = 128;  // one process_vm_readv (see ProcessMemory)
+  constexpr size_t kMaxPieces = 128;  // one batch of reads (see ProcessMemory)
   iovec dst[ReadAhead::kFrames];
   HostPiece pieces[kMaxPieces];
   size_t n_pieces = 0;

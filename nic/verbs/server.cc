@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -112,6 +113,41 @@ bool HostAgent::prepare_sleep(Time) {
 
 // ------------------------------------------------------------ the server ----
 
+namespace {
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
+#endif
+
+// The /proc directory of the process at the other end of `sock`, whose
+// PID the kernel reported as `pid`. A PID can be reused once its process
+// has exited and been reaped, so the directory is opened between two
+// facts that pin it: a pidfd of the peer (from the socket itself where
+// the kernel can, else from the PID, which is the peer's then: it is
+// connected), and that pidfd still naming a process that has not been
+// reaped after the open. The directory then belongs to the peer for good:
+// once the peer is gone, nothing can be opened through it.
+int open_peer_proc_dir(int sock, pid_t pid) {
+  int pidfd = -1;
+  socklen_t len = sizeof pidfd;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return -1;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  int dir = open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) {
+    close(dir);
+    dir = -1;
+    errno = ESRCH;
+  }
+  const int saved = errno;
+  close(pidfd);
+  errno = saved;
+  return dir;
+}
+
+}  // namespace
+
+
 struct VerbsServer::Impl {
   Engine& engine;
   HostAgent& agent;
@@ -192,10 +228,9 @@ struct VerbsServer::Impl {
     auto s = std::make_unique<Session>();
     s->fd = sock.native_handle();
     s->pid = cred.pid;
-    const std::string proc = "/proc/" + std::to_string(cred.pid);
-    s->proc_dir = open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    s->proc_dir = open_peer_proc_dir(sock.native_handle(), cred.pid);
     if (s->proc_dir < 0) {
-      log->warn("refused pid {}: {}: {}", cred.pid, proc, std::strerror(errno));
+      log->warn("refused pid {}: /proc/{}: {}", cred.pid, cred.pid, std::strerror(errno));
       return;
     }
     auto owned = std::make_unique<SeqPacket::socket>(std::move(sock));
@@ -400,7 +435,13 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       new (db->addr) DoorbellPage();
       s.doorbell = *db;
-      s.memory = std::make_unique<ProcessMemory>(s.pid);
+      auto memory = ProcessMemory::open(s.proc_dir, s.pid);
+      if (!memory.ok()) {
+        log->warn("pid {}: {}", s.pid, memory.status().message());
+        rep.err = EACCES;
+        return;
+      }
+      s.memory = std::move(memory.value());
       const int err = on_engine([&]() -> int {
         auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
         if (n == nullptr) return ENODEV;

@@ -1,7 +1,10 @@
 // The engine's window onto an application's memory: process_vm_readv and
 // process_vm_writev on a real child process, and what a death looks like.
+#include <fcntl.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +16,39 @@
 #include "nic/verbs/process_memory.h"
 
 using rocemu::verbs::ProcessMemory;
+
+namespace {
+
+// The engine's view of `pid`'s memory, opened as the server opens it.
+std::unique_ptr<ProcessMemory> memory_of(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  const int fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  auto m = ProcessMemory::open(fd, pid);
+  close(fd);
+  REQUIRE(m.ok());
+  return std::move(m.value());
+}
+
+// A child that waits for `go` to close, with the PID `want` if that is
+// given (clone3's set_tid: root only; -1 and EPERM otherwise).
+pid_t waiting_child(int go, pid_t want = 0) {
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  if (want != 0) {
+    args.set_tid = reinterpret_cast<uint64_t>(&want);
+    args.set_tid_size = 1;
+  }
+  const long r = syscall(SYS_clone3, &args, sizeof args);
+  if (r == 0) {
+    char c;
+    (void)!read(go, &c, 1);
+    _exit(0);
+  }
+  return pid_t(r);
+}
+
+}  // namespace
 
 TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[unit][nic]") {
   // A page shared with the child only so that the test can look at it
@@ -29,7 +65,8 @@ TEST_CASE("ProcessMemory reaches a live process and knows when it is gone", "[un
     _exit(0);
   }
   REQUIRE(child > 0);
-  ProcessMemory mem(child);
+  auto owned = memory_of(child);
+  ProcessMemory& mem = *owned;
   const uint64_t addr = reinterpret_cast<uint64_t>(page);
 
   uint8_t buf[16];
@@ -82,7 +119,8 @@ TEST_CASE("ProcessMemory: a deferred write into a hole fails alone, the writes b
   REQUIRE(child > 0);
   char c;
   REQUIRE(read(ready[0], &c, 1) == 1);
-  ProcessMemory mem(child);
+  auto owned = memory_of(child);
+  ProcessMemory& mem = *owned;
   const uint64_t base = reinterpret_cast<uint64_t>(pages);
   const uint8_t a[8] = {1, 1, 1, 1, 1, 1, 1, 1}, b[8] = {2, 2, 2, 2, 2, 2, 2, 2}, d[8] = {3, 3, 3, 3, 3, 3, 3, 3};
   REQUIRE(mem.write_deferred(base + 100, a, 8, 1));
@@ -99,4 +137,45 @@ TEST_CASE("ProcessMemory: a deferred write into a hole fails alone, the writes b
   waitpid(child, nullptr, 0);
   for (int f : {ready[0], ready[1], go[0], go[1]}) close(f);
   munmap(pages, 3 * kPage);
+}
+
+TEST_CASE("ProcessMemory follows the process, not its PID: a reused PID is not written", "[unit][nic]") {
+  // A page every child shares with the test: a write into either child's
+  // copy of it shows here.
+  auto* page = static_cast<uint8_t*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(page != MAP_FAILED);
+  std::memset(page, 0, 4096);
+  const uint64_t addr = reinterpret_cast<uint64_t>(page);
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const pid_t first = waiting_child(go[0]);
+  REQUIRE(first > 0);
+  auto mem = memory_of(first);
+  const uint8_t pattern[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  REQUIRE(mem->write(addr, pattern, 8));
+  REQUIRE(page[0] == 9);
+  std::memset(page, 0, 4096);
+
+  kill(first, SIGKILL);
+  REQUIRE(waitpid(first, nullptr, 0) == first);
+  // Another process gets the same PID (what pid_max wrapping does in time).
+  const pid_t second = waiting_child(go[0], first);
+  if (second < 0 && errno == EPERM) {
+    WARN("clone3 with set_tid needs root: the PID reuse case is not run");
+  } else {
+    REQUIRE(second == first);
+    CHECK_FALSE(mem->write(addr, pattern, 8));
+    CHECK(mem->write_deferred(addr + 8, pattern, 8, 1));
+    CHECK_FALSE(mem->flush());
+    uint8_t buf[8];
+    CHECK_FALSE(mem->read(addr, buf, 8));
+    CHECK(mem->gone());
+    CHECK(page[0] == 0);  // the new process's memory is untouched
+    CHECK(page[8] == 0);
+    kill(second, SIGKILL);
+    waitpid(second, nullptr, 0);
+  }
+  close(go[0]);
+  close(go[1]);
+  munmap(page, 4096);
 }

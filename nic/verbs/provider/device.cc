@@ -230,6 +230,10 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = EACCES;
     return nullptr;
   }
+  // The engine reads and writes registered memory of this process (as a
+  // NIC DMAs) and opens it at hello; where Yama restricts ptrace, allow it
+  // explicitly first.
+  prctl(PR_SET_PTRACER, cred.pid, 0, 0, 0);
   verbs::Request req;
   req.op = verbs::Op::kHello;
   std::snprintf(req.u.hello.node, sizeof req.u.hello.node, "%s", g_device->node.c_str());
@@ -258,9 +262,6 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENOMEM;
     return nullptr;
   }
-  // The engine reads and writes registered memory of this process (as a
-  // NIC DMAs); where Yama restricts ptrace, allow it explicitly.
-  prctl(PR_SET_PTRACER, c->engine_pid, 0, 0, 0);
   ibv_context& ctx = c->vctx.context;
   ctx.device = device;
   ctx.cmd_fd = -1;
