@@ -67,13 +67,20 @@ Node& Engine::add_node(std::unique_ptr<Node> node) {
   node->bind(this, id, Rng::derive(opts_.seed, 1000 + id));
   nodes_.push_back(std::move(node));
   Node& n = *nodes_.back();
-  if (epoll_fd_ >= 0 && n.wake_fd() >= 0) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = n.wake_fd();
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, n.wake_fd(), &ev);
-  }
+  watch_fd(n.wake_fd());
   return n;
+}
+
+void Engine::watch_fd(int fd) {
+  if (epoll_fd_ < 0 || fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Engine::unwatch_fd(int fd) {
+  if (epoll_fd_ >= 0 && fd >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
 }
 
 Node* Engine::find_node(std::string_view name) const {

@@ -89,6 +89,11 @@ class Engine {
   void post(std::function<void(Engine&)> cmd);
   // Wakes a sleeping real-time loop (e.g. after setting `stop`).
   void wake();
+  // Real time: a descriptor whose readiness wakes the sleeping loop (which
+  // then reads 8 bytes from it: an eventfd), until unwatch_fd() (before it
+  // is closed). Engine thread. Nothing in virtual time.
+  void watch_fd(int fd);
+  void unwatch_fd(int fd);
 
   Time now() const { return clock_->now(); }
   TimeMode mode() const { return opts_.mode; }

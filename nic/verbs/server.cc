@@ -62,6 +62,16 @@ HostAgent::~HostAgent() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
+void HostAgent::attach(Session* s) {
+  sessions_.push_back(s);
+  engine().watch_fd(s->wake);
+}
+
+void HostAgent::detach(Session* s) {
+  std::erase(sessions_, s);
+  engine().unwatch_fd(s->wake);
+}
+
 bool HostAgent::drain(Session& s, Time now) {
   auto* page = static_cast<DoorbellPage*>(s.doorbell.addr);
   bool busy = false;
@@ -107,6 +117,7 @@ bool HostAgent::prepare_sleep(Time) {
     }
   }
   uint64_t drained;
+  for (Session* s : sessions_) [[maybe_unused]] ssize_t r = read(s->wake, &drained, sizeof drained);
   [[maybe_unused]] ssize_t r = read(wake_fd_, &drained, sizeof drained);
   return true;
 }
@@ -390,6 +401,8 @@ struct VerbsServer::Impl {
     for (auto& [id, f] : s.channels) close(f);
     if (s.proc_dir >= 0) close(s.proc_dir);
     s.proc_dir = -1;
+    if (s.wake >= 0) close(s.wake);  // after detach(): the engine no longer watches it
+    s.wake = -1;
   }
 };
 
@@ -402,6 +415,13 @@ PortInfo port_info(nic::Nic& nic) {
   p.rate_bps = nic.link_rate_bps();
   p.link_mtu = nic.link_mtu();
   return p;
+}
+
+bool is_eventfd(int fd) {
+  char link[64];
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  const ssize_t n = readlink(path.c_str(), link, sizeof link);
+  return n > 0 && std::string_view(link, size_t(n)) == "anon_inode:[eventfd]";
 }
 
 // A completion event for an application's channel, from the engine
@@ -442,6 +462,12 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       s.memory = std::move(memory.value());
+      s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (s.wake < 0) {
+        rep.err = errno;
+        s.doorbell.release();
+        return;
+      }
       const int err = on_engine([&]() -> int {
         auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
         if (n == nullptr) return ENODEV;
@@ -490,10 +516,12 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       rep.err = err;
       if (err == 0) {
         fds_out.push_back(s.doorbell.fd);
-        fds_out.push_back(agent.wake_fd());
+        fds_out.push_back(s.wake);
         log->info("application pid {} attached to {}", s.pid, node);
       } else {
         s.doorbell.release();
+        close(s.wake);
+        s.wake = -1;
       }
       return;
     }
@@ -523,7 +551,10 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       rep.err = on_engine([&] { return s.nic->dereg_mr(s.ctx, req.u.handle.handle); });
       return;
     case Op::kCreateChannel:
-      if (fds_in.size() != 1) {
+      // The engine thread writes 8 bytes to it on each event: only an
+      // eventfd takes that without blocking on a reader or writing into
+      // a file or socket of the application's choosing.
+      if (fds_in.size() != 1 || !is_eventfd(fds_in[0])) {
         rep.err = EINVAL;
         return;
       }

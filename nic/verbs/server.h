@@ -46,6 +46,9 @@ struct Session {
   int fd = -1;
   pid_t pid = 0;
   int proc_dir = -1;                      // /proc/<pid>, opened at connect (a reused pid cannot answer)
+  // The eventfd this application writes to wake the engine: its own, so
+  // that no other application can read away its wake-ups (nor be woken).
+  int wake = -1;
   nic::Nic* nic = nullptr;
   nic::HostContext* ctx = nullptr;
   SharedRegion doorbell;
@@ -71,9 +74,9 @@ class HostAgent final : public Node {
   bool prepare_sleep(Time now) override;
   int wake_fd() const override { return wake_fd_; }
 
-  // Engine thread.
-  void attach(Session* s) { sessions_.push_back(s); }
-  void detach(Session* s) { std::erase(sessions_, s); }
+  // Engine thread. The loop then also wakes on the session's own eventfd.
+  void attach(Session* s);
+  void detach(Session* s);
 
  private:
   bool drain(Session& s, Time now);

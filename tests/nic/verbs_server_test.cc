@@ -39,6 +39,7 @@ class Client : public test::ControlClient {
   explicit Client(const std::string& path) {
     if (!path.empty()) REQUIRE(connect_to(path));
   }
+  using ControlClient::hello;
   // Hello to node h1; the context id.
   uint32_t hello() {
     auto rep = ControlClient::hello("h1");
@@ -304,4 +305,47 @@ TEST_CASE("A CLI request refused for its version gets one reply, no stray text a
   auto pd = c.call(op(Op::kAllocPd));  // before hello: EPROTO, as a reply of its own size
   REQUIRE(pd);
   CHECK(pd->err == EPROTO);
+}
+
+TEST_CASE("Each application gets a wake-up eventfd of its own: another cannot read away its wake-ups",
+          "[unit][verbs]") {
+  Server s;
+  Client a(s.path), b(s.path);
+  std::vector<int> fa, fb;
+  auto ha = a.hello("h1", &fa), hb = b.hello("h1", &fb);
+  REQUIRE(ha);
+  REQUIRE(hb);
+  REQUIRE(fa.size() == 2);
+  REQUIRE(fb.size() == 2);
+  // A rings the engine; what B holds does not see it (a shared eventfd
+  // would: B could read A's wake-up away while the engine sleeps).
+  const uint64_t one = 1;
+  REQUIRE(write(fa[1], &one, sizeof one) == sizeof one);
+  pollfd p{fb[1], POLLIN, 0};
+  CHECK(poll(&p, 1, 0) == 0);
+  p.fd = fa[1];
+  CHECK(poll(&p, 1, 0) == 1);
+  for (int f : fa) close(f);
+  for (int f : fb) close(f);
+}
+
+TEST_CASE("A completion channel must be an eventfd: a pipe or socket is refused with EINVAL", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  c.hello();
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  auto rep = c.call(op(Op::kCreateChannel), pipefd[1]);
+  REQUIRE(rep);
+  CHECK(rep->err == EINVAL);
+  int pair[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+  rep = c.call(op(Op::kCreateChannel), pair[0]);
+  REQUIRE(rep);
+  CHECK(rep->err == EINVAL);
+  const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  rep = c.call(op(Op::kCreateChannel), efd);
+  REQUIRE(rep);
+  CHECK(rep->err == 0);
+  for (int f : {pipefd[0], pipefd[1], pair[0], pair[1], efd}) close(f);
 }
