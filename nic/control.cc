@@ -18,7 +18,7 @@ using Usage = HostContext::Usage;
 // application's quota; ENOMEM (a provider out of resources) if it has no
 // room left for them.
 int charge(HostContext* ctx, uint32_t Usage::*field, uint32_t limit, uint64_t bytes, uint64_t bytes_limit) {
-  Usage& u = ctx->usage;
+  Usage& u = *ctx->usage;
   if (u.*field >= limit || bytes > bytes_limit || u.queue_bytes > bytes_limit - bytes) return ENOMEM;
   u.*field += 1;
   u.queue_bytes += bytes;
@@ -26,7 +26,7 @@ int charge(HostContext* ctx, uint32_t Usage::*field, uint32_t limit, uint64_t by
 }
 
 void refund(HostContext* ctx, uint32_t Usage::*field, uint64_t bytes) {
-  Usage& u = ctx->usage;
+  Usage& u = *ctx->usage;
   u.*field -= 1;
   u.queue_bytes -= bytes;
 }
@@ -40,10 +40,17 @@ uint64_t qp_bytes(Qp& qp) {
 
 }  // namespace
 
-HostContext* Nic::open_context(HostMemory* memory) {
+HostContext* Nic::open_context(HostMemory* memory, uint64_t owner) {
   auto ctx = std::make_unique<HostContext>();
   ctx->id = next_ctx_id_++;
   ctx->memory = memory;
+  ctx->owner = owner;
+  std::erase_if(usage_by_owner_, [](const auto& kv) { return kv.second.expired(); });
+  if (owner != 0) ctx->usage = usage_by_owner_[owner].lock();
+  if (!ctx->usage) {
+    ctx->usage = std::make_shared<HostContext::Usage>();
+    if (owner != 0) usage_by_owner_[owner] = ctx->usage;
+  }
   contexts_.push_back(std::move(ctx));
   return contexts_.back().get();
 }

@@ -131,7 +131,10 @@ class Nic final : public Node {
   }
 
   // ---- control path (verbs); each returns 0 or an errno value ----
-  HostContext* open_context(HostMemory* memory);
+  // Contexts of one `owner` (an application: the verbs server names the
+  // process) share one quota, however many it opens; owner 0: a quota of
+  // its own.
+  HostContext* open_context(HostMemory* memory, uint64_t owner = 0);
   // Tears down everything the context owns (an application that exited or
   // died): its QPs stop at once, peers see retries then errors.
   void close_context(HostContext* ctx);
@@ -393,6 +396,7 @@ class Nic final : public Node {
   // objects
   std::vector<std::unique_ptr<HostContext>> contexts_;
   uint32_t next_ctx_id_ = 1;
+  std::map<uint64_t, std::weak_ptr<HostContext::Usage>> usage_by_owner_;  // by application
   KeyedTable<Pd> pds_;
   KeyedTable<Mr> mrs_;
   KeyedTable<Cq> cqs_;

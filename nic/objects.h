@@ -24,11 +24,14 @@ struct HostContext {
   uint32_t id = 0;
   HostMemory* memory = nullptr;
   bool dead = false;  // the process went away; its objects are being torn down
-  // What it holds, against NicConfig::app_quota.
+  // What its application holds, against NicConfig::app_quota: shared by
+  // every context the application has opened on this NIC.
   struct Usage {
     uint32_t qps = 0, cqs = 0, mrs = 0, srqs = 0;
     uint64_t queue_bytes = 0;
-  } usage;
+  };
+  uint64_t owner = 0;
+  std::shared_ptr<Usage> usage;
   // Asynchronous events (CQ overflow, QP fatal errors, ...).
   std::function<void(const ibv_async_event&)> on_async_event;
 };

@@ -156,6 +156,29 @@ int open_peer_proc_dir(int sock, pid_t pid) {
   return dir;
 }
 
+// One number for a process, that another process given its PID later
+// does not share: the PID and the process's start time (in clock ticks
+// since boot, field 22 of /proc/<pid>/stat). An application's contexts
+// share one quota by it.
+uint64_t process_identity(int proc_dir, pid_t pid) {
+  uint64_t start = 0;
+  const int fd = openat(proc_dir, "stat", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[1024];
+    const ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+      buf[n] = 0;
+      // After the name in parentheses (which may hold anything): state is
+      // field 3, start time field 22.
+      const char* p = std::strrchr(buf, ')');
+      for (int field = 2; p != nullptr && field < 22; field++) p = std::strchr(p + 1, ' ');
+      if (p != nullptr) start = std::strtoull(p + 1, nullptr, 10);
+    }
+  }
+  return start << 22 | uint64_t(pid);  // PIDs are below 2^22 (pid_max)
+}
+
 }  // namespace
 
 
@@ -244,6 +267,7 @@ struct VerbsServer::Impl {
       log->warn("refused pid {}: /proc/{}: {}", cred.pid, cred.pid, std::strerror(errno));
       return;
     }
+    s->owner = process_identity(s->proc_dir, cred.pid);
     auto owned = std::make_unique<SeqPacket::socket>(std::move(sock));
     SeqPacket::socket* raw = owned.get();
     {
@@ -472,7 +496,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
         if (n == nullptr) return ENODEV;
         s.nic = n;
-        s.ctx = n->open_context(s.memory.get());
+        s.ctx = n->open_context(s.memory.get(), s.owner);
         Session* sp = &s;
         s.ctx->on_async_event = [sp](const ibv_async_event& ev) {
           if (sp->events.size() >= 256) return;

@@ -46,6 +46,7 @@ struct Session {
   int fd = -1;
   pid_t pid = 0;
   int proc_dir = -1;                      // /proc/<pid>, opened at connect (a reused pid cannot answer)
+  uint64_t owner = 0;                     // the process, for quotas: its PID and start time
   // The eventfd this application writes to wake the engine: its own, so
   // that no other application can read away its wake-ups (nor be woken).
   int wake = -1;

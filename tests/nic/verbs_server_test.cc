@@ -15,6 +15,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <thread>
 #include <optional>
@@ -62,10 +63,11 @@ struct Server {
   std::string dir, path;
   std::unique_ptr<verbs::VerbsServer> server;
 
-  Server() {
+  explicit Server(const std::function<void(nic::NicConfig&)>& tweak = {}) {
     nic::NicConfig cfg;
     cfg.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
     cfg.ips = {*wire::IpAddr::parse("10.0.0.1")};
+    if (tweak) tweak(cfg);
     nic = &engine->add<nic::Nic>("h1", cfg);
     agent = &engine->add<verbs::HostAgent>();
     engine->start();
@@ -348,4 +350,23 @@ TEST_CASE("A completion channel must be an eventfd: a pipe or socket is refused 
   REQUIRE(rep);
   CHECK(rep->err == 0);
   for (int f : {pipefd[0], pipefd[1], pair[0], pair[1], efd}) close(f);
+}
+
+TEST_CASE("Quotas are per application: a second context of the same process shares the first one's",
+          "[unit][verbs]") {
+  Server s([](nic::NicConfig& cfg) { cfg.app_quota.cqs = 2; });
+  Client first(s.path), second(s.path);
+  first.hello();
+  second.hello();  // ibv_open_device again, as often as it likes
+  auto cq = [](Client& c) {
+    Request r = op(Op::kCreateCq);
+    r.u.create_cq = {16, 0};
+    auto rep = c.call(r);
+    REQUIRE(rep);
+    return rep->err;
+  };
+  CHECK(cq(first) == 0);
+  CHECK(cq(first) == 0);
+  CHECK(cq(second) == ENOMEM);  // the application has its two
+  CHECK(cq(first) == ENOMEM);
 }
