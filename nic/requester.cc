@@ -50,8 +50,8 @@ void Nic::rnr_thunk(void* c, Time now) {
 }
 
 bool Nic::validate_local_sges(Qp& qp, SendWork& w) {
-  // Local keys: an MR of the QP's PD, covering the range; READ and atomic
-  // results are written, so they need local write access.
+  // Local keys: an MR of the QP's PD, not invalidated, covering the range;
+  // READ and atomic results are written, so they need local write access.
   const bool writes = w.needs_response();
   uint64_t total = 0;
   for (uint32_t i = 0; i < w.num_sge; i++) {
@@ -59,7 +59,7 @@ bool Nic::validate_local_sges(Qp& qp, SendWork& w) {
     total += s.length;
     if (s.length == 0) continue;
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr, s.length) ||
+    if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !mr->contains(s.addr, s.length) ||
         (writes && !(mr->access & IBV_ACCESS_LOCAL_WRITE))) {
       w.status = IBV_WC_LOC_PROT_ERR;
       return false;

@@ -588,3 +588,30 @@ TEST_CASE("Every responder and completer state has its own name", "[unit][nic]")
   }
   CHECK(std::string(resp_state_name(RespState(200))) == "?");
 }
+
+TEST_CASE("A send from an invalidated MR is refused when its WQE is fetched: nothing of it goes out",
+          "[protocol][nic][remote]") {
+  Bench b;
+  SecondQp other(b);
+  to_rts(b, b.qp, kProbeAccessAll);
+  std::vector<uint8_t> src(2048, 0x3c);
+  const uint32_t lk = b.host->reg_mr(src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  b.deliver({other.send_inv(b, lk)});  // the peer invalidates the key
+  ibv_sge s = sge(src.data(), uint32_t(src.size()), lk);
+  ibv_send_wr wr{};
+  wr.wr_id = 0x66;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = 0x10000;
+  wr.wr.rdma.rkey = 0x1234;
+  REQUIRE(b.host->post_send(b.qp, &wr) == 0);
+  b.engine->run_for(us(20));
+  CHECK(answers_to(b).responses.empty());  // no WRITE packet to the probe
+  ibv_wc wc[8];
+  const int n = b.host->poll(b.cq, 8, wc);
+  const ibv_wc* w = std::find_if(wc, wc + n, [&](const ibv_wc& c) { return c.wr_id == 0x66; });
+  REQUIRE(w != wc + n);
+  CHECK(w->status == IBV_WC_LOC_PROT_ERR);
+}
