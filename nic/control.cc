@@ -313,9 +313,7 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
-  next_qpn_ = (next_qpn_ + 1) & 0xffffff;
-  if (next_qpn_ < kFirstQpn) next_qpn_ = kFirstQpn;
-  while (qps_.count(next_qpn_)) next_qpn_ = (next_qpn_ + 1) & 0xffffff;
+  next_qpn_ = next_free_qpn(next_qpn_, [this](uint32_t q) { return qps_.count(q) != 0; });
   qp->type = init.type;
   if (init.type == QpType::kUd) {
     // UD has no path MTU attribute: a message may fill the port's MTU.

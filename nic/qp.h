@@ -31,6 +31,16 @@ inline constexpr uint32_t kMaxRdAtomic = 128;
 inline constexpr uint32_t kFirstQpn = 0x11;
 inline constexpr uint32_t kNumQpns = (1u << 24) - kFirstQpn;
 
+// The first QPN after `qpn`, going round from 0xffffff to kFirstQpn, that
+// `in_use` does not hold. There always is one: the NIC holds at most
+// max_qp (< kNumQpns) QPs.
+template <typename InUse>
+uint32_t next_free_qpn(uint32_t qpn, InUse&& in_use) {
+  do qpn = qpn >= 0xffffff || qpn < kFirstQpn ? kFirstQpn : qpn + 1;
+  while (in_use(qpn));
+  return qpn;
+}
+
 // A send WQE copied out of the ring and checked, plus its progress.
 struct SendWork {
   uint64_t wr_id = 0;

@@ -2,6 +2,7 @@
 // sizes it asks for, how many objects it makes -- cannot make the NIC loop,
 // overflow or take the device from other applications.
 #include "tests/nic/fabric.h"
+#include <set>
 
 using namespace rocemu;
 using namespace rocemu::nic;
@@ -100,4 +101,17 @@ TEST_CASE("Work-queue memory is a quota of its own", "[sim][nic]") {
   SimHost a(*engine, nic);
   for (int i = 0; i < 3; i++) CHECK(a.create_cq(4096) != nullptr);
   CHECK(a.create_cq(4096) == nullptr);
+}
+
+TEST_CASE("QPNs go round from 0xffffff to 0x11, never onto the special QPs 0..0x10", "[unit][nic]") {
+  std::set<uint32_t> used;
+  auto in_use = [&](uint32_t q) { return used.count(q) != 0; };
+  CHECK(next_free_qpn(0xfffffe, in_use) == 0xffffff);
+  CHECK(next_free_qpn(0xffffff, in_use) == kFirstQpn);
+  used = {0xffffff};
+  CHECK(next_free_qpn(0xfffffe, in_use) == kFirstQpn);  // not 0, as a mask of 2^24 - 1 gives
+  used = {0xffffff, 0x11, 0x12};
+  CHECK(next_free_qpn(0xfffffe, in_use) == 0x13);
+  used.clear();
+  CHECK(next_free_qpn(0, in_use) == kFirstQpn);
 }
