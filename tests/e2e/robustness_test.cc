@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
 
 #include "tests/e2e/fabric.h"
 
@@ -33,6 +35,20 @@ int attached(const Fabric& f) {
   const auto [st, out] = f.rocemu({"status"});
   if (st != 0) return -1;
   return std::atoi(out.substr(out.find(',') + 2).c_str());
+}
+
+// What the engine process holds: open descriptors and mappings.
+struct Holdings {
+  size_t fds = 0, maps = 0;
+  bool operator==(const Holdings&) const = default;
+};
+Holdings holdings(int pid) {
+  Holdings h;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(proc + "/fd")) h.fds++;
+  std::ifstream maps(proc + "/maps");
+  for (std::string line; std::getline(maps, line);) h.maps++;
+  return h;
 }
 
 }  // namespace
@@ -183,4 +199,75 @@ TEST_CASE("Only the engine's user may use its socket", "[e2e][security]") {
   chmod(sock.c_str(), 0666);
   CHECK(try_as_nobody() == 30);
   chmod(sock.c_str(), 0600);
+}
+
+TEST_CASE("An application leaving QPs in every state, work in flight, two contexts: the engine keeps nothing of it",
+          "[e2e][robustness]") {
+  Fabric f;
+  // One application first, so that what the engine sets up once (logs,
+  // pools, the first session's lazily made things) is in the baseline.
+  REQUIRE(verify_pair(f, {"--iters", "1"}).client == 0);
+  REQUIRE(attached(f) == 0);
+  const Holdings before = holdings(f.engine_pid());
+  for (const bool killed : {false, true}) {
+    INFO((killed ? "killed" : "exited"));
+    std::vector<std::string> argv = {bin("rocemu-verify"), "--leave"};
+    if (killed) argv.push_back("--wait");
+    Process app = f.exec("h1", argv);
+    REQUIRE(wait_until([&] { return app.output.find("left QPs") != std::string::npos; }, std::chrono::seconds(30),
+                       {&app}));
+    if (killed) {
+      CHECK(attached(f) == 2);  // its two contexts
+      kill(app.pid, SIGKILL);
+    }
+    const int st = finish(app, std::chrono::seconds(20));
+    INFO(app.output);
+    CHECK(st == (killed ? 128 + SIGKILL : 0));
+    CHECK(wait_until([&] { return attached(f) == 0; }, std::chrono::seconds(10)));
+    // Every descriptor and mapping the application's objects held is gone.
+    Holdings after;
+    CHECK(wait_until([&] { return (after = holdings(f.engine_pid())) == before; }, std::chrono::seconds(10)));
+    CHECK(after.fds == before.fds);
+    CHECK(after.maps == before.maps);
+  }
+  const PairResult r = verify_pair(f, {"--iters", "2"});
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+}
+
+TEST_CASE("rocemu down while traffic runs: the engine stops cleanly, applications get errors, up starts again",
+          "[e2e][robustness]") {
+  Fabric f;
+  const int port = pick_port();
+  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
+                                 "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  Process client = f.exec("h1", {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port),
+                                 "--size", "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return client.output.find("iteration 1 done") != std::string::npos; },
+                     std::chrono::seconds(60), {&client}));
+  const int engine = f.engine_pid();
+  const auto [down, out] = f.rocemu({"down"});
+  INFO(out);
+  CHECK(down == 0);
+  CHECK(wait_until([&] { return kill(engine, 0) != 0 && errno == ESRCH; }, std::chrono::seconds(10)));  // not hung
+  f.forget_engine();
+  const int cs = finish(client, std::chrono::seconds(20));
+  const int ss = finish(server, std::chrono::seconds(20));
+  INFO(client.output << server.output);
+  CHECK(cs != 0);
+  CHECK(cs != -1);  // each exited by itself, with an error
+  CHECK(ss != 0);
+  CHECK(ss != -1);
+  // The engine's log shows no crash or sanitizer report.
+  std::ifstream log(f.dir() + "/rocemu.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, !Catch::Contains("Sanitizer") && !Catch::Contains("terminate called"));
+  const auto [up, up_out] = f.rocemu({"up", "--daemon"});
+  INFO(up_out);
+  REQUIRE(up == 0);
+  const PairResult r = verify_pair(f, {"--iters", "2"});
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  f.rocemu({"down"});
 }

@@ -9,6 +9,8 @@
 //                                              or :: for every address)
 //   rocemu-verify --connect HOST [--port P]    the active side
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
+//   rocemu-verify --leave [--wait]             objects in every state, then exit
+//                                              without freeing them (or wait to be killed)
 //   options: --size BYTES --iters N --gid INDEX
 //            --qp-timeout T (the QP's timeout attribute: 4.096 us * 2^T per try, default 14)
 #include <arpa/inet.h>
@@ -112,12 +114,14 @@ void setup(Side& s, ibv_context* ctx, ibv_pd* pd, size_t size, int gid_index, ui
   std::memcpy(s.local.gid, gid.raw, 16);
 }
 
-int connect_qp(Side& s, const Peer& p) {
+// Takes the QP from RESET up to `upto` (INIT, RTR or RTS) towards `p`.
+int connect_qp(Side& s, const Peer& p, ibv_qp_state upto = IBV_QPS_RTS) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (int e = ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
+  if (upto == IBV_QPS_INIT) return 0;
   a = {};
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;
@@ -133,6 +137,7 @@ int connect_qp(Side& s, const Peer& p) {
   if (int e = ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
     return e;
+  if (upto == IBV_QPS_RTR) return 0;
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = s.local.psn;
@@ -407,10 +412,58 @@ int run_misuse(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Takes every kind of object into every state and then leaves without
+// freeing anything (or, with --wait, waits to be killed): what the engine
+// must clean up after an application that dies.
+int run_leave(const Options& o, bool wait_to_be_killed) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECKV(pd != nullptr, "alloc_pd");
+  Side reset, init, rtr, sender, receiver, error;
+  uint32_t psn = 1;
+  for (Side* s : {&reset, &init, &rtr, &sender, &receiver, &error}) setup(*s, ctx, pd, 65536, o.gid, psn++);
+  CHECKV(connect_qp(init, rtr.local, IBV_QPS_INIT) == 0, "to INIT");
+  CHECKV(connect_qp(rtr, init.local, IBV_QPS_RTR) == 0, "to RTR");
+  // A pair in RTS with WRITEs in flight towards a QP that then fails.
+  CHECKV(connect_qp(sender, receiver.local) == 0 && connect_qp(receiver, sender.local) == 0, "connect");
+  CHECKV(connect_qp(error, receiver.local) == 0, "connect the one to fail");
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_ERR;
+  CHECKV(ibv_modify_qp(error.qp, &a, IBV_QP_STATE) == 0, "to ERR");
+  for (int i = 0; i < 16; i++) post(sender, IBV_WR_RDMA_WRITE, 0, 65536, receiver.local.addr, receiver.local.rkey, uint64_t(i));
+  // A completion channel with an armed CQ, an SRQ with receives, and a
+  // second context of the same process with an MR of its own.
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx);
+  ibv_cq* armed = ch != nullptr ? ibv_create_cq(ctx, 16, nullptr, ch, 0) : nullptr;
+  CHECKV(armed != nullptr && ibv_req_notify_cq(armed, 0) == 0, "an armed CQ on a channel");
+  ibv_srq_init_attr sa{};
+  sa.attr = {64, 1, 0};
+  ibv_srq* srq = ibv_create_srq(pd, &sa);
+  CHECKV(srq != nullptr, "create_srq");
+  if (srq != nullptr) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(reset.buf.data()), 64, reset.mr->lkey};
+    ibv_recv_wr rw{}, *bad = nullptr;
+    rw.sg_list = &sge;
+    rw.num_sge = 1;
+    for (int i = 0; i < 8; i++) CHECKV(ibv_post_srq_recv(srq, &rw, &bad) == 0, "post_srq_recv");
+  }
+  ibv_context* second = open_device();
+  ibv_pd* pd2 = second != nullptr ? ibv_alloc_pd(second) : nullptr;
+  std::vector<uint8_t> other(4096);
+  CHECKV(pd2 != nullptr && ibv_reg_mr(pd2, other.data(), other.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE)) != nullptr,
+         "a second context");
+  std::printf("rocemu-verify: left QPs in RESET, INIT, RTR, RTS and ERR with work in flight\n");
+  std::fflush(stdout);
+  if (wait_to_be_killed)
+    for (;;) pause();
+  return g_failures == 0 ? 0 : 1;  // and exit, freeing nothing
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  bool leave = false, leave_wait = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -420,6 +473,8 @@ int main(int argc, char** argv) {
     if (a == "--loopback") o.loopback = true;
     else if (a == "--server") o.server = true;
     else if (a == "--misuse") o.misuse = true;
+    else if (a == "--leave") leave = true;
+    else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
     else if (a == "--bind") o.bind = next();
     else if (a == "--port") o.port = std::stoi(next());
@@ -428,12 +483,15 @@ int main(int argc, char** argv) {
     else if (a == "--gid") o.gid = std::stoi(next());
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
-      std::fprintf(stderr, "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse [options]\n");
+      std::fprintf(stderr,
+                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --leave "
+                   "[--wait] [options]\n");
       return 2;
     }
   }
   o.size &= ~size_t(7);
   int rc;
+  if (leave) return run_leave(o, leave_wait);
   if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);
   else rc = run_pair(o);
