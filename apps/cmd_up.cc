@@ -421,7 +421,7 @@ int cmd_up(const UpOptions& o) {
   }
   if (auto pid = running_engine(paths)) {
     std::fprintf(stderr, "rocemu up: an engine is already running (pid %d, socket %s); stop it with `rocemu down`\n",
-                 int(*pid), paths.socket.c_str());
+                 int(pid->pid()), paths.socket.c_str());
     return 1;
   }
   auto topo = load(o.topology);
@@ -545,23 +545,21 @@ int cmd_up(const UpOptions& o) {
 
 int cmd_down() {
   const RuntimePaths paths = runtime_paths();
-  auto pid = running_engine(paths);
-  if (!pid) {
+  auto engine = running_engine(paths);
+  if (!engine) {
     std::fprintf(stderr, "rocemu down: no engine is running (socket %s)\n", paths.socket.c_str());
     return 1;
   }
   std::string out;
   engine_command(paths, {"down"}, out);
   // Wait for it to go (it frees every application's resources first).
-  for (int i = 0; i < 200; i++) {
-    if (kill(*pid, 0) != 0) {
-      std::printf("rocemu: engine %d stopped\n", int(*pid));
-      return 0;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The pidfd names that process only: a PID reused meanwhile is not it.
+  if (engine->wait_exit(10000)) {
+    std::printf("rocemu: engine %d stopped\n", int(engine->pid()));
+    return 0;
   }
-  std::fprintf(stderr, "rocemu down: engine %d did not stop within 10 s; sending SIGTERM\n", int(*pid));
-  kill(*pid, SIGTERM);
+  std::fprintf(stderr, "rocemu down: engine %d did not stop within 10 s; sending SIGTERM\n", int(engine->pid()));
+  engine->signal(SIGTERM);
   return 1;
 }
 

@@ -1,8 +1,10 @@
 #include "apps/runtime.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -45,13 +47,67 @@ bool ensure_dir(const std::string& dir, std::string& err) {
   return false;
 }
 
-std::optional<pid_t> running_engine(const RuntimePaths& p) {
-  std::ifstream in(p.pid);
-  pid_t pid = 0;
-  if (in >> pid && pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)) {
-    // Alive; is it an engine of ours (its socket answers)?
-    std::string out;
-    if (engine_command(p, {"ping"}, out) == 0) return pid;
+namespace {
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
+#endif
+
+// A connection to the engine's socket, with the kernel's word for who
+// listens on it; -1 and an errno value (and `out` says why) if nothing
+// does or it is not an engine of this user or root.
+int connect_engine(const RuntimePaths& p, std::string& out, ucred* who = nullptr) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", p.socket.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    close(fd);
+    out = "no rocemu engine is running (socket " + p.socket + "); start one with `rocemu up`";
+    return -e;
+  }
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != geteuid() && cred.uid != 0)) {
+    close(fd);
+    out = "refusing the process at " + p.socket + ": it runs as uid " + std::to_string(cred.uid) +
+          ", not this user or root";
+    return -EACCES;
+  }
+  if (who != nullptr) *who = cred;
+  return fd;
+}
+
+}  // namespace
+
+EngineProcess::~EngineProcess() {
+  if (pidfd_ >= 0) close(pidfd_);
+}
+
+bool EngineProcess::wait_exit(int timeout_ms) const {
+  pollfd pf{pidfd_, POLLIN, 0};  // a pidfd is readable once its process has exited
+  return poll(&pf, 1, timeout_ms) == 1;
+}
+
+bool EngineProcess::signal(int sig) const { return syscall(SYS_pidfd_send_signal, pidfd_, sig, nullptr, 0) == 0; }
+
+std::optional<EngineProcess> running_engine(const RuntimePaths& p) {
+  std::string out;
+  ucred who{};
+  const int fd = connect_engine(p, out, &who);
+  if (fd == -EACCES) return std::nullopt;  // another user's: not ours to clean up
+  if (fd >= 0) {
+    // The pidfd from the socket itself where the kernel can; else from
+    // the PID while the engine is known to be alive (connected).
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, who.pid, 0));
+    close(fd);
+    // Is it an engine (its socket answers)?
+    if (pidfd >= 0 && engine_command(p, {"ping"}, out) == 0) return EngineProcess(who.pid, pidfd);
+    if (pidfd >= 0) close(pidfd);
   }
   // Gone: what it left behind goes too.
   unlink(p.pid.c_str());
@@ -60,17 +116,8 @@ std::optional<pid_t> running_engine(const RuntimePaths& p) {
 }
 
 int engine_command(const RuntimePaths& p, const std::vector<std::string>& words, std::string& out) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", p.socket.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    const int e = errno;
-    close(fd);
-    out = "no rocemu engine is running (socket " + p.socket + "); start one with `rocemu up`";
-    return e;
-  }
+  const int fd = connect_engine(p, out);
+  if (fd < 0) return -fd;
   verbs::Request req;
   req.op = verbs::Op::kCli;
   size_t n = 0;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "nic/verbs/protocol.h"
 #include "tests/e2e/fabric.h"
 
 using namespace rocemu::test;
@@ -270,4 +271,62 @@ TEST_CASE("rocemu down while traffic runs: the engine stops cleanly, application
   CHECK(r.client == 0);
   CHECK(r.server == 0);
   f.rocemu({"down"});
+}
+
+TEST_CASE("rocemu talks only to an engine of this user or root: another user's socket is refused", "[e2e][security]") {
+  if (geteuid() != 0) {
+    WARN("not root: cannot listen as another user");
+    return;
+  }
+  char tmpl[] = "/tmp/rocemu-foreign-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, sock = dir + "/rocemu.sock";
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  // A process of uid nobody listening where the engine's socket would be
+  // (bound while root, listening as nobody: the socket's peer credentials
+  // are those of the listener), answering every command with success.
+  const pid_t fake = fork();
+  if (fake == 0) {
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) _exit(10);
+    if (setgid(65534) != 0 || setuid(65534) != 0 || listen(fd, 8) != 0) _exit(11);
+    (void)!write(ready[1], "x", 1);
+    for (;;) {
+      const int c = accept(fd, nullptr, nullptr);
+      if (c < 0) continue;
+      rocemu::verbs::Request req;
+      (void)!recv(c, &req, sizeof req, 0);
+      rocemu::verbs::Reply rep;
+      const char text[] = "a fake engine says all is well\n";
+      rep.err = 0;
+      rep.u.cli.length = sizeof text - 1;
+      (void)!send(c, &rep, sizeof rep, MSG_NOSIGNAL);
+      (void)!send(c, text, sizeof text - 1, MSG_NOSIGNAL);
+      close(c);
+    }
+  }
+  char x;
+  REQUIRE(read(ready[0], &x, 1) == 1);
+  const std::vector<std::string> env = {"ROCEMU_RUNTIME_DIR=" + dir};
+  for (const char* cmd : {"status", "down"}) {
+    INFO(cmd);
+    const auto [st, out] = run({bin("rocemu"), cmd}, env);
+    INFO(out);
+    CHECK(st == 1);
+    CHECK_THAT(out, !Catch::Contains("fake engine"));
+  }
+  const auto [st, out] = run({bin("rocemu"), "status"}, env);
+  CHECK_THAT(out, Catch::Contains("runs as uid 65534"));
+  struct stat sst{};
+  CHECK(stat(sock.c_str(), &sst) == 0);  // not ours to remove either
+  kill(fake, SIGKILL);
+  waitpid(fake, nullptr, 0);
+  unlink(sock.c_str());
+  rmdir(dir.c_str());
+  close(ready[0]);
+  close(ready[1]);
 }
