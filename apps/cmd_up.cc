@@ -229,7 +229,7 @@ std::string show_nic(const nic::Nic& n) {
   n.for_each_qp([&](const nic::Qp& q) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-7u %-4s %-5s %-9u %-4u %-9u %-9u %-9u %.3f\n", q.qpn, qp_type_label(q.type),
-                  nic::qp_state_name(q.state), q.dest_qpn, unsigned(q.priority), q.sq_psn, q.una_psn, q.epsn,
+                  nic::qp_state_name(q.state), q.dest_qpn, unsigned(q.priority), q.sq_psn, q.req.una_psn, q.resp.epsn,
                   q.cc ? q.cc->rate_bps() / 1e9 : double(n.link_rate_bps()) / 1e9);
     qps << line;
     count++;

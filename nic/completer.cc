@@ -74,37 +74,37 @@ void Nic::complete_send_queue(Qp& qp, Time now) {
   // A READ whose data did not land fails (note_dma_failure) before
   // completions are decided; other completions have no local data.
   if (read_responses_pending(qp)) flush_dma();
-  while (qp.sq_head != qp.sq_fetched && qp.state != IBV_QPS_ERR) {
-    SendWork& w = qp.work(qp.sq_head);
+  while (qp.req.sq_head != qp.req.sq_fetched && qp.state != IBV_QPS_ERR) {
+    SendWork& w = qp.work(qp.req.sq_head);
     if (w.status != IBV_WC_SUCCESS) {
       write_send_cqe(qp, w, w.status);
-      qp.sq_head++;
+      qp.req.sq_head++;
       qp_to_error(qp, now);
       return;
     }
     if (!w.done) break;
     if (w.signaled(qp.sq_sig_all)) write_send_cqe(qp, w, IBV_WC_SUCCESS);
-    if (qp.sq_send == qp.sq_head) {
+    if (qp.req.sq_send == qp.req.sq_head) {
       // A rewind pointed here, but it is all acknowledged: skip it.
-      qp.sq_send = qp.sq_head + 1;
-      qp.send_psn = qp.sq_send != qp.sq_fetched && qp.work(qp.sq_send).started ? qp.work(qp.sq_send).first_psn
-                                                                                : qp.next_new_psn;
+      qp.req.sq_send = qp.req.sq_head + 1;
+      qp.req.send_psn = qp.req.sq_send != qp.req.sq_fetched && qp.work(qp.req.sq_send).started ? qp.work(qp.req.sq_send).first_psn
+                                                                                : qp.req.next_new_psn;
     }
-    qp.sq_head++;
+    qp.req.sq_head++;
     if (qp.send_cq->overflowed()) {
       qp_to_error(qp, now);
       return;
     }
   }
-  if (qp.sq_head == qp.sq_send && qp.una_psn == qp.sent_high) {
-    qp.any_outstanding = false;
-    timers().cancel(qp.retry_timer);
+  if (qp.req.sq_head == qp.req.sq_send && qp.req.una_psn == qp.req.sent_high) {
+    qp.req.any_outstanding = false;
+    timers().cancel(qp.req.retry_timer);
   }
 }
 
 void Nic::fail_send_queue(Qp& qp, ibv_wc_status status, Time now) {
   // The oldest unfinished WQE takes the error; the rest are flushed.
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.done) {
       w.status = status;
@@ -117,35 +117,35 @@ void Nic::fail_send_queue(Qp& qp, ibv_wc_status status, Time now) {
 
 void Nic::qp_to_error(Qp& qp, Time now) {
   qp.state = IBV_QPS_ERR;
-  timers().cancel(qp.retry_timer);
-  timers().cancel(qp.rnr_timer);
-  qp.rnr_waiting = false;
-  qp.resend_psns.clear();
-  for (rte_mbuf*& m : qp.ooo)
+  timers().cancel(qp.req.retry_timer);
+  timers().cancel(qp.req.rnr_timer);
+  qp.req.rnr_waiting = false;
+  qp.lr.resend_psns.clear();
+  for (rte_mbuf*& m : qp.lr.ooo)
     if (m != nullptr) {
       rte_pktmbuf_free(m);
       m = nullptr;
     }
-  qp.ooo_count = 0;
+  qp.lr.ooo_count = 0;
   drop_prefetch(qp);
   flush_qp(qp, now);
   // A pending NAK still goes out.
-  if (qp.ack_pending) activate(qp, now);
+  if (qp.resp.ack_pending) activate(qp, now);
 }
 
 void Nic::flush_qp(Qp& qp, Time now) {
   (void)now;
   fetch_send_wqes(qp, now);
-  while (qp.sq_head != qp.sq_fetched) {
-    SendWork& w = qp.work(qp.sq_head);
+  while (qp.req.sq_head != qp.req.sq_fetched) {
+    SendWork& w = qp.work(qp.req.sq_head);
     write_send_cqe(qp, w, IBV_WC_WR_FLUSH_ERR);
-    qp.sq_head++;
+    qp.req.sq_head++;
   }
-  qp.sq_send = qp.sq_head;
-  qp.tasks.clear();
-  if (qp.recv_valid) {
-    write_recv_cqe(qp, qp.recv, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, 0, 0, false);
-    qp.recv_valid = false;
+  qp.req.sq_send = qp.req.sq_head;
+  qp.resp.tasks.clear();
+  if (qp.resp.recv_valid) {
+    write_recv_cqe(qp, qp.resp.recv, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, 0, 0, 0, 0, false);
+    qp.resp.recv_valid = false;
   }
   if (qp.srq == nullptr && qp.rq.valid()) {
     RecvEntry r;
@@ -156,10 +156,10 @@ void Nic::flush_qp(Qp& qp, Time now) {
 void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
   // Cumulative: every request PSN up to `psn` arrived. Ignore ACKs older
   // than what is already acknowledged and ACKs for PSNs never sent.
-  if (!qp.any_outstanding) return;
-  if (wire::psn_lt(psn, wire::psn_add(qp.una_psn, -1)) || !wire::psn_lt(psn, qp.sent_high)) return;
-  const bool progress = wire::psn_ge(psn, qp.una_psn);
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  if (!qp.req.any_outstanding) return;
+  if (wire::psn_lt(psn, wire::psn_add(qp.req.una_psn, -1)) || !wire::psn_lt(psn, qp.req.sent_high)) return;
+  const bool progress = wire::psn_ge(psn, qp.req.una_psn);
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (wire::psn_lt(psn, w.first_psn)) break;
@@ -171,9 +171,9 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
       if (!w.done) {
         counters_[NicCounters::implied_nak_seq_err]++;
         const uint32_t missing = wire::psn_add(w.first_psn, w.resp_pkts);
-        if (!(qp.read_rewind_pending && qp.read_rewind_psn == missing)) {
-          qp.read_rewind_pending = true;
-          qp.read_rewind_psn = missing;
+        if (!(qp.req.read_rewind_pending && qp.req.read_rewind_psn == missing)) {
+          qp.req.read_rewind_pending = true;
+          qp.req.read_rewind_psn = missing;
           recovery_->on_response_lost(qp, missing, now);
         }
         psn = wire::psn_add(missing, -1);
@@ -184,17 +184,17 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
     }
     if (wire::psn_lt(psn, w.last_psn())) break;
   }
-  if (wire::psn_ge(psn, qp.una_psn)) qp.una_psn = wire::psn_add(psn, 1);
+  if (wire::psn_ge(psn, qp.req.una_psn)) qp.req.una_psn = wire::psn_add(psn, 1);
   if (progress) {
-    qp.retry_left = qp.retry_cnt;
-    qp.rnr_left = qp.rnr_retry;
-    std::erase_if(qp.resend_psns, [&](uint32_t p) { return wire::psn_lt(p, qp.una_psn); });
+    qp.req.retry_left = qp.retry_cnt;
+    qp.req.rnr_left = qp.rnr_retry;
+    std::erase_if(qp.lr.resend_psns, [&](uint32_t p) { return wire::psn_lt(p, qp.req.una_psn); });
   }
   complete_send_queue(qp, now);
   if (qp.state == IBV_QPS_ERR) return;
-  if (qp.una_psn == qp.sent_high) {
-    qp.any_outstanding = qp.rd_atomic_outstanding > 0;
-    if (!qp.any_outstanding) timers().cancel(qp.retry_timer);
+  if (qp.req.una_psn == qp.req.sent_high) {
+    qp.req.any_outstanding = qp.req.rd_atomic_outstanding > 0;
+    if (!qp.req.any_outstanding) timers().cancel(qp.req.retry_timer);
   } else if (progress) {
     arm_retry_timer(qp, now);
   }
@@ -269,7 +269,7 @@ CompState Nic::check_response_trimmed(Response& r) {
   // the packet must be, so a trimmed one is told from data.
   Qp& qp = r.qp;
   SendWork* awaiting = nullptr;
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (w.is_read() && !w.done && r.psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
@@ -285,8 +285,8 @@ CompState Nic::check_response_trimmed(Response& r) {
   // A READ response whose payload a switch cut: lost, ask again at once.
   counters_[NicCounters::rx_trimmed]++;
   if (awaiting != nullptr) {
-    qp.read_rewind_pending = true;
-    qp.read_rewind_psn = r.psn;
+    qp.req.read_rewind_pending = true;
+    qp.req.read_rewind_psn = r.psn;
     recovery_->on_response_lost(qp, r.psn, r.now);
   }
   return CompState::kDone;
@@ -319,16 +319,16 @@ CompState Nic::on_rnr_nak(Response& r) {
   ack_up_to(qp, wire::psn_add(r.psn, -1), now);
   if (qp.state == IBV_QPS_ERR) return CompState::kDone;
   if (qp.rnr_retry != 7) {
-    if (qp.rnr_left == 0) {
+    if (qp.req.rnr_left == 0) {
       fail_send_queue(qp, IBV_WC_RNR_RETRY_EXC_ERR, now);
       return CompState::kDone;
     }
-    qp.rnr_left--;
+    qp.req.rnr_left--;
   }
   recovery_->on_rnr_nak(qp, r.psn, now);
-  qp.rnr_waiting = true;
+  qp.req.rnr_waiting = true;
   const Time until = now + Duration(int64_t(wire::rnr_timer_ns(wire::aeth_value(syn))) * 1000);
-  timers().schedule(qp.rnr_timer, until);
+  timers().schedule(qp.req.rnr_timer, until);
   arm_retry_timer(qp, until);
   return CompState::kDone;
 }
@@ -341,7 +341,7 @@ CompState Nic::on_nak(Response& r) {
   if (qp.state == IBV_QPS_ERR) return CompState::kDone;
   if (code == wire::NakCode::kPsnSeqError) {
     counters_[NicCounters::packet_seq_err]++;
-    if (!wire::psn_lt(psn, qp.sent_high) || wire::psn_lt(psn, qp.una_psn)) return CompState::kDone;
+    if (!wire::psn_lt(psn, qp.req.sent_high) || wire::psn_lt(psn, qp.req.una_psn)) return CompState::kDone;
     recovery_->on_seq_nak(qp, psn, r.now);
     arm_retry_timer(qp, r.now);
     return CompState::kDone;
@@ -349,7 +349,7 @@ CompState Nic::on_nak(Response& r) {
   if (code == wire::NakCode::kRemoteAccessError) counters_[NicCounters::req_remote_access_errors]++;
   if (code == wire::NakCode::kInvalidRequest) counters_[NicCounters::req_remote_invalid_request]++;
   // The NAKed request fails; everything after it is flushed.
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
@@ -364,7 +364,7 @@ CompState Nic::on_nak(Response& r) {
 CompState Nic::find_response_wqe(Response& r) {
   // READ responses and atomic ACKs answer the oldest unanswered READ/atomic.
   Qp& qp = r.qp;
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (w.needs_response() && !w.done) {
@@ -390,8 +390,8 @@ CompState Nic::on_atomic_ack(Response& r) {
   }
   w.resp_pkts = 1;
   w.done = true;
-  qp.rd_atomic_outstanding--;
-  if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
+  qp.req.rd_atomic_outstanding--;
+  if (qp.req.read_rewind_pending && qp.req.read_rewind_psn == r.psn) qp.req.read_rewind_pending = false;
   ack_up_to(qp, r.psn, r.now, true);
   return CompState::kDone;
 }
@@ -403,9 +403,9 @@ CompState Nic::check_read_psn(Response& r) {
   if (wire::psn_gt(r.psn, expected)) {
     // A response went missing: ask again from the first one missing.
     counters_[NicCounters::out_of_sequence]++;
-    if (!(qp.read_rewind_pending && qp.read_rewind_psn == expected)) {
-      qp.read_rewind_pending = true;
-      qp.read_rewind_psn = expected;
+    if (!(qp.req.read_rewind_pending && qp.req.read_rewind_psn == expected)) {
+      qp.req.read_rewind_pending = true;
+      qp.req.read_rewind_psn = expected;
       recovery_->on_response_lost(qp, expected, r.now);
     }
   }
@@ -431,7 +431,7 @@ CompState Nic::check_read_shape(Response& r) {
 CompState Nic::on_read_response(Response& r) {
   Qp& qp = r.qp;
   SendWork& w = *r.wqe;
-  if (qp.read_rewind_pending && qp.read_rewind_psn == r.psn) qp.read_rewind_pending = false;
+  if (qp.req.read_rewind_pending && qp.req.read_rewind_psn == r.psn) qp.req.read_rewind_pending = false;
   // Scatter into the local SGEs, each held to its key again (it may have
   // been invalidated or deregistered since the WQE was fetched): a refusal
   // fails the READ and the QP, nothing more lands.
@@ -461,7 +461,7 @@ CompState Nic::on_read_response(Response& r) {
   w.resp_pkts++;
   if (r.v.op().any(wire::kOpLast)) {
     w.done = true;
-    qp.rd_atomic_outstanding--;
+    qp.req.rd_atomic_outstanding--;
   }
   ack_up_to(qp, r.psn, r.now, true);
   return CompState::kDone;

@@ -331,8 +331,8 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   if (srq == nullptr) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
   qp->swq.resize(sq_entries);
   qp->nic = this;
-  qp->retry_timer.set_callback(&Nic::retry_thunk, qp.get());
-  qp->rnr_timer.set_callback(&Nic::rnr_thunk, qp.get());
+  qp->req.retry_timer.set_callback(&Nic::retry_thunk, qp.get());
+  qp->req.rnr_timer.set_callback(&Nic::rnr_thunk, qp.get());
   Qp* raw = qp.get();
   qpn = raw->qpn;
   qps_[raw->qpn] = std::move(qp);
@@ -427,10 +427,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
   switch (next) {
     case IBV_QPS_RESET: {
       // Queues start again from index 0 on both sides; nothing completes.
-      timers().cancel(qp->retry_timer);
-      timers().cancel(qp->rnr_timer);
+      timers().cancel(qp->req.retry_timer);
+      timers().cancel(qp->req.rnr_timer);
       drop_prefetch(*qp);
-      for (rte_mbuf*& m : qp->ooo)
+      for (rte_mbuf*& m : qp->lr.ooo)
         if (m != nullptr) {
           rte_pktmbuf_free(m);
           m = nullptr;
@@ -442,20 +442,19 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
         qp->rq.ring().set_consumer(0);
         qp->rq = RecvQueue(qp->rq.ring(), std::max(qp->cap.max_recv_sge, 1u));
       }
-      qp->sq_fetched = qp->sq_head = qp->sq_send = 0;
-      qp->any_outstanding = false;
-      qp->rd_atomic_outstanding = 0;
-      qp->rnr_waiting = qp->read_rewind_pending = false;
-      qp->resend_psns.clear();
-      qp->in_message = qp->recv_valid = false;
-      qp->write_rkey = 0;
-      qp->tasks.clear();
-      qp->ack_pending = qp->nak_sent = false;
-      qp->rd_atomic_log = {};
-      qp->ooo_count = 0;
-      qp->trim_lost_valid = false;
-      std::fill(qp->ooo_trimmed.begin(), qp->ooo_trimmed.end(), 0);
-      qp->error_flushed = false;
+      qp->req.sq_fetched = qp->req.sq_head = qp->req.sq_send = 0;
+      qp->req.any_outstanding = false;
+      qp->req.rd_atomic_outstanding = 0;
+      qp->req.rnr_waiting = qp->req.read_rewind_pending = false;
+      qp->lr.resend_psns.clear();
+      qp->resp.in_message = qp->resp.recv_valid = false;
+      qp->resp.write_rkey = 0;
+      qp->resp.tasks.clear();
+      qp->resp.ack_pending = qp->lr.nak_sent = false;
+      qp->resp.rd_atomic_log = {};
+      qp->lr.ooo_count = 0;
+      qp->lr.trim_lost_valid = false;
+      std::fill(qp->lr.ooo_trimmed.begin(), qp->lr.ooo_trimmed.end(), 0);
       // A QP starts again at line rate, its congestion state new.
       sched_.forget(*qp);
       qp->cc.reset();
@@ -465,10 +464,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
     }
     case IBV_QPS_RTR:
       if (prev == IBV_QPS_INIT) {
-        qp->epsn = qp->rq_psn;
-        qp->msn = 0;
-        qp->last_req_opcode = 0xff;
-        qp->in_message = false;
+        qp->resp.epsn = qp->rq_psn;
+        qp->resp.msn = 0;
+        qp->resp.last_req_opcode = 0xff;
+        qp->resp.in_message = false;
         if (qp->type == QpType::kRc) recovery_->prepare_receive(*qp);
       }
       if (!qp->is_ud()) {
@@ -478,10 +477,9 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
       break;
     case IBV_QPS_RTS:
       if (prev == IBV_QPS_RTR) {
-        qp->send_psn = qp->next_new_psn = qp->una_psn = qp->sq_psn;
-        qp->sr_high_psn = wire::psn_add(qp->sq_psn, -1);
-        qp->retry_left = qp->retry_cnt;
-        qp->rnr_left = qp->rnr_retry;
+        qp->req.send_psn = qp->req.next_new_psn = qp->req.una_psn = qp->sq_psn;
+        qp->req.retry_left = qp->retry_cnt;
+        qp->req.rnr_left = qp->rnr_retry;
         if (qp->is_ud()) {
           qp->path.src_mac = cfg_.mac;
           qp->neighbor_ok = true;
@@ -537,7 +535,7 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   std::erase_if(dma_failed_, [qp](const DmaOwner& o) { return o.qp == qp; });
   sched_.forget(*qp);
   std::erase(waiting_for_arp_, qp);
-  for (rte_mbuf* m : qp->ooo)
+  for (rte_mbuf* m : qp->lr.ooo)
     if (m != nullptr) rte_pktmbuf_free(m);
   drop_prefetch(*qp);
   qps_.erase(it);

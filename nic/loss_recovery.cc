@@ -46,12 +46,12 @@ void GoBackN::on_response_lost(Qp& qp, uint32_t psn, Time now) { nic_.rewind(qp,
 // The responder NAKs the expected PSN once per gap (nak_sent, cleared when
 // the expected PSN moves on) and drops everything after it.
 void GoBackN::nak_gap(Qp& qp, Time now) {
-  qp.nak_sent = true;
-  nic_.schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+  qp.lr.nak_sent = true;
+  nic_.schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.resp.epsn, now);
 }
 
 void GoBackN::on_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView&, Time now) {
-  if (!qp.nak_sent) nak_gap(qp, now);
+  if (!qp.lr.nak_sent) nak_gap(qp, now);
   rte_pktmbuf_free(m);
 }
 
@@ -60,21 +60,21 @@ void GoBackN::on_trimmed_expected(Qp& qp, Time now) { nak_gap(qp, now); }
 void GoBackN::on_trimmed_ahead(Qp& qp, uint32_t psn, Time now) {
   // The lowest trimmed PSN ahead is remembered and NAKed as soon as the
   // PSNs before it are in.
-  if (!qp.trim_lost_valid || wire::psn_lt(psn, qp.trim_lost_psn)) {
-    qp.trim_lost_valid = true;
-    qp.trim_lost_psn = psn;
+  if (!qp.lr.trim_lost_valid || wire::psn_lt(psn, qp.lr.trim_lost_psn)) {
+    qp.lr.trim_lost_valid = true;
+    qp.lr.trim_lost_psn = psn;
   }
-  if (!qp.nak_sent) nak_gap(qp, now);
+  if (!qp.lr.nak_sent) nak_gap(qp, now);
 }
 
 void GoBackN::on_in_order(Qp& qp, Time now) {
   // A trimmed packet seen ahead of the expected PSN: once everything before
   // it has arrived, NAK it without waiting for anything else to arrive.
-  if (qp.state == IBV_QPS_ERR || !qp.trim_lost_valid) return;
-  if (wire::psn_lt(qp.trim_lost_psn, qp.epsn)) {
-    qp.trim_lost_valid = false;  // an intact copy came meanwhile
-  } else if (qp.trim_lost_psn == qp.epsn) {
-    qp.trim_lost_valid = false;
+  if (qp.state == IBV_QPS_ERR || !qp.lr.trim_lost_valid) return;
+  if (wire::psn_lt(qp.lr.trim_lost_psn, qp.resp.epsn)) {
+    qp.lr.trim_lost_valid = false;  // an intact copy came meanwhile
+  } else if (qp.lr.trim_lost_psn == qp.resp.epsn) {
+    qp.lr.trim_lost_valid = false;
     nak_gap(qp, now);
   }
 }
@@ -82,7 +82,7 @@ void GoBackN::on_in_order(Qp& qp, Time now) {
 void GoBackN::on_duplicate_read(Qp& qp, uint32_t psn) {
   // The requester sends every request after this one again, so responses
   // queued for later PSNs go.
-  std::erase_if(qp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
+  std::erase_if(qp.resp.tasks, [&](const ResponderTask& t) { return wire::psn_ge(t.psn, psn); });
 }
 
 // ---- selective repeat ----
@@ -93,40 +93,40 @@ void GoBackN::on_duplicate_read(Qp& qp, uint32_t psn) {
 // (rto_backoff), so a peer that answers late, or an engine that handles
 // the answer late, sees a few resends at growing intervals.
 Time SelectiveRepeat::fast_deadline(const Qp& qp, Time now) const {
-  const int32_t in_flight = wire::psn_diff(qp.sent_high, qp.una_psn);
-  if (in_flight > 3) return qp.ack_timeout_at;
+  const int32_t in_flight = wire::psn_diff(qp.req.sent_high, qp.req.una_psn);
+  if (in_flight > 3) return qp.lr.ack_timeout_at;
   const Duration fast =
-      rto_low_.count() > (kTimeNever.count() >> qp.rto_backoff) ? kTimeNever : rto_low_ * (int64_t(1) << qp.rto_backoff);
-  return std::min(after(now, fast), qp.ack_timeout_at);
+      rto_low_.count() > (kTimeNever.count() >> qp.lr.rto_backoff) ? kTimeNever : rto_low_ * (int64_t(1) << qp.lr.rto_backoff);
+  return std::min(after(now, fast), qp.lr.ack_timeout_at);
 }
 
 Time SelectiveRepeat::retransmit_deadline(Qp& qp, Duration timeout, Time now) const {
-  qp.ack_timeout_at = after(now, timeout);
-  qp.rto_backoff = 0;
+  qp.lr.ack_timeout_at = after(now, timeout);
+  qp.lr.rto_backoff = 0;
   return fast_deadline(qp, now);
 }
 
 LossRecoveryStrategy::Expiry SelectiveRepeat::on_retransmit_timer(Qp& qp, Duration timeout, Time now) const {
-  const bool ack_timeout = now >= qp.ack_timeout_at;
-  if (ack_timeout) qp.ack_timeout_at = after(now, timeout);
-  if (qp.rto_backoff < 62) qp.rto_backoff++;  // past the Local ACK Timeout long before
+  const bool ack_timeout = now >= qp.lr.ack_timeout_at;
+  if (ack_timeout) qp.lr.ack_timeout_at = after(now, timeout);
+  if (qp.lr.rto_backoff < 62) qp.lr.rto_backoff++;  // past the Local ACK Timeout long before
   return {ack_timeout, fast_deadline(qp, now)};
 }
 
 // The requester sends the one PSN asked for again (resend_psns), ahead of
 // new packets.
 void SelectiveRepeat::on_seq_nak(Qp& qp, uint32_t psn, Time now) {
-  if (std::find(qp.resend_psns.begin(), qp.resend_psns.end(), psn) == qp.resend_psns.end()) {
+  if (std::find(qp.lr.resend_psns.begin(), qp.lr.resend_psns.end(), psn) == qp.lr.resend_psns.end()) {
     nic_.counters()[NicCounters::roce_adp_retrans]++;
-    qp.resend_psns.push_back(psn);
+    qp.lr.resend_psns.push_back(psn);
   }
   nic_.activate(qp, now);
 }
 
-void SelectiveRepeat::on_rnr_nak(Qp& qp, uint32_t psn, Time) { qp.resend_psns.push_back(psn); }
+void SelectiveRepeat::on_rnr_nak(Qp& qp, uint32_t psn, Time) { qp.lr.resend_psns.push_back(psn); }
 
 void SelectiveRepeat::on_response_lost(Qp& qp, uint32_t psn, Time now) {
-  qp.resend_psns.push_back(psn);
+  qp.lr.resend_psns.push_back(psn);
   nic_.activate(qp, now);
 }
 
@@ -134,39 +134,39 @@ void SelectiveRepeat::on_response_lost(Qp& qp, uint32_t psn, Time now) {
 // (ooo) and remembers every trimmed PSN in it (ooo_trimmed), both indexed
 // by PSN modulo the window.
 void SelectiveRepeat::prepare_receive(Qp& qp) {
-  qp.ooo.assign(window_, nullptr);
-  qp.ooo_trimmed.assign(window_, 0);
+  qp.lr.ooo.assign(window_, nullptr);
+  qp.lr.ooo_trimmed.assign(window_, 0);
 }
 
 // Tells the requester the expected PSN is missing; sr_nak_psn and
 // sr_ooo_since_nak say which hole was NAKed last, and how many packets
 // arrived behind it since.
 void SelectiveRepeat::nak_hole(Qp& qp, Time now) {
-  qp.sr_nak_psn = qp.epsn;
-  qp.sr_ooo_since_nak = 0;
-  nic_.schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.epsn, now);
+  qp.lr.sr_nak_psn = qp.resp.epsn;
+  qp.lr.sr_ooo_since_nak = 0;
+  nic_.schedule_ack(qp, wire::aeth_nak(wire::NakCode::kPsnSeqError), qp.resp.epsn, now);
 }
 
 void SelectiveRepeat::on_out_of_order(Qp& qp, rte_mbuf* m, const wire::PacketView& v, Time now) {
   const uint32_t psn = v.bth().psn();
-  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.epsn));
-  const uint32_t window = uint32_t(qp.ooo.size());
+  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.resp.epsn));
+  const uint32_t window = uint32_t(qp.lr.ooo.size());
   if (d >= window) {
     nic_.counters()[NicCounters::rx_ooo_dropped]++;
     rte_pktmbuf_free(m);
   } else {
-    rte_mbuf*& slot = qp.ooo[psn % window];
+    rte_mbuf*& slot = qp.lr.ooo[psn % window];
     if (slot != nullptr) {
       rte_pktmbuf_free(m);  // already have it
     } else {
       slot = m;
-      qp.ooo_count++;
+      qp.lr.ooo_count++;
       nic_.counters()[NicCounters::rx_ooo_buffered]++;
     }
   }
   // Tell the requester which PSN is missing, once per hole -- and again
   // if the hole outlives many more arrivals: its resend was lost too.
-  if (qp.sr_nak_psn != qp.epsn || ++qp.sr_ooo_since_nak >= renak_packets_) nak_hole(qp, now);
+  if (qp.lr.sr_nak_psn != qp.resp.epsn || ++qp.lr.sr_ooo_since_nak >= renak_packets_) nak_hole(qp, now);
 }
 
 void SelectiveRepeat::on_trimmed_expected(Qp& qp, Time now) { nak_hole(qp, now); }
@@ -174,21 +174,21 @@ void SelectiveRepeat::on_trimmed_expected(Qp& qp, Time now) { nak_hole(qp, now);
 void SelectiveRepeat::on_trimmed_ahead(Qp& qp, uint32_t psn, Time now) {
   // Every trimmed PSN in the window is remembered: each is NAKed when the
   // PSNs before it are in, even with nothing arriving after it.
-  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.epsn));
-  if (d < qp.ooo_trimmed.size()) qp.ooo_trimmed[psn % qp.ooo_trimmed.size()] = 1;
-  if (qp.sr_nak_psn != qp.epsn) nak_hole(qp, now);
+  const uint32_t d = uint32_t(wire::psn_diff(psn, qp.resp.epsn));
+  if (d < qp.lr.ooo_trimmed.size()) qp.lr.ooo_trimmed[psn % qp.lr.ooo_trimmed.size()] = 1;
+  if (qp.lr.sr_nak_psn != qp.resp.epsn) nak_hole(qp, now);
 }
 
 void SelectiveRepeat::on_intact(Qp& qp) {
-  if (!qp.ooo_trimmed.empty()) qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()] = 0;
+  if (!qp.lr.ooo_trimmed.empty()) qp.lr.ooo_trimmed[qp.resp.epsn % qp.lr.ooo_trimmed.size()] = 0;
 }
 
 void SelectiveRepeat::on_in_order(Qp& qp, Time now) {
-  if (qp.ooo_count > 0) drain_reorder_buffer(qp, now);
+  if (qp.lr.ooo_count > 0) drain_reorder_buffer(qp, now);
   // A trimmed packet seen ahead of the expected PSN: once everything before
   // it has arrived, NAK it without waiting for anything else to arrive.
-  if (qp.state == IBV_QPS_ERR || qp.ooo_trimmed.empty()) return;
-  uint8_t& mark = qp.ooo_trimmed[qp.epsn % qp.ooo_trimmed.size()];
+  if (qp.state == IBV_QPS_ERR || qp.lr.ooo_trimmed.empty()) return;
+  uint8_t& mark = qp.lr.ooo_trimmed[qp.resp.epsn % qp.lr.ooo_trimmed.size()];
   if (mark != 0) {
     mark = 0;
     nak_hole(qp, now);
@@ -196,18 +196,18 @@ void SelectiveRepeat::on_in_order(Qp& qp, Time now) {
 }
 
 void SelectiveRepeat::drain_reorder_buffer(Qp& qp, Time now) {
-  const uint32_t window = uint32_t(qp.ooo.size());
+  const uint32_t window = uint32_t(qp.lr.ooo.size());
   // Packets that fell behind epsn (covered by a READ's PSN range, or a
   // duplicate) are dropped; in-order ones are processed.
-  const uint32_t before = qp.epsn;
-  while (qp.ooo_count > 0 && qp.state != IBV_QPS_ERR) {
-    rte_mbuf*& slot = qp.ooo[qp.epsn % window];
+  const uint32_t before = qp.resp.epsn;
+  while (qp.lr.ooo_count > 0 && qp.state != IBV_QPS_ERR) {
+    rte_mbuf*& slot = qp.lr.ooo[qp.resp.epsn % window];
     if (slot == nullptr) break;
     rte_mbuf* m = slot;
     slot = nullptr;
-    qp.ooo_count--;
+    qp.lr.ooo_count--;
     wire::PacketView v;
-    if (wire::decode(dpdk::bytes(m), v) == wire::DecodeError::kOk && v.bth().psn() == qp.epsn) {
+    if (wire::decode(dpdk::bytes(m), v) == wire::DecodeError::kOk && v.bth().psn() == qp.resp.epsn) {
       rte_mbuf* outer = nic_.rx_frame_;
       nic_.rx_frame_ = m;
       nic_.process_request(qp, v, now);
@@ -216,23 +216,23 @@ void SelectiveRepeat::drain_reorder_buffer(Qp& qp, Time now) {
     rte_pktmbuf_free(m);
   }
   // Drop anything now behind epsn.
-  if (qp.ooo_count > 0) {
-    for (rte_mbuf*& slot : qp.ooo) {
+  if (qp.lr.ooo_count > 0) {
+    for (rte_mbuf*& slot : qp.lr.ooo) {
       if (slot == nullptr) continue;
       wire::PacketView v;
       if (wire::decode(dpdk::bytes(slot), v) != wire::DecodeError::kOk ||
-          wire::psn_lt(v.bth().psn(), qp.epsn)) {
+          wire::psn_lt(v.bth().psn(), qp.resp.epsn)) {
         rte_pktmbuf_free(slot);
         slot = nullptr;
-        qp.ooo_count--;
+        qp.lr.ooo_count--;
       }
     }
   }
   // A hole filled: tell the requester how far we are, whether or not the
   // packets kept had AckReq set.
-  if (qp.epsn != before && qp.state != IBV_QPS_ERR)
-    nic_.schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), now);
-  if (qp.ooo_count > 0 && qp.sr_nak_psn != qp.epsn && qp.state != IBV_QPS_ERR) nak_hole(qp, now);
+  if (qp.resp.epsn != before && qp.state != IBV_QPS_ERR)
+    nic_.schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.resp.epsn, -1), now);
+  if (qp.lr.ooo_count > 0 && qp.lr.sr_nak_psn != qp.resp.epsn && qp.state != IBV_QPS_ERR) nak_hole(qp, now);
 }
 
 }  // namespace rocemu::nic

@@ -61,7 +61,7 @@ Status Nic::set_cc_knobs(const YAML::Node& knobs) {
 Nic::~Nic() {
   flush_dma();
   for (auto& [qpn, qp] : qps_) {
-    for (rte_mbuf* m : qp->ooo)
+    for (rte_mbuf* m : qp->lr.ooo)
       if (m != nullptr) rte_pktmbuf_free(m);
     drop_prefetch(*qp);
   }
@@ -193,14 +193,14 @@ void Nic::note_dma_failure(const DmaOwner& owner) {
   if (owner.read_response) {
     // The READ's data is not all in place: its completion says so (the
     // completer decides completions after a flush).
-    if (uint32_t(owner.id - qp.sq_head) < uint32_t(qp.sq_fetched - qp.sq_head) &&
+    if (uint32_t(owner.id - qp.req.sq_head) < uint32_t(qp.req.sq_fetched - qp.req.sq_head) &&
         qp.work(owner.id).status == IBV_WC_SUCCESS)
       qp.work(owner.id).status = IBV_WC_LOC_PROT_ERR;
     return;
   }
   // The message in progress lost data (a write of an earlier message, one
   // with no receive, flushed late, is not this message's).
-  if (wire::psn_ge(owner.id, qp.message_psn)) qp.message_data_lost = true;
+  if (wire::psn_ge(owner.id, qp.resp.message_psn)) qp.resp.message_data_lost = true;
   // RC also NAKs the request (handle_dma_failures); UC and UD have no ACK.
   if (qp.type == QpType::kRc &&
       std::find_if(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; }) ==
@@ -469,7 +469,7 @@ void Nic::send_control(rte_mbuf* m, Time now, uint8_t prio) {
 void Nic::activate(Qp& qp, Time now) {
   // An ACK owed by a QP whose data waits for its pacing slot goes now (the
   // wait-list entry goes stale; the data waits again after the ACK).
-  if (qp.tx_gate == TxGate::kPacing && qp.ack_pending) qp.tx_gate = TxGate::kNone;
+  if (qp.tx_gate == TxGate::kPacing && qp.resp.ack_pending) qp.tx_gate = TxGate::kNone;
   if (qp.tx_gate != TxGate::kNone) return;
   sched_.ready(qp);
   if (!pumping_) pump(now);
@@ -546,7 +546,7 @@ void Nic::pump(Time now) {
     const uint16_t out = resp ? qp->egress_port : requester_port(*qp);
     if (port(out) == nullptr) continue;  // not connected: nothing can leave
     // Data (requests, READ responses, atomic ACKs) is paced; a bare ACK is not.
-    const bool paced = !resp || !qp->tasks.empty();
+    const bool paced = !resp || !qp->resp.tasks.empty();
     switch (gate_for(*qp, paced, out, now)) {
       case TxGate::kPfcPause: sched_.wait_pause(*qp); continue;
       case TxGate::kPacing: sched_.wait_pacing(*qp, pace_due(*qp)); continue;
@@ -625,7 +625,7 @@ void Nic::report_counters(CounterSink& sink) const {
   const Time now = engine().now();
   for (const auto& [qpn, qp] : qps_) {
     const std::string scope = name() + "/qp" + std::to_string(qpn);
-    sink.counter(scope, "retransmitted_packets", qp->retransmitted);
+    sink.counter(scope, "retransmitted_packets", qp->req.retransmitted);
     if (qp->cc) qp->cc->report(sink, scope, now);
   }
 }

@@ -277,7 +277,7 @@ class Nic final : public Node {
     Qp* qp;
     bool read_response;  // requester: a READ response for send WQE `id`; responder: the request at PSN `id`
     uint32_t id;
-    static DmaOwner responder(Qp& qp) { return {&qp, false, qp.epsn}; }
+    static DmaOwner responder(Qp& qp) { return {&qp, false, qp.resp.epsn}; }
     static DmaOwner read_response_for(Qp& qp, uint32_t wqe_index) { return {&qp, true, wqe_index}; }
     bool operator==(const DmaOwner&) const = default;
   };
@@ -288,8 +288,8 @@ class Nic final : public Node {
   bool read_responses_pending(const Qp& qp) const;
   // The responder's message starting at `psn`: no data of it lost yet.
   static void start_message(Qp& qp, uint32_t psn) {
-    qp.message_psn = psn;
-    qp.message_data_lost = false;
+    qp.resp.message_psn = psn;
+    qp.resp.message_data_lost = false;
   }
   void handle_dma_failures(Time now);
   void arm_retry_timer(Qp& qp, Time now);
@@ -356,7 +356,7 @@ class Nic final : public Node {
   void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, uint32_t psn, Time now);
   void write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                       uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited);
-  bool responder_has_work(const Qp& qp) const { return qp.ack_pending || !qp.tasks.empty(); }
+  bool responder_has_work(const Qp& qp) const { return qp.resp.ack_pending || !qp.resp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
   // The MR `rkey` names if it grants `access` to [va, va + len) to this
   // QP (key and generation, PD, rights of MR and QP, not invalidated);

@@ -167,66 +167,73 @@ struct Qp {
   std::vector<SendWork> swq;  // indexed by send queue index & (entries - 1)
 
   // ---- requester ----
-  uint32_t sq_fetched = 0;   // next send queue index to copy from the ring
-  uint32_t sq_head = 0;      // oldest WQE not completed
-  uint32_t sq_send = 0;      // WQE the next packet belongs to
-  uint32_t send_psn = 0;     // PSN of the next packet to send
-  uint32_t next_new_psn = 0; // PSN for the next WQE not started yet
-  uint32_t una_psn = 0;      // oldest PSN not acknowledged
-  uint32_t sent_high = 0;    // one past the highest PSN ever sent
-  bool any_outstanding = false;
-  uint32_t pkts_since_ack_req = 0;
-  uint32_t rd_atomic_outstanding = 0;
-  uint32_t retry_left = 0;
-  uint32_t rnr_left = 0;
-  bool rnr_waiting = false;
-  uint32_t last_nak_psn = 0;         // go-back-N: the NAK already acted on
-  bool read_rewind_pending = false;  // a READ re-request is on its way
-  uint32_t read_rewind_psn = 0;
-  std::deque<uint32_t> resend_psns;  // PSNs the loss recovery asks to send again, one each (before new ones)
-  uint32_t sr_high_psn = 0;          // highest PSN sent (selective repeat)
-  Time ack_timeout_at = kTimeNever;  // selective repeat: when the Local ACK Timeout expires
-  uint8_t rto_backoff = 0;           // selective repeat: fast timer expiries since progress (it doubles each)
-  Timer retry_timer;
-  Timer rnr_timer;
-  // Read-ahead of payload (see ReadAhead): of this WQE and of the WRITEs
-  // and SENDs posted behind it. Frames are keyed by WQE index and offset.
-  ReadAhead prefetch;
-  uint64_t retransmitted = 0;        // per-QP count of packets sent again
+  struct RequesterState {
+    uint32_t sq_fetched = 0;    // next send queue index to copy from the ring
+    uint32_t sq_head = 0;       // oldest WQE not completed
+    uint32_t sq_send = 0;       // WQE the next packet belongs to
+    uint32_t send_psn = 0;      // PSN of the next packet to send
+    uint32_t next_new_psn = 0;  // PSN for the next WQE not started yet
+    uint32_t una_psn = 0;       // oldest PSN not acknowledged
+    uint32_t sent_high = 0;     // one past the highest PSN ever sent
+    bool any_outstanding = false;
+    uint32_t pkts_since_ack_req = 0;
+    uint32_t rd_atomic_outstanding = 0;
+    uint32_t retry_left = 0;
+    uint32_t rnr_left = 0;
+    bool rnr_waiting = false;
+    bool read_rewind_pending = false;  // a READ re-request is on its way
+    uint32_t read_rewind_psn = 0;
+    Timer retry_timer;
+    Timer rnr_timer;
+    // Read-ahead of payload (see ReadAhead): of this WQE and of the WRITEs
+    // and SENDs posted behind it. Frames are keyed by WQE index and offset.
+    ReadAhead prefetch;
+    uint64_t retransmitted = 0;  // per-QP count of packets sent again
+  } req;
 
   // ---- responder ----
-  uint32_t epsn = 0;          // expected PSN
-  uint32_t msn = 0;           // message sequence number
-  uint8_t last_req_opcode = 0xff;  // for FIRST/MIDDLE/LAST sequencing
-  bool in_message = false;
-  RecvEntry recv;             // receive WQE of the SEND in progress
-  bool recv_valid = false;
-  uint64_t recv_offset = 0;
-  // A write of the message in progress (its PSNs start at message_psn; a
-  // UD datagram is its own message) failed: the message's receive
-  // completion reports it and clears it (note_dma_failure, write_recv_cqe).
-  uint32_t message_psn = 0;
-  bool message_data_lost = false;
-  uint32_t write_rkey = 0;    // WRITE in progress (looked up per packet: the MR may go)
-  uint64_t write_va = 0;
-  uint64_t write_remaining = 0;
-  uint32_t write_total = 0;
-  bool nak_sent = false;      // go-back-N: one NAK per gap
-  bool ack_pending = false;
-  uint32_t ack_psn = 0;
-  uint8_t ack_syndrome = 0;
-  ReadAhead response_prefetch;  // READ responses: keyed by PSN and address
-  std::deque<ResponderTask> tasks;
-  std::array<RdAtomicReplay, kMaxRdAtomic> rd_atomic_log{};
-  uint32_t rd_atomic_log_next = 0;
-  // selective repeat: out-of-order packets kept until the hole fills
-  std::vector<rte_mbuf*> ooo;      // indexed by (psn - epsn) within the window
-  uint32_t ooo_count = 0;
-  uint32_t sr_nak_psn = 0xffffffff;  // the hole last NAKed
-  uint32_t sr_ooo_since_nak = 0;     // out-of-order arrivals since
-  bool trim_lost_valid = false;      // go-back-N: a trimmed packet ahead of epsn (lowest such PSN)
-  uint32_t trim_lost_psn = 0;
-  std::vector<uint8_t> ooo_trimmed; // selective repeat: trimmed PSNs in the window, like ooo
+  struct ResponderState {
+    uint32_t epsn = 0;               // expected PSN
+    uint32_t msn = 0;                // message sequence number
+    uint8_t last_req_opcode = 0xff;  // for FIRST/MIDDLE/LAST sequencing
+    bool in_message = false;
+    RecvEntry recv;                  // receive WQE of the SEND in progress
+    bool recv_valid = false;
+    uint64_t recv_offset = 0;
+    // A write of the message in progress (its PSNs start at message_psn; a
+    // UD datagram is its own message) failed: the message's receive
+    // completion reports it and clears it (note_dma_failure, write_recv_cqe).
+    uint32_t message_psn = 0;
+    bool message_data_lost = false;
+    uint32_t write_rkey = 0;         // WRITE in progress (looked up per packet: the MR may go)
+    uint64_t write_va = 0;
+    uint64_t write_remaining = 0;
+    uint32_t write_total = 0;
+    bool ack_pending = false;
+    uint32_t ack_psn = 0;
+    uint8_t ack_syndrome = 0;
+    ReadAhead response_prefetch;     // READ responses: keyed by PSN and address
+    std::deque<ResponderTask> tasks;
+    std::array<RdAtomicReplay, kMaxRdAtomic> rd_atomic_log{};
+    uint32_t rd_atomic_log_next = 0;
+  } resp;
+
+  // ---- loss recovery (loss_recovery.h): the strategy's state, both sides ----
+  struct RecoveryState {
+    // Requester.
+    std::deque<uint32_t> resend_psns;  // PSNs to send again, one each (before new ones)
+    Time ack_timeout_at = kTimeNever;  // selective repeat: when the Local ACK Timeout expires
+    uint8_t rto_backoff = 0;           // selective repeat: fast timer expiries since progress (it doubles each)
+    // Responder.
+    bool nak_sent = false;             // go-back-N: one NAK per gap
+    std::vector<rte_mbuf*> ooo;        // selective repeat: out-of-order packets by (psn - epsn), until the hole fills
+    uint32_t ooo_count = 0;
+    uint32_t sr_nak_psn = 0xffffffff;  // the hole last NAKed
+    uint32_t sr_ooo_since_nak = 0;     // out-of-order arrivals since
+    bool trim_lost_valid = false;      // go-back-N: a trimmed packet ahead of epsn (lowest such PSN)
+    uint32_t trim_lost_psn = 0;
+    std::vector<uint8_t> ooo_trimmed;  // selective repeat: trimmed PSNs in the window, like ooo
+  } lr;
 
   // ---- scheduling (tx_scheduler.h) and congestion control (cc/) ----
   TxGate tx_gate = TxGate::kNone;
@@ -237,7 +244,6 @@ struct Qp {
   uint32_t pace_bytes = 0;
   uint32_t pace_gen = 0;       // tells a current wait-list entry from stale ones
   std::unique_ptr<cc::Flow> cc;  // opened on first use
-  bool error_flushed = false;
 
   bool is_rc() const { return type == QpType::kRc; }
   bool is_ud() const { return type == QpType::kUd; }

@@ -77,13 +77,13 @@ bool Nic::fetch_send_wqes(Qp& qp, Time now) {
   const uint32_t producer = qp.sq.producer();
   bool fetched = false;
   // Never more than the ring holds beyond what is not yet completed.
-  while (qp.sq_fetched != producer && qp.sq_fetched - qp.sq_head < qp.sq.entries()) {
-    const uint8_t* e = qp.sq.entry(qp.sq_fetched);
+  while (qp.req.sq_fetched != producer && qp.req.sq_fetched - qp.req.sq_head < qp.sq.entries()) {
+    const uint8_t* e = qp.sq.entry(qp.req.sq_fetched);
     SendWqe hdr;
     std::memcpy(&hdr, e, sizeof hdr);
-    SendWork& w = qp.work(qp.sq_fetched);
+    SendWork& w = qp.work(qp.req.sq_fetched);
     w = SendWork{};
-    w.index = qp.sq_fetched;
+    w.index = qp.req.sq_fetched;
     w.wr_id = hdr.wr_id;
     w.opcode = hdr.opcode;
     w.flags = hdr.send_flags;
@@ -95,7 +95,7 @@ bool Nic::fetch_send_wqes(Qp& qp, Time now) {
     w.ud_ah = hdr.ud_ah;
     w.ud_remote_qpn = hdr.ud_remote_qpn & 0xffffff;
     w.ud_remote_qkey = hdr.ud_remote_qkey;
-    qp.sq_fetched++;
+    qp.req.sq_fetched++;
     fetched = true;
     if (!opcode_allowed(qp.type, w.opcode)) {
       w.status = IBV_WC_LOC_QP_OP_ERR;
@@ -141,10 +141,10 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   }
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return false;
   fetch_send_wqes(qp, now);
-  if (qp.rnr_waiting) return false;
-  if (!qp.resend_psns.empty()) return qp.neighbor_ok;
-  if (qp.sq_send == qp.sq_fetched) return false;
-  SendWork& w = qp.work(qp.sq_send);
+  if (qp.req.rnr_waiting) return false;
+  if (!qp.lr.resend_psns.empty()) return qp.neighbor_ok;
+  if (qp.req.sq_send == qp.req.sq_fetched) return false;
+  SendWork& w = qp.work(qp.req.sq_send);
   if (w.status != IBV_WC_SUCCESS) {
     complete_send_queue(qp, now);  // an invalid WQE completes once all before it have
     return false;
@@ -167,13 +167,13 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   if (!qp.neighbor_ok) return false;
   if (!w.started) {
     if (qp.state == IBV_QPS_SQD) return false;  // drained: no new WQEs
-    if ((w.flags & IBV_SEND_FENCE) && qp.rd_atomic_outstanding > 0) return false;
-    if (w.needs_response() && qp.rd_atomic_outstanding >= std::max<uint32_t>(qp.max_rd_atomic, 1)) return false;
+    if ((w.flags & IBV_SEND_FENCE) && qp.req.rd_atomic_outstanding > 0) return false;
+    if (w.needs_response() && qp.req.rd_atomic_outstanding >= std::max<uint32_t>(qp.max_rd_atomic, 1)) return false;
   }
   // In flight is bounded by the loss recovery's window.
   const uint32_t window = recovery_->send_window();
-  const uint32_t next = w.started ? qp.send_psn : qp.next_new_psn;
-  const int32_t ahead = wire::psn_diff(next, qp.una_psn);  // negative: resending what is acked
+  const uint32_t next = w.started ? qp.req.send_psn : qp.req.next_new_psn;
+  const int32_t ahead = wire::psn_diff(next, qp.req.una_psn);  // negative: resending what is acked
   if (!(w.started && w.needs_response()) && ahead > 0 && uint32_t(ahead) >= window) return false;
   return true;
 }
@@ -218,8 +218,8 @@ void Nic::drop_prefetch(ReadAhead& p) {
 }
 
 void Nic::drop_prefetch(Qp& qp) {
-  drop_prefetch(qp.prefetch);
-  drop_prefetch(qp.response_prefetch);
+  drop_prefetch(qp.req.prefetch);
+  drop_prefetch(qp.resp.response_prefetch);
 }
 
 // May the payload of `w`, posted behind the WQE being sent, be read ahead?
@@ -261,7 +261,7 @@ bool Nic::read_ahead(Qp& qp, ReadAhead& p, const HostPiece* pieces, size_t n_pie
 // WQEs behind it. False if `w` itself cannot be read; what follows it is
 // read only as far as it can be.
 bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
-  auto& p = qp.prefetch;
+  auto& p = qp.req.prefetch;
   p.next = p.count = 0;
   const uint32_t ahead = read_ahead_limit();
   constexpr size_t kMaxPieces = 128;  // one batch of reads (see ProcessMemory)
@@ -289,7 +289,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
     n_pieces += n;
     if (!more || p.count == ahead) break;
     const uint32_t next = cur->index + 1;
-    if (next == qp.sq_fetched || !read_ahead_ok(qp, qp.work(next))) break;
+    if (next == qp.req.sq_fetched || !read_ahead_ok(qp, qp.work(next))) break;
     cur = &qp.work(next);
     at = 0;
   }
@@ -299,7 +299,7 @@ bool Nic::fill_prefetch(Qp& qp, const SendWork& w, uint32_t offset, bool more) {
 // The frame for payload [offset, offset + len) of a multi-packet WQE, the
 // payload already in place at kPayloadOff (see take_ahead()).
 rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool& failed) {
-  auto& p = qp.prefetch;
+  auto& p = qp.req.prefetch;
   // A WQE read ahead before its turn: its MRs must still be there now.
   HostPiece check[kMaxSge];
   if (offset == 0 && p.holds(w.index, 0) && sge_pieces(qp, w, 0, w.length, check) == 0) drop_prefetch(p);
@@ -369,10 +369,10 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   }
   // A packet sent again always asks for an ACK: with selective repeat it
   // may be the only packet resent.
-  if (wire::psn_lt(psn, qp.sent_high) && qp.any_outstanding) f.ack_req = true;
-  if (!uc && (++qp.pkts_since_ack_req >= cfg_.ack_req_every || f.ack_req)) {
+  if (wire::psn_lt(psn, qp.req.sent_high) && qp.req.any_outstanding) f.ack_req = true;
+  if (!uc && (++qp.req.pkts_since_ack_req >= cfg_.ack_req_every || f.ack_req)) {
     f.ack_req = !wire::opcode_info(f.opcode).any(wire::kOpRead | wire::kOpAtomic);
-    qp.pkts_since_ack_req = 0;
+    qp.req.pkts_since_ack_req = 0;
   }
   if (uc) f.ack_req = false;
   (void)now;
@@ -380,7 +380,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   // A message of several packets, sent for the first time, from a host
   // where each read is a system call: the payload is read ahead into the
   // next frames. (A resend reads just its own packet.)
-  const bool ahead = len > 0 && len < w.length && !w.is_inline && !wire::psn_lt(psn, qp.sent_high) &&
+  const bool ahead = len > 0 && len < w.length && !w.is_inline && !wire::psn_lt(psn, qp.req.sent_high) &&
                      qp.ctx->memory->batches();
   const uint32_t header_len = wire::roce_header_len(qp.path, f.opcode);
   rte_mbuf* m = nullptr;
@@ -415,7 +415,7 @@ rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
   const bool imm = w.opcode == IBV_WR_SEND_WITH_IMM;
   f.opcode = wire::op::ud(imm ? wire::op::kSendOnlyImm : wire::op::kSendOnly);
   f.dest_qp = w.ud_remote_qpn;
-  f.psn = qp.send_psn;
+  f.psn = qp.req.send_psn;
   f.se = (w.flags & IBV_SEND_SOLICITED) != 0;
   f.imm = __builtin_bswap32(w.imm);
   // A Q_Key with the high bit set means "use the QP's own" (IBA 10.2.5).
@@ -440,11 +440,11 @@ rte_mbuf* Nic::make_ud_send(Qp& qp, SendWork& w, Time) {
 
 rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
   // A single PSN the loss recovery asked for again (selective repeat does).
-  while (!qp.resend_psns.empty()) {
-    const uint32_t psn = qp.resend_psns.front();
-    qp.resend_psns.pop_front();
-    if (wire::psn_lt(psn, qp.una_psn) || !wire::psn_lt(psn, qp.sent_high)) continue;  // acked meanwhile
-    for (uint32_t i = qp.sq_head; i != qp.sq_send + 1 && i != qp.sq_fetched; i++) {
+  while (!qp.lr.resend_psns.empty()) {
+    const uint32_t psn = qp.lr.resend_psns.front();
+    qp.lr.resend_psns.pop_front();
+    if (wire::psn_lt(psn, qp.req.una_psn) || !wire::psn_lt(psn, qp.req.sent_high)) continue;  // acked meanwhile
+    for (uint32_t i = qp.req.sq_head; i != qp.req.sq_send + 1 && i != qp.req.sq_fetched; i++) {
       SendWork& w = qp.work(i);
       if (!w.started || wire::psn_lt(psn, w.first_psn) || wire::psn_gt(psn, w.last_psn())) continue;
       if (w.done) break;
@@ -453,7 +453,7 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
       else if (w.is_atomic()) p = w.first_psn;
       rte_mbuf* m = make_request(qp, w, p, now);
       if (m != nullptr) {
-        qp.retransmitted++;
+        qp.req.retransmitted++;
         counters_[NicCounters::retransmitted_packets]++;
         arm_retry_timer(qp, now);
       }
@@ -462,15 +462,15 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
   }
   // Skip WQEs a rewind passed over that need nothing more (a READ or
   // atomic whose response is complete).
-  while (qp.sq_send != qp.sq_fetched) {
-    SendWork& w = qp.work(qp.sq_send);
+  while (qp.req.sq_send != qp.req.sq_fetched) {
+    SendWork& w = qp.work(qp.req.sq_send);
     if (!(w.started && w.done && w.needs_response())) break;
-    qp.sq_send++;
-    if (qp.sq_send != qp.sq_fetched && qp.work(qp.sq_send).started) qp.send_psn = qp.work(qp.sq_send).first_psn;
-    else qp.send_psn = qp.next_new_psn;
+    qp.req.sq_send++;
+    if (qp.req.sq_send != qp.req.sq_fetched && qp.work(qp.req.sq_send).started) qp.req.send_psn = qp.work(qp.req.sq_send).first_psn;
+    else qp.req.send_psn = qp.req.next_new_psn;
   }
-  if (qp.sq_send == qp.sq_fetched) return nullptr;
-  SendWork& w = qp.work(qp.sq_send);
+  if (qp.req.sq_send == qp.req.sq_fetched) return nullptr;
+  SendWork& w = qp.work(qp.req.sq_send);
   if (qp.is_ud()) {
     rte_mbuf* m = make_ud_send(qp, w, now);
     if (m == nullptr) {
@@ -478,63 +478,63 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
       return nullptr;
     }
     w.started = true;
-    w.first_psn = qp.send_psn;
+    w.first_psn = qp.req.send_psn;
     w.npkts = 1;
     w.done = true;
-    qp.send_psn = qp.next_new_psn = wire::psn_add(qp.send_psn, 1);
-    qp.sq_send++;
+    qp.req.send_psn = qp.req.next_new_psn = wire::psn_add(qp.req.send_psn, 1);
+    qp.req.sq_send++;
     complete_send_queue(qp, now);
     return m;
   }
   if (!w.started) {
     w.started = true;
-    w.first_psn = qp.next_new_psn;
+    w.first_psn = qp.req.next_new_psn;
     w.npkts = w.is_atomic() ? 1 : packets_for(w.length, qp.mtu);
-    qp.next_new_psn = wire::psn_add(qp.next_new_psn, w.npkts);
-    qp.send_psn = w.first_psn;
-    if (w.needs_response()) qp.rd_atomic_outstanding++;
+    qp.req.next_new_psn = wire::psn_add(qp.req.next_new_psn, w.npkts);
+    qp.req.send_psn = w.first_psn;
+    if (w.needs_response()) qp.req.rd_atomic_outstanding++;
   }
   // A go-back-N rewind may point at packets acknowledged since: skip them.
-  if (!w.needs_response() && wire::psn_lt(qp.send_psn, qp.una_psn) && wire::psn_le(qp.una_psn, w.last_psn()))
-    qp.send_psn = qp.una_psn;
-  uint32_t psn = qp.send_psn;
+  if (!w.needs_response() && wire::psn_lt(qp.req.send_psn, qp.req.una_psn) && wire::psn_le(qp.req.una_psn, w.last_psn()))
+    qp.req.send_psn = qp.req.una_psn;
+  uint32_t psn = qp.req.send_psn;
   if (w.is_read() && wire::psn_lt(psn, wire::psn_add(w.first_psn, w.resp_pkts)))
     psn = wire::psn_add(w.first_psn, w.resp_pkts);  // part of it already arrived
-  const bool resend = wire::psn_lt(psn, qp.sent_high);
+  const bool resend = wire::psn_lt(psn, qp.req.sent_high);
   rte_mbuf* m = make_request(qp, w, psn, now);
   if (m == nullptr) {
     if (w.status != IBV_WC_SUCCESS) complete_send_queue(qp, now);
     return nullptr;
   }
   if (resend) {
-    qp.retransmitted++;
+    qp.req.retransmitted++;
     counters_[NicCounters::retransmitted_packets]++;
   }
   // Advance: a READ or atomic request stands for all its PSNs.
   const uint32_t after = w.needs_response() ? wire::psn_add(w.last_psn(), 1) : wire::psn_add(psn, 1);
-  if (wire::psn_gt(after, qp.sent_high) || !qp.any_outstanding) qp.sent_high = after;
-  qp.send_psn = after;
+  if (wire::psn_gt(after, qp.req.sent_high) || !qp.req.any_outstanding) qp.req.sent_high = after;
+  qp.req.send_psn = after;
   if (after == wire::psn_add(w.last_psn(), 1)) {
-    qp.sq_send++;
-    if (qp.sq_send != qp.sq_fetched && qp.work(qp.sq_send).started) qp.send_psn = qp.work(qp.sq_send).first_psn;
+    qp.req.sq_send++;
+    if (qp.req.sq_send != qp.req.sq_fetched && qp.work(qp.req.sq_send).started) qp.req.send_psn = qp.work(qp.req.sq_send).first_psn;
   }
   if (qp.type == QpType::kUc) {
     // UC: nothing comes back; a message is done once its last packet left.
-    qp.una_psn = qp.sent_high;
+    qp.req.una_psn = qp.req.sent_high;
     if (after == wire::psn_add(w.last_psn(), 1)) {
       w.done = true;
       complete_send_queue(qp, now);
     }
     return m;
   }
-  qp.any_outstanding = true;
-  if (!qp.retry_timer.armed()) arm_retry_timer(qp, now);
+  qp.req.any_outstanding = true;
+  if (!qp.req.retry_timer.armed()) arm_retry_timer(qp, now);
   return m;
 }
 
 void Nic::arm_retry_timer(Qp& qp, Time now) {
-  if (qp.type != QpType::kRc || !qp.any_outstanding) {
-    timers().cancel(qp.retry_timer);
+  if (qp.type != QpType::kRc || !qp.req.any_outstanding) {
+    timers().cancel(qp.req.retry_timer);
     return;
   }
   schedule_retry_timer(qp, recovery_->retransmit_deadline(qp, ack_timeout(qp.timeout), now));
@@ -542,21 +542,21 @@ void Nic::arm_retry_timer(Qp& qp, Time now) {
 
 void Nic::schedule_retry_timer(Qp& qp, Time at) {
   if (at == kTimeNever) {
-    timers().cancel(qp.retry_timer);
+    timers().cancel(qp.req.retry_timer);
     return;
   }
-  timers().schedule(qp.retry_timer, at);
+  timers().schedule(qp.req.retry_timer, at);
 }
 
 void Nic::rewind(Qp& qp, uint32_t psn, Time now) {
   // Go back to the WQE holding `psn` and send from there again.
-  for (uint32_t i = qp.sq_head; i != qp.sq_fetched; i++) {
+  for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
     if (wire::psn_ge(psn, w.first_psn) && wire::psn_le(psn, w.last_psn())) {
-      qp.sq_send = i;
-      qp.send_psn = w.needs_response() ? w.first_psn : psn;
-      qp.resend_psns.clear();
+      qp.req.sq_send = i;
+      qp.req.send_psn = w.needs_response() ? w.first_psn : psn;
+      qp.lr.resend_psns.clear();
       counters_[NicCounters::roce_adp_retrans]++;
       activate(qp, now);
       return;
@@ -566,8 +566,8 @@ void Nic::rewind(Qp& qp, uint32_t psn, Time now) {
 
 void Nic::on_retry_timer(Qp& qp, Time now) {
   if (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD) return;
-  if (!qp.any_outstanding || qp.una_psn == qp.sent_high) {
-    qp.any_outstanding = false;
+  if (!qp.req.any_outstanding || qp.req.una_psn == qp.req.sent_high) {
+    qp.req.any_outstanding = false;
     return;
   }
   // Only an expiry of the Local ACK Timeout spends the QP's retry_cnt; the
@@ -576,24 +576,24 @@ void Nic::on_retry_timer(Qp& qp, Time now) {
   counters_[NicCounters::roce_adp_retrans_to]++;
   if (e.ack_timeout) {
     counters_[NicCounters::local_ack_timeout_err]++;
-    if (qp.retry_left == 0) {
+    if (qp.req.retry_left == 0) {
       fail_send_queue(qp, IBV_WC_RETRY_EXC_ERR, now);
       return;
     }
-    qp.retry_left--;
+    qp.req.retry_left--;
   }
-  qp.read_rewind_pending = false;
+  qp.req.read_rewind_pending = false;
   // A timeout means the NAKs did not tell the whole story (a tail loss, a
   // lost resend): in both modes send everything unacknowledged again, as
   // TCP and IRN do on a timeout; NAKs keep selective repeat selective.
   // Armed before the resend goes, so sending it does not start the timer
   // (and the Local ACK Timeout) afresh.
   schedule_retry_timer(qp, e.next);
-  rewind(qp, qp.una_psn, now);
+  rewind(qp, qp.req.una_psn, now);
 }
 
 void Nic::on_rnr_timer(Qp& qp, Time now) {
-  qp.rnr_waiting = false;
+  qp.req.rnr_waiting = false;
   activate(qp, now);
 }
 

@@ -114,7 +114,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
   flush_dma();  // the data of a completion is in place before the completion
-  if (std::exchange(qp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
+  if (std::exchange(qp.resp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;
@@ -143,12 +143,12 @@ void Nic::schedule_ack(Qp& qp, uint8_t syndrome, uint32_t psn, Time now) {
   // Coalescing: one pending ACK per QP, moved forward by later requests
   // until the QP gets its turn on the wire. A NAK is never replaced by an
   // ACK.
-  if (qp.ack_pending && wire::aeth_kind(qp.ack_syndrome) != wire::AethKind::kAck &&
+  if (qp.resp.ack_pending && wire::aeth_kind(qp.resp.ack_syndrome) != wire::AethKind::kAck &&
       wire::aeth_kind(syndrome) == wire::AethKind::kAck)
     return;
-  qp.ack_pending = true;
-  qp.ack_syndrome = syndrome;
-  qp.ack_psn = psn;
+  qp.resp.ack_pending = true;
+  qp.resp.ack_syndrome = syndrome;
+  qp.resp.ack_psn = psn;
   if (wire::aeth_kind(syndrome) == wire::AethKind::kNak && wire::aeth_value(syndrome) == 0)
     counters_[NicCounters::nak_seq_sent]++;
   if (wire::aeth_kind(syndrome) == wire::AethKind::kRnrNak) counters_[NicCounters::rnr_nak_sent]++;
@@ -166,9 +166,9 @@ void Nic::responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, ui
   // Class C/D errors: NAK the request, complete any receive in progress
   // with the error, and take the QP to ERR (IBA 9.9.3).
   schedule_ack(qp, nak_syndrome, psn, now);
-  if (qp.recv_valid) {
-    write_recv_cqe(qp, qp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
-    qp.recv_valid = false;
+  if (qp.resp.recv_valid) {
+    write_recv_cqe(qp, qp.resp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
+    qp.resp.recv_valid = false;
   }
   if (qp.ctx->on_async_event) {
     ibv_async_event ev{};
@@ -261,7 +261,7 @@ RespState Nic::run_request(Request& r, RespState s) {
 }
 
 RespState Nic::check_psn(Request& r) {
-  const int32_t d = wire::psn_diff(r.psn, r.qp.epsn);
+  const int32_t d = wire::psn_diff(r.psn, r.qp.resp.epsn);
   if (is_trimmed(r.qp, r.v, request_length(r.qp, r.v, d))) return RespState::kTrimmed;
   if (d < 0) return r.rc ? RespState::kDuplicate : RespState::kDone;
   if (d > 0) {
@@ -278,7 +278,7 @@ RespState Nic::on_trimmed_request(Request& r) {
   // NAKed: at once if this is it, else as soon as the PSNs before it are
   // in -- no waiting for the requester's timer either way.
   counters_[NicCounters::rx_trimmed]++;
-  const int32_t d = wire::psn_diff(r.psn, r.qp.epsn);
+  const int32_t d = wire::psn_diff(r.psn, r.qp.resp.epsn);
   if (r.rc && d == 0) {
     recovery_->on_trimmed_expected(r.qp, r.now);
   } else if (r.rc && d > 0) {
@@ -298,11 +298,11 @@ RespState Nic::uc_resync(Request& r) {
   // UC: the message in progress is lost; start again at a FIRST/ONLY.
   Qp& qp = r.qp;
   counters_[NicCounters::rx_discards_uc]++;
-  qp.in_message = false;
-  qp.write_rkey = 0;
-  qp.epsn = r.psn;
+  qp.resp.in_message = false;
+  qp.resp.write_rkey = 0;
+  qp.resp.epsn = r.psn;
   if (r.first) return RespState::kCheckOpSeq;
-  qp.epsn = wire::psn_add(r.psn, 1);
+  qp.resp.epsn = wire::psn_add(r.psn, 1);
   return RespState::kDone;
 }
 
@@ -311,8 +311,8 @@ uint32_t Nic::request_length(const Qp& qp, const wire::PacketView& v, int32_t d)
   const bool first = info.any(wire::kOpFirst), last = info.any(wire::kOpLast);
   if (info.any(wire::kOpMiddle) || (first && !last)) return qp.mtu;
   if (first && last && is_write(v.opcode)) return std::min(v.reth().dma_length.get(), qp.mtu);
-  if (last && d == 0 && qp.in_message && is_write(v.opcode) && is_write(qp.last_req_opcode))
-    return uint32_t(std::min<uint64_t>(qp.write_remaining, qp.mtu));
+  if (last && d == 0 && qp.resp.in_message && is_write(v.opcode) && is_write(qp.resp.last_req_opcode))
+    return uint32_t(std::min<uint64_t>(qp.resp.write_remaining, qp.mtu));
   return kUnknownLength;
 }
 
@@ -321,7 +321,7 @@ RespState Nic::check_duplicate(Request& r) {
   counters_[NicCounters::duplicate_request]++;
   if (!r.read() && !r.atomic()) {
     // SEND/WRITE: acknowledge again, up to what has arrived.
-    if (r.v.bth().ack_req() || r.last) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.epsn, -1), r.now);
+    if (r.v.bth().ack_req() || r.last) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.resp.epsn, -1), r.now);
     return RespState::kDone;
   }
   // READ/atomic: answered again only if it repeats one the responder
@@ -335,10 +335,10 @@ RespState Nic::check_duplicate(Request& r) {
   // again).
   const bool atomic = r.atomic();
   const uint32_t psn = r.psn;
-  const auto it = std::find_if(qp.rd_atomic_log.begin(), qp.rd_atomic_log.end(), [&](const RdAtomicReplay& a) {
+  const auto it = std::find_if(qp.resp.rd_atomic_log.begin(), qp.resp.rd_atomic_log.end(), [&](const RdAtomicReplay& a) {
     return a.valid && a.atomic == atomic && wire::psn_ge(psn, a.psn) && wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
   });
-  if (it == qp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
+  if (it == qp.resp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
   if (atomic) {
     const wire::AtomicEth& a = r.v.atomic_eth();
     if (a.rkey.get() != it->rkey || a.va.get() != it->va) return RespState::kDone;  // not that atomic
@@ -350,7 +350,7 @@ RespState Nic::check_duplicate(Request& r) {
   }
   r.replay = &*it;
   recovery_->on_duplicate_read(qp, psn);
-  std::erase_if(qp.tasks, [&](const ResponderTask& t) { return t.req_psn == it->psn; });
+  std::erase_if(qp.resp.tasks, [&](const ResponderTask& t) { return t.req_psn == it->psn; });
   return atomic ? RespState::kCheckResources : RespState::kCheckRkey;
 }
 
@@ -359,8 +359,8 @@ RespState Nic::check_op_seq(Request& r) {
   const Qp& qp = r.qp;
   const uint8_t op = r.v.opcode;
   const bool continues = r.info().any(wire::kOpMiddle) || (r.last && !r.first);
-  if (continues != qp.in_message ||
-      (continues && (is_send(op) != is_send(qp.last_req_opcode) || is_write(op) != is_write(qp.last_req_opcode)))) {
+  if (continues != qp.resp.in_message ||
+      (continues && (is_send(op) != is_send(qp.resp.last_req_opcode) || is_write(op) != is_write(qp.resp.last_req_opcode)))) {
     // A peer's protocol violation (rxe's renumbered resend, say). On UC a
     // message whose FIRST was lost looks the same and is plain loss.
     if (r.rc) counters_[NicCounters::resp_opcode_sequence_err]++;
@@ -383,7 +383,7 @@ RespState Nic::check_length(Request& r) {
   } else if (r.write()) {
     // A WRITE's packets carry exactly the bytes its RETH announced.
     if (r.first) counters_[NicCounters::rx_write_requests]++;
-    const uint64_t remaining = r.first ? r.v.reth().dma_length.get() : qp.write_remaining;
+    const uint64_t remaining = r.first ? r.v.reth().dma_length.get() : qp.resp.write_remaining;
     if (payload > remaining || (r.last && payload != remaining)) return RespState::kErrLength;
   }
   return RespState::kCheckRkey;
@@ -412,7 +412,7 @@ RespState Nic::check_request_rkey(Request& r) {
       if (len > 0 && (r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
         return RespState::kErrRkey;
     } else if (r.v.payload_len > 0 &&
-               (r.mr = check_rkey(qp, qp.write_rkey, qp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
+               (r.mr = check_rkey(qp, qp.resp.write_rkey, qp.resp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
                    nullptr) {
       return RespState::kErrRkey;
     }
@@ -426,20 +426,20 @@ RespState Nic::check_resources(Request& r) {
   // memory is touched, so an RNR retry finds things unchanged.
   Qp& qp = r.qp;
   if (r.read() || r.atomic()) {
-    if (qp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) return RespState::kErrTooManyRdAtomic;
+    if (qp.resp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) return RespState::kErrTooManyRdAtomic;
   } else if (r.write()) {
     if (r.last && r.imm) {
       if (!take_recv(qp, r.imm_recv)) return RespState::kErrRnr;
       r.imm_recv_taken = true;
     }
   } else if (r.first) {  // SEND
-    if (qp.recv_valid && !r.rc) {
+    if (qp.resp.recv_valid && !r.rc) {
       // UC: the receive WQE of a message lost halfway takes the next one.
-      qp.recv_offset = 0;
+      qp.resp.recv_offset = 0;
     } else {
-      if (!take_recv(qp, qp.recv)) return RespState::kErrRnr;
-      qp.recv_valid = true;
-      qp.recv_offset = 0;
+      if (!take_recv(qp, qp.resp.recv)) return RespState::kErrRnr;
+      qp.resp.recv_valid = true;
+      qp.resp.recv_offset = 0;
     }
   }
   return RespState::kExecute;
@@ -468,9 +468,9 @@ RespState Nic::replay_duplicate(Request& r) {
   }
   // In PSN order among the responses still owed.
   const uint32_t psn = r.psn;
-  auto pos = std::find_if(qp.tasks.begin(), qp.tasks.end(),
+  auto pos = std::find_if(qp.resp.tasks.begin(), qp.resp.tasks.end(),
                           [psn](const ResponderTask& t) { return wire::psn_gt(t.psn, psn); });
-  qp.tasks.insert(pos, task);
+  qp.resp.tasks.insert(pos, task);
   activate(qp, r.now);
   return RespState::kDone;
 }
@@ -480,11 +480,11 @@ RespState Nic::execute_read(Request& r) {
   const wire::Reth& reth = r.v.reth();
   const uint32_t len = reth.dma_length.get();
   const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
-  qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
+  qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
                                                               reth.rkey.get(), 0};
-  qp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
-  qp.epsn = wire::psn_add(qp.epsn, npkts);
-  qp.nak_sent = false;
+  qp.resp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
+  qp.resp.epsn = wire::psn_add(qp.resp.epsn, npkts);
+  qp.lr.nak_sent = false;
   activate(qp, r.now);
   return RespState::kDone;
 }
@@ -502,10 +502,10 @@ RespState Nic::execute_atomic(Request& r) {
     result = orig + a.swap_add.get();
   }
   if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
-  qp.rd_atomic_log[qp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
-  qp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
-  qp.epsn = wire::psn_add(qp.epsn, 1);
-  qp.nak_sent = false;
+  qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
+  qp.resp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
+  qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
+  qp.lr.nak_sent = false;
   activate(qp, r.now);
   return RespState::kDone;
 }
@@ -515,19 +515,19 @@ RespState Nic::execute_write(Request& r) {
   const wire::PacketView& v = r.v;
   if (r.first) {
     const wire::Reth& reth = v.reth();
-    qp.write_va = reth.va.get();
-    qp.write_remaining = qp.write_total = reth.dma_length.get();
-    qp.write_rkey = reth.rkey.get();
+    qp.resp.write_va = reth.va.get();
+    qp.resp.write_remaining = qp.resp.write_total = reth.dma_length.get();
+    qp.resp.write_rkey = reth.rkey.get();
   }
   if (v.payload_len > 0) {
-    if (!dma_write(DmaOwner::responder(qp), r.mr->host(qp.write_va), v.data + v.payload_off, v.payload_len))
+    if (!dma_write(DmaOwner::responder(qp), r.mr->host(qp.resp.write_va), v.data + v.payload_off, v.payload_len))
       return RespState::kErrRemoteOp;
-    qp.write_va += v.payload_len;
-    qp.write_remaining -= v.payload_len;
+    qp.resp.write_va += v.payload_len;
+    qp.resp.write_remaining -= v.payload_len;
   }
   if (r.last && r.imm) {
     r.imm_recv_taken = false;
-    write_recv_cqe(qp, r.imm_recv, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp.write_total,
+    write_recv_cqe(qp, r.imm_recv, IBV_WC_SUCCESS, IBV_WC_RECV_RDMA_WITH_IMM, qp.resp.write_total,
                    __builtin_bswap32(v.imm().imm.get()), IBV_WC_WITH_IMM, 0, v.bth().se());
   }
   return RespState::kComplete;
@@ -536,9 +536,9 @@ RespState Nic::execute_write(Request& r) {
 RespState Nic::execute_send(Request& r) {
   Qp& qp = r.qp;
   const wire::PacketView& v = r.v;
-  if (v.payload_len > 0 && !scatter(qp, qp.recv, qp.recv_offset, v.data + v.payload_off, v.payload_len, r.local_status))
+  if (v.payload_len > 0 && !scatter(qp, qp.resp.recv, qp.resp.recv_offset, v.data + v.payload_off, v.payload_len, r.local_status))
     return r.local_status == IBV_WC_LOC_LEN_ERR ? RespState::kErrLocalLength : RespState::kErrLocalAccess;
-  qp.recv_offset += v.payload_len;
+  qp.resp.recv_offset += v.payload_len;
   if (r.last) {
     int flags = 0;
     uint32_t imm_or_rkey = 0;
@@ -551,9 +551,9 @@ RespState Nic::execute_send(Request& r) {
       imm_or_rkey = v.ieth().rkey.get();
       if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) mr->invalidated = true;
     }
-    write_recv_cqe(qp, qp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.recv_offset), imm_or_rkey, flags, 0,
+    write_recv_cqe(qp, qp.resp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.resp.recv_offset), imm_or_rkey, flags, 0,
                    v.bth().se());
-    qp.recv_valid = false;
+    qp.resp.recv_valid = false;
   }
   return RespState::kComplete;
 }
@@ -562,12 +562,12 @@ RespState Nic::complete_request(Request& r) {
   // A SEND or WRITE packet applied: the next PSN is expected, and the
   // message's last packet (or one asking for it) is acknowledged.
   Qp& qp = r.qp;
-  qp.in_message = !r.last;
-  qp.last_req_opcode = r.v.opcode;
+  qp.resp.in_message = !r.last;
+  qp.resp.last_req_opcode = r.v.opcode;
   recovery_->on_intact(qp);
-  qp.epsn = wire::psn_add(qp.epsn, 1);
-  qp.nak_sent = false;
-  if (r.last) qp.msn = (qp.msn + 1) & 0xffffff;
+  qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
+  qp.lr.nak_sent = false;
+  if (r.last) qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
   if (r.rc && (r.v.bth().ack_req() || r.last)) schedule_ack(qp, wire::aeth_ack(), r.psn, r.now);
   return RespState::kDone;
 }
@@ -602,8 +602,8 @@ void Nic::request_error(Request& r, RespState error) {
       schedule_ack(qp, wire::aeth_rnr_nak(qp.min_rnr_timer), r.psn, r.now);
     } else {
       counters_[NicCounters::rx_discards_uc]++;
-      qp.in_message = false;
-      qp.epsn = wire::psn_add(r.psn, 1);
+      qp.resp.in_message = false;
+      qp.resp.epsn = wire::psn_add(r.psn, 1);
     }
     return;
   }
@@ -623,12 +623,12 @@ void Nic::request_error(Request& r, RespState error) {
   // UC: no NAK; the message is dropped (a receive in progress completes
   // with the error) and the next one starts afresh.
   if (local) {
-    write_recv_cqe(qp, qp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
-    qp.recv_valid = false;
+    write_recv_cqe(qp, qp.resp.recv, status, IBV_WC_RECV, 0, 0, 0, 0, false);
+    qp.resp.recv_valid = false;
   }
   if (row->uc_discard_counted) counters_[NicCounters::rx_discards_uc]++;
-  qp.in_message = false;
-  qp.epsn = wire::psn_add(r.psn, 1);
+  qp.resp.in_message = false;
+  qp.resp.epsn = wire::psn_add(r.psn, 1);
 }
 
 void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
@@ -642,7 +642,7 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
     counters_[NicCounters::rx_ud_qkey_violation]++;
     return;
   }
-  start_message(qp, qp.epsn);
+  start_message(qp, qp.resp.epsn);
   RecvEntry r;
   if (!take_recv(qp, r)) {  // UD: no receive WQE, no message
     counters_[NicCounters::out_of_buffer]++;
@@ -680,14 +680,14 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint32_t prefetch_hdr = 0;
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
-  if (!qp.tasks.empty() && qp.state != IBV_QPS_ERR) {
-    ResponderTask& t = qp.tasks.front();
+  if (!qp.resp.tasks.empty() && qp.state != IBV_QPS_ERR) {
+    ResponderTask& t = qp.resp.tasks.front();
     f.psn = t.psn;
     if (t.kind == ResponderTask::kAtomicAck) {
       if ((m = new_frame()) == nullptr) return nullptr;
       f.opcode = wire::op::kAtomicAck;
       f.aeth_syndrome = wire::aeth_ack();
-      f.aeth_msn = qp.msn = (qp.msn + 1) & 0xffffff;
+      f.aeth_msn = qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
       f.atomic_orig = t.orig;
       pop = true;
     } else {
@@ -700,7 +700,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       if (len > 0) {
         Mr* mr = check_rkey(qp, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
         if (mr == nullptr) {
-          qp.tasks.clear();
+          qp.resp.tasks.clear();
           responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
           return nullptr;
         }
@@ -710,10 +710,10 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       if (len > 0 && qp.ctx->memory->batches()) {
         bool failed = false;
         // A READ executed again, or one answered out of turn, finds other frames.
-        m = take_ahead(qp.response_prefetch, t.psn, t.va, failed,
+        m = take_ahead(qp.resp.response_prefetch, t.psn, t.va, failed,
                        [&](bool more) { return fill_response_prefetch(qp, more); });
         if (failed) {
-          qp.tasks.clear();
+          qp.resp.tasks.clear();
           return nullptr;
         }
         prefetch_hdr = wire::roce_header_len(qp.path, f.opcode);
@@ -723,22 +723,22 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
         m = new_frame();
       }
       if (m == nullptr) return nullptr;
-      if (last) qp.msn = (qp.msn + 1) & 0xffffff;
+      if (last) qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
       f.aeth_syndrome = wire::aeth_ack();
-      f.aeth_msn = qp.msn;
+      f.aeth_msn = qp.resp.msn;
       t.va += len;
       t.remaining -= len;
       t.psn = wire::psn_add(t.psn, 1);
       t.first = false;
       pop = last;
     }
-  } else if (qp.ack_pending) {
+  } else if (qp.resp.ack_pending) {
     if ((m = new_frame()) == nullptr) return nullptr;
     f.opcode = wire::op::kAck;
-    f.psn = qp.ack_psn;
-    f.aeth_syndrome = qp.ack_syndrome;
-    f.aeth_msn = qp.msn;
-    qp.ack_pending = false;
+    f.psn = qp.resp.ack_psn;
+    f.aeth_syndrome = qp.resp.ack_syndrome;
+    f.aeth_msn = qp.resp.msn;
+    qp.resp.ack_pending = false;
   } else {
     return nullptr;
   }
@@ -750,14 +750,14 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
       (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
-    qp.tasks.clear();
-    drop_prefetch(qp.response_prefetch);
+    qp.resp.tasks.clear();
+    drop_prefetch(qp.resp.response_prefetch);
     return nullptr;
   }
   wire::pad_roce(frame, len);
   rte_pktmbuf_append(m, uint16_t(frame_len));
   dpdk::meta(m).flags |= dpdk::kMetaCrossNode;  // ICRC: see dpdk::seal()
-  if (pop) qp.tasks.pop_front();
+  if (pop) qp.resp.tasks.pop_front();
   return m;
 }
 
@@ -766,14 +766,14 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
 // each frame keyed by its PSN and address. False if the first cannot be
 // read.
 bool Nic::fill_response_prefetch(Qp& qp, bool more) {
-  auto& p = qp.response_prefetch;
+  auto& p = qp.resp.response_prefetch;
   p.next = p.count = 0;
   const uint32_t ahead = read_ahead_limit();
   iovec dst[ReadAhead::kFrames];
   HostPiece pieces[ReadAhead::kFrames];
   size_t n_pieces = 0;
-  for (size_t ti = 0; ti < qp.tasks.size() && p.count < ahead && (ti == 0 || more); ti++) {
-    const ResponderTask& t = qp.tasks[ti];
+  for (size_t ti = 0; ti < qp.resp.tasks.size() && p.count < ahead && (ti == 0 || more); ti++) {
+    const ResponderTask& t = qp.resp.tasks[ti];
     if (t.kind != ResponderTask::kReadResponse) break;
     if (t.remaining == 0) continue;
     Mr* mr = rkey_grants(qp, t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);

@@ -224,7 +224,7 @@ uint32_t Flow::progress_psn(const QpPair& q) const {
   // WRITE and SEND: the highest PSN ever sent (resends do not count);
   // READ: the oldest unacknowledged one, which response packets advance.
   const nic::Qp& n = *q.req->nic_qp;
-  return spec_verb_read() ? n.una_psn : n.sent_high;
+  return spec_verb_read() ? n.req.una_psn : n.req.sent_high;
 }
 
 uint64_t Flow::progress_bytes() {

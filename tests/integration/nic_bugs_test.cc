@@ -114,7 +114,7 @@ struct Pair {
 
 // Bug: go-back-N forgets a trimmed packet that arrives while a NAK is
 // outstanding. nic/responder.cc, Nic::handle_request, trimmed branch:
-// `else if (!qp.nak_sent || d == 0)` -- a trimmed packet beyond epsn with
+// `else if (!qp.lr.nak_sent || d == 0)` -- a trimmed packet beyond epsn with
 // nak_sent set is dropped and nothing remembers that its PSN is lost. When
 // the trimmed packet belongs to the very resend that NAK asked for (its
 // header overtook the full packets queued ahead of it, as trimmed headers
@@ -139,7 +139,7 @@ TEST_CASE("Go-back-N: a trimmed packet of a resend is NAKed, not left to the tim
 
 // Bug: with selective repeat, a trimmed packet beyond epsn is NAKed with
 // its own PSN (nic/responder.cc, Nic::handle_request, trimmed branch:
-// `d == 0 ? qp.epsn : psn`), and the requester takes every PSN-sequence
+// `d == 0 ? qp.resp.epsn : psn`), and the requester takes every PSN-sequence
 // NAK as a cumulative acknowledgement of all PSNs before it
 // (nic/completer.cc, Nic::handle_response, kNak: `ack_up_to(qp, psn - 1)`).
 // PSNs between epsn and the trimmed one that are still queued in the switch

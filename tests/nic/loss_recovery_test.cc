@@ -62,15 +62,15 @@ TEST_CASE("A NIC runs the loss recovery its topology entry names, with the knobs
   // after sr_rto_low (100 us unless set) when that is shorter; go-back-N
   // keeps the QP's own timeout. Neither goes past the Local ACK Timeout.
   nic::Qp qp;
-  qp.una_psn = 0xfffffe;
-  qp.sent_high = 1;  // 3 in flight, across the PSN wrap
+  qp.req.una_psn = 0xfffffe;
+  qp.req.sent_high = 1;  // 3 in flight, across the PSN wrap
   const Time t0 = ms(5);
   CHECK(recovery("h2").retransmit_deadline(qp, ms(1), t0) == t0 + ms(1));
   CHECK(recovery("h3").retransmit_deadline(qp, ms(1), t0) == t0 + us(100));
   CHECK(recovery("h4").retransmit_deadline(qp, ms(1), t0) == t0 + us(20));
   CHECK(recovery("h4").retransmit_deadline(qp, us(10), t0) == t0 + us(10));
   CHECK(recovery("h4").retransmit_deadline(qp, kTimeNever, t0) == t0 + us(20));
-  qp.sent_high = 2;  // 4 in flight
+  qp.req.sent_high = 2;  // 4 in flight
   CHECK(recovery("h4").retransmit_deadline(qp, ms(1), t0) == t0 + ms(1));
   CHECK(recovery("h4").retransmit_deadline(qp, kTimeNever, t0) == kTimeNever);
 }

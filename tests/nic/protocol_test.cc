@@ -229,7 +229,7 @@ TEST_CASE("Requester PSNs wrap too: a transfer across 0xFFFFFF completes", "[sim
   REQUIRE(wc.size() == 1);
   CHECK(wc[0].status == IBV_WC_SUCCESS);
   CHECK(dst == src);
-  CHECK(q1->nic_qp->next_new_psn == 0x30);  // 0xfffff0 + 64 packets, wrapped
+  CHECK(q1->nic_qp->req.next_new_psn == 0x30);  // 0xfffff0 + 64 packets, wrapped
 }
 
 TEST_CASE("Bad input is dropped and counted, never applied", "[protocol][nic]") {

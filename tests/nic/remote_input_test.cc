@@ -335,8 +335,8 @@ TEST_CASE("Duplicate READs: bounded by max_dest_rd_atomic, re-read only what was
       std::vector<rte_mbuf*> burst;
       for (int i = 0; i < 250; i++) burst.push_back(b.engine->pool().alloc_copy(original));
       b.nic->on_rx(0, burst.data(), uint16_t(burst.size()), b.engine->now());
-      max_tasks = std::max(max_tasks, qp.tasks.size());
-      REQUIRE(qp.tasks.size() <= 4);
+      max_tasks = std::max(max_tasks, qp.resp.tasks.size());
+      REQUIRE(qp.resp.tasks.size() <= 4);
       b.engine->run_for(us(20));
       sent += answers_to(b).payload;
     }
@@ -458,7 +458,7 @@ TEST_CASE("Crafted requests write nothing, get the right NAK and cost bounded wo
   CHECK(b.mem == mem_before);
   CHECK(theirs == theirs_before);
   CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
-  CHECK(b.qp->nic_qp->tasks.empty());
+  CHECK(b.qp->nic_qp->resp.tasks.empty());
   CHECK(b.engine->pool().in_use() <= in_use_before);
 }
 
