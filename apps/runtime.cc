@@ -53,6 +53,12 @@ namespace {
 #define SO_PEERPIDFD 77  // Linux 6.5; Debian 12's headers predate it
 #endif
 
+int rpc_timeout_ms() {
+  const char* v = std::getenv(verbs::kRpcTimeoutEnv);
+  const int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : verbs::kRpcTimeoutMs;
+}
+
 // A connection to the engine's socket, with the kernel's word for who
 // listens on it; -1 and an errno value (and `out` says why) if nothing
 // does or it is not an engine of this user or root.
@@ -77,6 +83,11 @@ int connect_engine(const RuntimePaths& p, std::string& out, ucred* who = nullptr
     return -EACCES;
   }
   if (who != nullptr) *who = cred;
+  // A hung engine gets the provider's RPC timeout, not a CLI that hangs.
+  const int ms = rpc_timeout_ms();
+  const timeval tv{ms / 1000, (ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
 }
 
@@ -105,8 +116,10 @@ std::optional<EngineProcess> running_engine(const RuntimePaths& p) {
     socklen_t len = sizeof pidfd;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, who.pid, 0));
     close(fd);
-    // Is it an engine (its socket answers)?
-    if (pidfd >= 0 && engine_command(p, {"ping"}, out) == 0) return EngineProcess(who.pid, pidfd);
+    // Is it an engine (its socket answers)? One that is alive but hung
+    // is still there: its socket is not stale.
+    if (const int e = pidfd >= 0 ? engine_command(p, {"ping"}, out) : ESRCH; e == 0 || e == ETIMEDOUT)
+      return EngineProcess(who.pid, pidfd);
     if (pidfd >= 0) close(pidfd);
   }
   // Gone: what it left behind goes too.
@@ -135,7 +148,13 @@ int engine_command(const RuntimePaths& p, const std::vector<std::string>& words,
   verbs::Reply rep;
   if (send(fd, &req, sizeof req, MSG_NOSIGNAL) != ssize_t(sizeof req) ||
       recv(fd, &rep, sizeof rep, 0) != ssize_t(sizeof rep)) {
+    const bool hung = errno == EAGAIN || errno == EWOULDBLOCK;
     close(fd);
+    if (hung) {
+      out = "the engine did not answer within " + std::to_string(rpc_timeout_ms()) + " ms (hung? its log: " + p.log +
+            "; " + verbs::kRpcTimeoutEnv + " sets the wait)";
+      return ETIMEDOUT;
+    }
     out = "the engine did not answer";
     return EIO;
   }

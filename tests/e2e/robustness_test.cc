@@ -330,3 +330,47 @@ TEST_CASE("rocemu talks only to an engine of this user or root: another user's s
   close(ready[0]);
   close(ready[1]);
 }
+
+namespace {
+
+char process_state(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t p = s.rfind(')');
+  return p == std::string::npos || p + 2 >= s.size() ? '?' : s[p + 2];
+}
+
+}  // namespace
+
+TEST_CASE("A hung engine: verbs calls and CLI commands fail after the RPC timeout; resumed, it serves again",
+          "[e2e][robustness]") {
+  Fabric f;
+  const std::string timeout = "ROCEMU_RPC_TIMEOUT_MS=700";
+  // The application stops itself before its first verbs call, so that the
+  // engine can be stopped (hung) in between.
+  Process app = spawn({bin("rocemu"), "exec", "h1", "--", "sh", "-c", "kill -STOP $$; exec ibv_devinfo"},
+                      {f.env()[0], timeout});
+  REQUIRE(wait_until([&] { return process_state(app.pid) == 'T'; }, std::chrono::seconds(30), {&app}));
+  const int engine = f.engine_pid();
+  REQUIRE(kill(engine, SIGSTOP) == 0);
+  REQUIRE(wait_until([&] { return process_state(engine) == 'T'; }, std::chrono::seconds(10)));
+  kill(app.pid, SIGCONT);
+  const int st = finish(app, std::chrono::seconds(20));
+  INFO(app.output);
+  CHECK(st != 0);
+  CHECK(st != -1);  // it gave up by itself
+  const auto [cst, cout] = run({bin("rocemu"), "status"}, {f.env()[0], timeout}, std::chrono::seconds(20));
+  INFO(cout);
+  CHECK(cst == 1);
+  CHECK_THAT(cout, Catch::Contains("did not answer within 700 ms"));
+  // `rocemu up` sees an engine there (hung, not stale): it refuses and
+  // leaves its socket alone.
+  const auto [ust, uout] = run({bin("rocemu"), "up", "--daemon"}, {f.env()[0], timeout}, std::chrono::seconds(20));
+  INFO(uout);
+  CHECK(ust == 1);
+  CHECK_THAT(uout, Catch::Contains("already running"));
+  kill(engine, SIGCONT);
+  const PairResult r = verify_pair(f, {"--iters", "2"});
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+}
