@@ -1,7 +1,7 @@
 // The NIC's window onto host memory. A real NIC DMAs into the registered
 // pages of a process; the emulated one copies with memcpy (tests and
-// virtual time, everything in one process) or process_vm_readv/writev (the
-// verbs provider, see verbs/). The NIC only ever calls these inside a
+// virtual time, everything in one process) or process_vm_readv/writev,
+// guarded by a pidfd (the verbs provider, see verbs/process_memory.h). The NIC only ever calls these inside a
 // registered MR whose bounds and access it has checked.
 //
 // Reaching another process costs a system call, so the interface lets the

@@ -1,6 +1,7 @@
 #include "nic/verbs/process_memory.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,51 +9,33 @@
 
 namespace rocemu::verbs {
 
-namespace {
-
-// The local pieces holding the next `len` bytes of `v` (from the cursor
-// `i`, `off` on), appended to `out`; the cursor moves past them.
-void take(const iovec* v, size_t nv, size_t& i, size_t& off, size_t len, std::vector<iovec>& out) {
-  while (len > 0 && i < nv) {
-    const size_t k = std::min(len, v[i].iov_len - off);
-    if (k > 0) {
-      auto* base = static_cast<uint8_t*>(v[i].iov_base) + off;
-      // Back to back locally too (staged copies are): one piece.
-      if (!out.empty() && static_cast<uint8_t*>(out.back().iov_base) + out.back().iov_len == base)
-        out.back().iov_len += k;
-      else
-        out.push_back({base, k});
-    }
-    len -= k;
-    off += k;
-    if (off == v[i].iov_len) i++, off = 0;
-  }
-}
-
-}  // namespace
-
-Result<std::unique_ptr<ProcessMemory>> ProcessMemory::open(int proc_dir_fd, pid_t pid) {
-  const int fd = openat(proc_dir_fd, "mem", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Status::error("/proc/" + std::to_string(pid) + "/mem: " + std::strerror(errno));
+Result<std::unique_ptr<ProcessMemory>> ProcessMemory::open(int pidfd, pid_t pid) {
+  const int fd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Status::error(std::string("pidfd: ") + std::strerror(errno));
   return std::unique_ptr<ProcessMemory>(new ProcessMemory(fd, pid));
 }
 
-ProcessMemory::ProcessMemory(int mem_fd, pid_t pid) : fd_(mem_fd), pid_(pid), staging_(kStaging) {
+ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), staging_(kStaging) {
   local_.reserve(kMaxIov);
   remote_.reserve(kMaxIov);
 }
 
-ProcessMemory::~ProcessMemory() { close(fd_); }
+ProcessMemory::~ProcessMemory() { close(pidfd_); }
 
-bool ProcessMemory::transfer(bool write, uint64_t addr, const iovec* iov, int n, size_t len) {
-  calls_++;
-  const auto at = off_t(addr);
-  const ssize_t r = write ? pwritev(fd_, iov, n, at) : preadv(fd_, iov, n, at);
-  if (r == ssize_t(len)) return true;
+bool ProcessMemory::alive() {
+  if (gone_) return false;
+  pollfd p{pidfd_, POLLIN, 0};
+  if (poll(&p, 1, 0) != 0) {  // readable (exited) or an error: not to be reached any more
+    gone_ = true;
+    failures_++;
+    return false;
+  }
+  return true;
+}
+
+bool ProcessMemory::fail(ssize_t result) {
   failures_++;
-  // Nothing at all, and no error: the address space has gone with its
-  // process. (An unmapped address is EIO or a short count.)
-  if (r == 0 && len > 0) gone_ = true;
+  if (result < 0 && errno == ESRCH) gone_ = true;
   return false;
 }
 
@@ -62,36 +45,58 @@ bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
 }
 
 bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
+  // What this process reads must include what it wrote before.
+  flush();
   size_t total = 0;
-  for (size_t i = 0; i < n; i++) total += pieces[i].len;
-  const iovec d{dst, total};
-  return readv_scatter(pieces, n, &d, 1);
+  iovec remote[64];
+  while (n > 0) {
+    const size_t k = n < 64 ? n : 64;
+    size_t bytes = 0;
+    for (size_t i = 0; i < k; i++) {
+      remote[i] = {reinterpret_cast<void*>(pieces[i].addr), pieces[i].len};
+      bytes += pieces[i].len;
+    }
+    iovec local{static_cast<uint8_t*>(dst) + total, bytes};
+    if (!alive()) return false;
+    calls_++;
+    const ssize_t r = process_vm_readv(pid_, &local, 1, remote, k, 0);
+    if (r != ssize_t(bytes)) return fail(r);
+    total += bytes;
+    pieces += k;
+    n -= k;
+  }
+  return true;
 }
 
 bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) {
-  // What this process reads must include what it wrote before.
   flush();
-  size_t room = 0, bytes = 0;
-  for (size_t i = 0; i < nd; i++) room += dst[i].iov_len;
-  for (size_t i = 0; i < n; i++) bytes += pieces[i].len;
-  if (room != bytes) return false;
-  size_t di = 0, doff = 0;
-  for (size_t i = 0; i < n;) {
-    // Pieces back to back in the application: one call.
-    const uint64_t addr = pieces[i].addr;
-    size_t len = pieces[i].len;
-    for (i++; i < n && pieces[i].addr == addr + len; i++) len += pieces[i].len;
-    slice_.clear();
-    take(dst, nd, di, doff, len, slice_);
-    if (!transfer(false, addr, slice_.data(), int(slice_.size()), len)) return false;
+  // One call when both lists fit (the NIC's read-ahead: up to 128 frames).
+  constexpr size_t kMax = 128;
+  if (n > kMax || nd > kMax) return HostMemory::readv_scatter(pieces, n, dst, nd);
+  iovec remote[kMax];
+  size_t bytes = 0, room = 0;
+  for (size_t i = 0; i < n; i++) {
+    remote[i] = {reinterpret_cast<void*>(pieces[i].addr), pieces[i].len};
+    bytes += pieces[i].len;
   }
+  for (size_t i = 0; i < nd; i++) room += dst[i].iov_len;
+  if (room != bytes) return false;
+  if (!alive()) return false;
+  calls_++;
+  const ssize_t r = process_vm_readv(pid_, dst, nd, remote, n, 0);
+  if (r != ssize_t(bytes)) return fail(r);
   return true;
 }
 
 bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   flush();
-  const iovec local{const_cast<void*>(src), len};
-  return transfer(true, addr, &local, 1, len);
+  iovec local{const_cast<void*>(src), len};
+  iovec remote{reinterpret_cast<void*>(addr), len};
+  if (!alive()) return false;
+  calls_++;
+  const ssize_t r = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+  if (r != ssize_t(len)) return fail(r);
+  return true;
 }
 
 bool ProcessMemory::add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
@@ -124,21 +129,52 @@ bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t le
   return add(addr, src, len, tag);
 }
 
+ssize_t ProcessMemory::write_from(size_t first, size_t local_skip) {
+  if (!alive()) {
+    errno = ESRCH;
+    return -1;
+  }
+  calls_++;
+  if (first == 0) return process_vm_writev(pid_, local_.data(), local_.size(), remote_.data(), remote_.size(), 0);
+  // The local bytes after the first `local_skip` ones.
+  retry_.clear();
+  for (const iovec& l : local_) {
+    if (local_skip >= l.iov_len) {
+      local_skip -= l.iov_len;
+      continue;
+    }
+    retry_.push_back({static_cast<uint8_t*>(l.iov_base) + local_skip, l.iov_len - local_skip});
+    local_skip = 0;
+  }
+  return process_vm_writev(pid_, retry_.data(), retry_.size(), remote_.data() + first, remote_.size() - first, 0);
+}
+
 bool ProcessMemory::flush() {
   if (pending_ == 0) return true;
   bool ok = true;
-  size_t li = 0, loff = 0;  // cursor in local_
-  for (size_t r = 0; r < remote_.size(); r++) {
-    const iovec& piece = remote_[r];
-    slice_.clear();
-    take(local_.data(), local_.size(), li, loff, piece.iov_len, slice_);
-    if (gone_ || !transfer(true, reinterpret_cast<uint64_t>(piece.iov_base), slice_.data(), int(slice_.size()),
-                           piece.iov_len)) {
-      // That piece's operation fails; the pieces behind it are still
-      // written, unless the whole process has gone.
-      ok = false;
-      failed(tags_[r]);
+  size_t first = 0, done = 0;  // remote_ pieces and bytes dealt with
+  while (first < remote_.size()) {
+    const ssize_t r = write_from(first, done);
+    if (r == ssize_t(pending_ - done)) break;
+    ok = false;
+    fail(r);
+    if (r < 0 && errno != EFAULT) {
+      // Not one bad piece (the process is gone, or may not be reached):
+      // nothing behind can be written either.
+      for (size_t i = first; i < remote_.size(); i++) failed(tags_[i]);
+      break;
     }
+    // The call stopped inside piece `first` after the good ones before it:
+    // that piece's operation fails, the pieces behind it are tried again.
+    size_t wrote = r < 0 ? 0 : size_t(r);
+    while (wrote >= remote_[first].iov_len) {
+      wrote -= remote_[first].iov_len;
+      done += remote_[first].iov_len;
+      first++;
+    }
+    failed(tags_[first]);
+    done += remote_[first].iov_len;
+    first++;
   }
   clear_pending();
   return ok;

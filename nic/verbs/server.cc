@@ -137,8 +137,9 @@ namespace {
 // the kernel can, else from the PID, which is the peer's then: it is
 // connected), and that pidfd still naming a process that has not been
 // reaped after the open. The directory then belongs to the peer for good:
-// once the peer is gone, nothing can be opened through it.
-int open_peer_proc_dir(int sock, pid_t pid) {
+// once the peer is gone, nothing can be opened through it. The pidfd is
+// kept in `*pidfd` (DMA is guarded by it, process_memory.h).
+int open_peer_proc_dir(int sock, pid_t pid, int* pidfd_out) {
   int pidfd = -1;
   socklen_t len = sizeof pidfd;
   if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, pid, 0));
@@ -150,9 +151,13 @@ int open_peer_proc_dir(int sock, pid_t pid) {
     dir = -1;
     errno = ESRCH;
   }
-  const int saved = errno;
-  close(pidfd);
-  errno = saved;
+  if (dir < 0) {
+    const int saved = errno;
+    close(pidfd);
+    errno = saved;
+    return -1;
+  }
+  *pidfd_out = pidfd;
   return dir;
 }
 
@@ -262,7 +267,7 @@ struct VerbsServer::Impl {
     auto s = std::make_unique<Session>();
     s->fd = sock.native_handle();
     s->pid = cred.pid;
-    s->proc_dir = open_peer_proc_dir(sock.native_handle(), cred.pid);
+    s->proc_dir = open_peer_proc_dir(sock.native_handle(), cred.pid, &s->pidfd);
     if (s->proc_dir < 0) {
       log->warn("refused pid {}: /proc/{}: {}", cred.pid, cred.pid, std::strerror(errno));
       return;
@@ -425,6 +430,8 @@ struct VerbsServer::Impl {
     for (auto& [id, f] : s.channels) close(f);
     if (s.proc_dir >= 0) close(s.proc_dir);
     s.proc_dir = -1;
+    if (s.pidfd >= 0) close(s.pidfd);
+    s.pidfd = -1;
     if (s.wake >= 0) close(s.wake);  // after detach(): the engine no longer watches it
     s.wake = -1;
   }
@@ -479,7 +486,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       new (db->addr) DoorbellPage();
       s.doorbell = *db;
-      auto memory = ProcessMemory::open(s.proc_dir, s.pid);
+      auto memory = ProcessMemory::open(s.pidfd, s.pid);
       if (!memory.ok()) {
         log->warn("pid {}: {}", s.pid, memory.status().message());
         rep.err = EACCES;

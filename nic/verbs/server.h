@@ -3,7 +3,7 @@
 // engine's user (SO_PEERCRED), and turns their requests into NIC control
 // calls, run on the engine thread between bursts. Queue memory is shared
 // through memfds; DMA uses process_vm_readv/writev on the application's
-// pid. The HostAgent node, on the engine thread, drains the applications'
+// pid, guarded by a pidfd (process_memory.h). The HostAgent node, on the engine thread, drains the applications'
 // doorbells and lets the engine sleep when none ring.
 #pragma once
 
@@ -46,6 +46,7 @@ struct Session {
   int fd = -1;
   pid_t pid = 0;
   int proc_dir = -1;                      // /proc/<pid>, opened at connect (a reused pid cannot answer)
+  int pidfd = -1;                         // the process itself, from connect on
   uint64_t owner = 0;                     // the process, for quotas: its PID and start time
   // The eventfd this application writes to wake the engine: its own, so
   // that no other application can read away its wake-ups (nor be woken).

@@ -28,7 +28,7 @@ class VanishingMemory final : public HostMemory {
   void vanish() { gone_ = true; }
   bool read(uint64_t a, void* d, size_t n) override { return !gone_ && inner_->read(a, d, n); }
   bool write(uint64_t a, const void* s, size_t n) override { return !gone_ && inner_->write(a, s, n); }
-  // Deferred writes fail only when flushed, as process_vm_writev does.
+  // Deferred writes fail only when flushed, as the engine's writes into an application do.
   bool write_deferred(uint64_t a, const void* s, size_t n, DmaTag t) override {
     return inner_->write_deferred(a, s, n, t);
   }

@@ -1,5 +1,7 @@
 // The engine's window onto an application's memory: process_vm_readv and
-// process_vm_writev on a real child process, and what a death looks like.
+// process_vm_writev on a real child process, guarded by its pidfd: what a
+// death looks like, and that a PID given to another process does not lead
+// there.
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -21,8 +23,7 @@ namespace {
 
 // The engine's view of `pid`'s memory, opened as the server opens it.
 std::unique_ptr<ProcessMemory> memory_of(pid_t pid) {
-  const std::string dir = "/proc/" + std::to_string(pid);
-  const int fd = open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int fd = int(syscall(SYS_pidfd_open, pid, 0));
   REQUIRE(fd >= 0);
   auto m = ProcessMemory::open(fd, pid);
   close(fd);
