@@ -37,6 +37,13 @@ struct DoctorOptions {
 };
 int cmd_doctor(const DoctorOptions& o);
 
+struct TopOptions {
+  bool once = false;     // one frame, then exit
+  int count = 0;         // -n: frames, then exit; 0: until interrupted
+  double delay_s = 1.0;  // -d: seconds between frames
+};
+int cmd_top(const TopOptions& o);
+
 struct SimOptions {
   std::string scenario;
   std::string out_dir;            // default: the scenario's name

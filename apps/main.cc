@@ -83,6 +83,11 @@ const Command kCommands[] = {
      "samples taken --interval apart (default 1 s).\n"
      "Exit status: 0 healthy, 1 findings (or no engine), 2 usage.\n",
      "--output --interval --list --help"},
+    {"top", "[--once] [-n COUNT] [-d SECONDS]",
+     "a live view of the running fabric: per port Gbit/s, queue depth per TC, ECN marks, PFC, CNPs, drops",
+     "Refreshes every -d seconds (default 1) until Ctrl-C, or -n COUNT frames, or one frame with --once.\n"
+     "Rates and counts are over the last interval; queue depths are packets now.\n",
+     "--once -n -d --help"},
     {"completion", "bash", "print the bash completion script (source <(rocemu completion bash))", nullptr, "--help"},
 };
 
@@ -197,6 +202,14 @@ int run_typed(const Command& c, int argc, char** argv) {
     app.add_flag("--list", o.list, "list the checks");
     if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
     return cmd_doctor(o);
+  }
+  if (std::strcmp(c.name, "top") == 0) {
+    TopOptions o;
+    app.add_flag("--once", o.once, "print one frame and exit");
+    app.add_option("-n,--iterations", o.count, "frames before exiting (0: until interrupted)")->check(CLI::NonNegativeNumber);
+    app.add_option("-d,--delay", o.delay_s, "seconds between frames")->check(CLI::Range(0.05, 3600.0));
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
+    return cmd_top(o);
   }
   // completion
   std::string shell;

@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "tests/e2e/fabric.h"
 
@@ -86,4 +88,80 @@ TEST_CASE("rocemu up --metrics-port: every counter at 127.0.0.1:PORT/metrics, re
   const auto [nv_rc, nv_out] = f.rocemu({"nv", "show", "interface", *ports.begin()});
   INFO(nv_out);
   CHECK(nv_rc == 0);
+}
+
+namespace {
+
+// The TX Gbit/s of `name`'s row on a top screen, if the row is there.
+std::optional<double> tx_gbps(const std::string& screen, const std::string& name) {
+  std::istringstream in(screen);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream w(line);
+    std::string first;
+    double rx = 0, tx = 0;
+    if (w >> first && first == name && w >> rx >> tx) return tx;
+  }
+  return std::nullopt;
+}
+
+size_t occurrences(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) n++;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("rocemu top: --once and -n frames; under tmux, the live view of ib_write_bw through the switch",
+          "[e2e][top]") {
+  Fabric f;
+  {
+    const auto [rc, out] = f.rocemu({"top", "--once", "-d", "0.1"});
+    INFO(out);
+    CHECK(rc == 0);
+    CHECK(occurrences(out, "rocemu top:") == 1);
+    CHECK(out.find("\033[") == std::string::npos);  // not a terminal: no control codes
+    CHECK(tx_gbps(out, "h1").has_value());
+  }
+  {
+    const auto [rc, out] = f.rocemu({"top", "-n", "2", "-d", "0.1"});
+    CHECK(rc == 0);
+    CHECK(occurrences(out, "rocemu top:") == 2);
+  }
+  CHECK(f.rocemu({"top", "-d", "0"}).first == 2);
+
+  const int port = pick_port();
+  const std::vector<std::string> bw = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-x", "3", "-s", "65536", "-D", "8",
+                                       "-p", std::to_string(port)};
+  Process server = f.exec("h2", bw);
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  std::vector<std::string> client_argv = bw;
+  client_argv.push_back("127.0.0.1");
+  Process client = f.exec("h1", client_argv);
+
+  // top in a terminal of its own (a private tmux server), read with capture-pane.
+  const std::string sock = "rocemu-top-" + std::to_string(getpid());
+  const auto tmux = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"/usr/bin/tmux", "-L", sock});
+    return run(args, {}, std::chrono::seconds(20));
+  };
+  REQUIRE(tmux({"new-session", "-d", "-s", "top", "-x", "160", "-y", "40", "/usr/bin/env",
+                "ROCEMU_RUNTIME_DIR=" + f.dir(), bin("rocemu"), "top", "-d", "0.5"})
+              .first == 0);
+  std::string screen;
+  const bool busy = wait_until(
+      [&] {
+        screen = tmux({"capture-pane", "-p", "-t", "top"}).second;
+        const auto tx = tx_gbps(screen, "h1");
+        return tx && *tx > 1;
+      },
+      std::chrono::seconds(60), {&server, &client});
+  tmux({"kill-server"});
+  INFO(screen);
+  CHECK(busy);
+  CHECK(occurrences(screen, "rocemu top:") == 1);  // redrawn in place
+  CHECK(screen.find("QUEUE pkts TC0..TC7") != std::string::npos);
+  CHECK(screen.find("sw1:") != std::string::npos);
+  CHECK(finish(client, std::chrono::seconds(120)) == 0);
+  finish(server, std::chrono::seconds(30));
 }
