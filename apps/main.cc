@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
+  if (cmd == "--list-commands") {  // for scripts (the man pages are made from it): NAME<TAB>SUMMARY
+    for (const Command& x : kCommands) std::printf("%s\t%s\n", x.name, x.summary);
+    return 0;
+  }
   if (cmd == "--version" || cmd == "-V") {
     std::printf("rocemu %s\n", ROCEMU_VERSION);
     return 0;

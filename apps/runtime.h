@@ -32,7 +32,8 @@ std::optional<pid_t> running_engine(const RuntimePaths& p);
 // errno value (ECONNREFUSED/ENOENT: no engine) and a message.
 int engine_command(const RuntimePaths& p, const std::vector<std::string>& words, std::string& out);
 
-// Path of librocemu-verbs.so: $ROCEMU_PROVIDER, else next to this binary.
+// Path of librocemu-verbs.so: $ROCEMU_PROVIDER, else ../lib or (installed)
+// ../lib/rocemu from this binary.
 std::string provider_path();
 std::string self_path();
 
