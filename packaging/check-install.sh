@@ -46,6 +46,20 @@ check_tree() {
 }
 check_tree "$tmp/root$prefix"
 
+# The installed rocemu finds the installed provider: an engine from the
+# DESTDIR tree, and ibv_devices on its NIC sees rocemu0.
+if [ -x /usr/bin/ibv_devices ]; then
+  r="$tmp/root$prefix"
+  export ROCEMU_RUNTIME_DIR="$tmp/run"
+  unset ROCEMU_PROVIDER
+  "$r/bin/rocemu" up --daemon --no-realtime >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "$kind: the installed rocemu up failed"; }
+  pid=$(cat "$tmp/run/rocemu.pid")
+  devices=$("$r/bin/rocemu" exec h1 -- /usr/bin/ibv_devices 2>&1) || true
+  "$r/bin/rocemu" down >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
+  echo "$devices" | grep -q rocemu0 || fail "$kind: the installed rocemu exec did not load the installed provider: $devices"
+  unset ROCEMU_RUNTIME_DIR
+fi
+
 if [ "$kind" = cmake ]; then
   (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1) || { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
   deb=$(ls "$tmp"/pkg/rocemu_*.deb 2>/dev/null | head -n1)

@@ -25,6 +25,16 @@ TEST_CASE("rocemu doctor: the running built-in fabric is healthy (0); ECN turned
     const auto [rc, out] = f.rocemu({"doctor", "--bogus"});
     CHECK(rc == 2);
   }
+  {
+    const auto [rc, out] = f.rocemu({"doctor", "--help"});
+    CHECK(rc == 0);
+    CHECK(out.find("Exit status: 0 healthy, 1 findings") != std::string::npos);
+    const auto [lrc, list] = f.rocemu({"doctor", "--list"});
+    CHECK(lrc == 0);
+    for (const char* check : {"host-dscp", "cnp-class", "pfc-priorities", "mtu", "ecn-off", "pfc-without-ecn",
+                              "lossless-drops", "watchdog-off", "dscp26-lossy"})
+      CHECK(list.find(check) != std::string::npos);
+  }
   // The misconfiguration, made the way a user makes it.
   const auto [set_rc, set_out] =
       f.rocemu({"nv", "set", "qos", "congestion-control", "default-global", "traffic-class", "3", "ecn", "disable"});

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -211,10 +212,10 @@ constexpr const char* kGet = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
 TEST_CASE("metrics server: loopback only, renders on the engine thread, survives hostile clients",
           "[sim][integration][metrics]") {
   FakeEngine engine;
-  std::thread::id render_thread;
+  std::atomic<std::thread::id> render_thread{};
   app::MetricsServer server([&](std::function<void()> job) { engine.post(std::move(job)); },
                             [&] {
-                              render_thread = std::this_thread::get_id();
+                              render_thread.store(std::this_thread::get_id());
                               return std::string("# HELP rocemu_x_total x\n# TYPE rocemu_x_total counter\n"
                                                  "rocemu_x_total{node=\"h1\"} ") +
                                      std::to_string(++engine.renders) + "\n";
@@ -229,7 +230,8 @@ TEST_CASE("metrics server: loopback only, renders on the engine thread, survives
     CHECK(r1.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
     CHECK(r1.find("rocemu_x_total{node=\"h1\"} 1\n") != std::string::npos);
     CHECK(get(port, kGet).find("rocemu_x_total{node=\"h1\"} 2\n") != std::string::npos);
-    CHECK(render_thread != std::this_thread::get_id());
+    CHECK(render_thread.load() != std::this_thread::get_id());
+    CHECK(render_thread.load() != std::thread::id());
     CHECK(get(port, "GET /nothing HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0) == 0);
     CHECK(get(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0) == 0);
   }
