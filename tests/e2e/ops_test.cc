@@ -40,6 +40,9 @@ TEST_CASE("rocemu doctor: the running built-in fabric is healthy (0); ECN turned
       f.rocemu({"nv", "set", "qos", "congestion-control", "default-global", "traffic-class", "3", "ecn", "disable"});
   INFO(set_out);
   REQUIRE(set_rc == 0);
+  // Where `nv set` stages (NVUE's way), the change takes effect on apply;
+  // where it applies at once, there is nothing to apply and this fails.
+  f.rocemu({"nv", "config", "apply"});
   {
     const auto [rc, out] = f.rocemu({"doctor", "--interval", "0.2"});
     INFO(out);
