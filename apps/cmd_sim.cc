@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "apps/commands.h"
+#include "apps/runtime.h"
 #include "apps/fabric.h"
 #include "common/engine/dpdk.h"
 #include "common/log.h"
@@ -25,9 +26,13 @@ namespace {
 
 constexpr int kFail = 1, kUsage = 2;
 
-// Where sim-plot.py is: $ROCEMU_SIM_PLOT, else the source tree's.
+// Where sim-plot.py is: $ROCEMU_SIM_PLOT, else the installed copy
+// (../share/rocemu from this binary), else the source tree's.
 std::string plot_script() {
   if (const char* p = std::getenv("ROCEMU_SIM_PLOT")) return p;
+  const std::string self = self_path();
+  const std::string installed = self.substr(0, self.rfind('/')) + "/../share/rocemu/sim-plot.py";
+  if (std::filesystem::exists(installed)) return installed;
   return ROCEMU_SIM_PLOT_SCRIPT;
 }
 

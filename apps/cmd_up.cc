@@ -21,7 +21,10 @@
 
 #include "apps/commands.h"
 #include "apps/fabric.h"
+#include "apps/metrics.h"
+#include "apps/metrics_server.h"
 #include "apps/runtime.h"
+#include "apps/snapshot.h"
 #include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
@@ -389,6 +392,10 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
     out = j.is_null() ? "" : j.dump(2);
     return 0;
   }
+  if (w[0] == "snapshot") {  // what rocemu doctor and rocemu top read
+    out = nlohmann::json(take_snapshot(engine)).dump();
+    return 0;
+  }
   if (w[0] == "fault") return handle_fault(engine, w, out);
   if (w[0] == "nic") return handle_nic(engine, w, out);
   if (w[0] == "capture") {
@@ -503,6 +510,15 @@ int cmd_up(const UpOptions& o) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
   }
+  // Rendered on the engine thread, served from the server's own.
+  MetricsServer metrics([&engine](std::function<void()> job) { engine.post([job](Engine&) { job(); }); },
+                        [&engine] { return prometheus_text(collect_counters(engine)); });
+  if (o.metrics_port != 0) {
+    if (Status s = metrics.start(o.metrics_port); !s.ok()) {
+      std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
   if (Status s = write_private_file(paths.pid, std::to_string(getpid()) + "\n"); !s.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
@@ -519,6 +535,7 @@ int cmd_up(const UpOptions& o) {
     if (n->kind() == "nic") names += (names.empty() ? "" : ", ") + n->name();
   std::printf("rocemu: engine up (pid %d) on %s; NICs %s; socket %s\n", int(getpid()), topo->file.c_str(),
               names.c_str(), paths.socket.c_str());
+  if (o.metrics_port != 0) std::printf("rocemu: metrics at http://127.0.0.1:%u/metrics\n", unsigned(metrics.port()));
   if (!o.daemon) std::printf("rocemu: run programs with `rocemu exec NODE -- PROGRAM`; Ctrl-C stops\n");
   std::fflush(stdout);
   if (o.daemon) {
@@ -536,6 +553,7 @@ int cmd_up(const UpOptions& o) {
       std::fprintf(stderr, "rocemu: engine thread stays at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
   }
   engine.run(g_stop);
+  metrics.stop();
   server.engine_stopped();
   server.stop();
   unlink(paths.pid.c_str());

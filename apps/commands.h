@@ -15,6 +15,7 @@ struct UpOptions {
   std::string capture_dir;  // capture every link there (pcapng)
   int verbose = 0;
   bool realtime = true;      // SCHED_FIFO for the engine thread where allowed
+  uint16_t metrics_port = 0; // Prometheus endpoint on 127.0.0.1:PORT; 0: none
 };
 int cmd_up(const UpOptions& o);
 int cmd_down();
@@ -28,6 +29,20 @@ struct DemoOptions {
   bool keep_running = false;
 };
 int cmd_demo(const DemoOptions& o);
+
+struct DoctorOptions {
+  std::string format = "text";  // or json
+  double interval_s = 1.0;      // between the two samples the counter checks compare
+  bool list = false;            // list the checks
+};
+int cmd_doctor(const DoctorOptions& o);
+
+struct TopOptions {
+  bool once = false;     // one frame, then exit
+  int count = 0;         // -n: frames, then exit; 0: until interrupted
+  double delay_s = 1.0;  // -d: seconds between frames
+};
+int cmd_top(const TopOptions& o);
 
 struct SimOptions {
   std::string scenario;

@@ -40,6 +40,7 @@ nodes:
       swp1: {address: 10.0.2.254/24}
     qos:
       roce: lossless
+      pfc-watchdog: {state: enable}
 links:
   - {a: h1, b: "sw1:0", rate: 100G, delay: 1us, mtu: 9000}
   - {a: h2, b: "sw1:1", rate: 100G, delay: 1us, mtu: 9000}

@@ -32,9 +32,11 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"up", "[TOPOLOGY] [--daemon] [--hugepages] [--capture DIR] [-v] [--no-realtime]",
-     "start an engine (built-in topology: h1 -- sw1 -- h2)", nullptr,
-     "--daemon --hugepages --capture --verbose --no-realtime --help"},
+    {"up", "[TOPOLOGY] [--daemon] [--hugepages] [--capture DIR] [--metrics-port PORT] [-v] [--no-realtime]",
+     "start an engine (built-in topology: h1 -- sw1 -- h2)",
+     "--metrics-port PORT serves every counter in Prometheus's text format at\n"
+     "http://127.0.0.1:PORT/metrics (loopback only; off unless given).\n",
+     "--daemon --hugepages --capture --metrics-port --verbose --no-realtime --help"},
     {"down", "", "stop the running engine (it frees every application's resources first)", nullptr, "--help"},
     {"status", "", "nodes, links and attached applications of the running engine", nullptr, "--help"},
     {"exec", "NODE -- PROGRAM [ARGS...]", "run an unmodified verbs program on NODE's NIC (device rocemu0)",
@@ -73,6 +75,19 @@ const Command kCommands[] = {
     {"sim", "SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--seed N] [--no-plots]",
      "run a scenario in virtual time: summary.json, CSVs, plots, verdict", nullptr,
      "--output --junit --baseline --write-baseline --seed --no-plots --help"},
+    {"doctor", "[-o text|json] [--interval SECONDS] [--list]",
+     "check the running fabric for RoCE misconfigurations: each finding with its evidence and fix",
+     "Checks (rocemu doctor --list): host DSCP vs the switch's RoCE DSCP, CNP class, PFC priorities at\n"
+     "both ends of each link, MTU, ECN on the RoCE TC, PFC climbing with few ECN marks, drops on a\n"
+     "lossless priority, PFC watchdog, DSCP 26 on a lossy class. The counter checks compare two\n"
+     "samples taken --interval apart (default 1 s).\n"
+     "Exit status: 0 healthy, 1 findings (or no engine), 2 usage.\n",
+     "--output --interval --list --help"},
+    {"top", "[--once] [-n COUNT] [-d SECONDS]",
+     "a live view of the running fabric: per port Gbit/s, queue depth per TC, ECN marks, PFC, CNPs, drops",
+     "Refreshes every -d seconds (default 1) until Ctrl-C, or -n COUNT frames, or one frame with --once.\n"
+     "Rates and counts are over the last interval; queue depths are packets now.\n",
+     "--once -n -d --help"},
     {"completion", "bash", "print the bash completion script (source <(rocemu completion bash))", nullptr, "--help"},
 };
 
@@ -151,6 +166,8 @@ int run_typed(const Command& c, int argc, char** argv) {
     app.add_flag("--daemon", o.daemon, "run in the background");
     app.add_flag("--hugepages", o.hugepages, "use hugepages (EAL --in-memory)");
     app.add_option("--capture", o.capture_dir, "capture every link to DIR/<link>.pcapng");
+    app.add_option("--metrics-port", o.metrics_port, "serve Prometheus metrics on 127.0.0.1:PORT")
+        ->check(CLI::Range(1, 65535));
     app.add_flag("-v,--verbose", o.verbose, "log more (twice: debug)");
     bool no_rt = false;
     app.add_flag("--no-realtime", no_rt, "keep the engine thread at normal priority");
@@ -178,6 +195,22 @@ int run_typed(const Command& c, int argc, char** argv) {
     if (seed_opt->count() > 0) o.seed = seed;
     return cmd_sim(o);
   }
+  if (std::strcmp(c.name, "doctor") == 0) {
+    DoctorOptions o;
+    app.add_option("-o,--output", o.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+    app.add_option("--interval", o.interval_s, "seconds between the two samples")->check(CLI::Range(0.0, 3600.0));
+    app.add_flag("--list", o.list, "list the checks");
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
+    return cmd_doctor(o);
+  }
+  if (std::strcmp(c.name, "top") == 0) {
+    TopOptions o;
+    app.add_flag("--once", o.once, "print one frame and exit");
+    app.add_option("-n,--iterations", o.count, "frames before exiting (0: until interrupted)")->check(CLI::NonNegativeNumber);
+    app.add_option("-d,--delay", o.delay_s, "seconds between frames")->check(CLI::Range(0.05, 3600.0));
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
+    return cmd_top(o);
+  }
   // completion
   std::string shell;
   app.add_option("shell", shell, "the shell (bash)")->required()->check(CLI::IsMember({"bash"}));
@@ -196,6 +229,10 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (cmd == "--list-commands") {  // for scripts (the man pages are made from it): NAME<TAB>SUMMARY
+    for (const Command& x : kCommands) std::printf("%s\t%s\n", x.name, x.summary);
     return 0;
   }
   if (cmd == "--version" || cmd == "-V") {

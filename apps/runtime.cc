@@ -181,7 +181,10 @@ std::string provider_path() {
   if (const char* p = std::getenv("ROCEMU_PROVIDER"); p != nullptr && *p != '\0') return p;
   std::string self = self_path();
   const std::string dir = self.substr(0, self.rfind('/'));
-  for (const std::string& cand : {dir + "/../lib/librocemu-verbs.so", dir + "/librocemu-verbs.so"}) {
+  // The build tree's layout, the installed one (a private library: not in
+  // the linker's path), next to the binary.
+  for (const std::string& cand :
+       {dir + "/../lib/librocemu-verbs.so", dir + "/../lib/rocemu/librocemu-verbs.so", dir + "/librocemu-verbs.so"}) {
     char real[PATH_MAX];
     if (realpath(cand.c_str(), real) != nullptr && access(real, R_OK) == 0) return real;
   }

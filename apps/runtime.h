@@ -54,7 +54,8 @@ std::optional<EngineProcess> running_engine(const RuntimePaths& p);
 // message.
 int engine_command(const RuntimePaths& p, const std::vector<std::string>& words, std::string& out);
 
-// Path of librocemu-verbs.so: $ROCEMU_PROVIDER, else next to this binary.
+// Path of librocemu-verbs.so: $ROCEMU_PROVIDER, else ../lib or (installed)
+// ../lib/rocemu from this binary.
 std::string provider_path();
 std::string self_path();
 

@@ -335,7 +335,7 @@ void Nic::handle_pfc(const wire::PacketView& v, Time now) {
   const uint64_t rate = link_rate_bps();
   Time earliest = kTimeNever;
   for (int p = 0; p < wire::kNumPriorities; p++) {
-    if (!pfc.enabled(p)) continue;
+    if (!pfc.enabled(p) || ((cfg_.pfc_priorities >> p) & 1) == 0) continue;
     const uint32_t quanta = pfc.time[p].get();
     const Time until = now + serialization_time(uint64_t(quanta) * wire::kBitsPerQuantum / 8, rate);
     if (pause_until_[size_t(p)] > now) {

@@ -57,6 +57,9 @@ struct NicConfig {
   uint8_t trim_dscp = 11;                  // trimmed packets arrive with this DSCP
   uint8_t cnp_dscp = 48;                   // mlx5 roce_np cnp_dscp
   uint8_t cnp_prio = 6;                    // mlx5 roce_np cnp_802p_prio
+  // Priorities whose received PFC pauses this NIC (mlnx_qos --pfc): a bit
+  // per priority; every one unless the topology's `pfc` lists them.
+  uint8_t pfc_priorities = 0xff;
   cc::CcConfig cc;                         // congestion control (cc/cc.h)
   std::array<uint8_t, 64> dscp_to_prio{};  // filled with dscp >> 3 (mlx5 trust dscp)
   bool vlan = false;                       // tag frames (PCP = priority)

@@ -33,7 +33,7 @@ static_assert(uint64_t(kMaxRdAtomic) * kNumQpns <= uint64_t(INT32_MAX));
 constexpr auto kNicKeys = [] {
   constexpr std::string_view base[] = {"kind", "mac", "ip", "ips", "prefix", "gateway", "neighbors", "loss_recovery",
                                        "sr_window", "sr_rto_low", "traffic_class", "ecn", "trim_dscp", "cnp_dscp",
-                                       "cnp_802p_prio", "vlan", "cc"};
+                                       "cnp_802p_prio", "pfc", "vlan", "cc"};
   std::array<std::string_view, std::size(base) + std::size(kCapKeys)> keys{};
   size_t i = 0;
   for (std::string_view k : base) keys[i++] = k;
@@ -105,6 +105,13 @@ class NicKind final : public NodeKind {
     if (n["trim_dscp"]) c.trim_dscp = uint8_t(ctx.integer(n["trim_dscp"], f + ".trim_dscp", 0, 63).value_or(11));
     if (n["cnp_dscp"]) c.cnp_dscp = uint8_t(ctx.integer(n["cnp_dscp"], f + ".cnp_dscp", 0, 63).value_or(48));
     if (n["cnp_802p_prio"]) c.cnp_prio = uint8_t(ctx.integer(n["cnp_802p_prio"], f + ".cnp_802p_prio", 0, 7).value_or(6));
+    if (const auto& pfc = n["pfc"]) {
+      // mlnx_qos --pfc: the priorities with PFC, as a list ([3], [] for none).
+      if (!pfc.IsSequence()) ctx.error(pfc, f + ".pfc", "expected a list of priorities 0-7, e.g. [3] ([] for none)");
+      c.pfc_priorities = 0;
+      for (size_t i = 0; pfc.IsSequence() && i < pfc.size(); i++)
+        if (auto p = ctx.integer(pfc[i], f + ".pfc[" + std::to_string(i) + "]", 0, 7)) c.pfc_priorities |= uint8_t(1u << *p);
+    }
     if (n["cc"]) c.cc = cc::parse_cc(n["cc"], f + ".cc", ctx);
     if (n["vlan"]) {
       c.vlan = true;

@@ -11,8 +11,8 @@ PACKAGES=(
   dpdk dpdk-dev libdpdk-dev
   libibverbs-dev rdma-core ibverbs-utils perftest
   libboost-dev libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-  tshark python3 python3-scapy python3-matplotlib python3-yaml
-  linux-perf iproute2 procps
+  tshark python3 python3-scapy python3-matplotlib python3-yaml python3-prometheus-client
+  linux-perf iproute2 procps tmux help2man
 )
 
 werror=OFF

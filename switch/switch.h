@@ -87,6 +87,9 @@ class Switch final : public Node {
   const Headroom& headroom(uint16_t port) const { return ports_[port]->headroom; }
   uint64_t port_speed(uint16_t port) const { return ports_[port]->speed; }
   wire::MacAddr port_mac(uint16_t port) const { return ports_[port]->mac; }
+  uint32_t port_mtu(uint16_t port) const { return ports_[port]->mtu; }
+  uint32_t port_cable_length(uint16_t port) const { return ports_[port]->cable_length; }
+  bool port_watchdog(uint16_t port) const { return ports_[port]->watchdog; }
   const RouteTable* routes() const { return routes_.get(); }
 
  private:

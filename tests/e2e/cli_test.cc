@@ -11,8 +11,8 @@ using namespace rocemu::test;
 
 namespace {
 
-const std::vector<std::string> kCommands = {"up", "down",  "status",  "exec", "demo",      "nv",
-                                            "nic", "counters", "fault", "capture", "sim", "completion"};
+const std::vector<std::string> kCommands = {"up",    "down",    "status", "exec",   "demo", "nv",  "nic",
+                                            "counters", "fault", "capture", "sim", "doctor", "top", "completion"};
 
 std::pair<int, std::string> rocemu_cmd(const std::vector<std::string>& args) {
   // A runtime directory with no engine in it.

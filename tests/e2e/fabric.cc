@@ -9,13 +9,14 @@
 
 namespace rocemu::test {
 
-Fabric::Fabric(const std::string& topology) {
+Fabric::Fabric(const std::string& topology, const std::vector<std::string>& up_options) {
   char tmpl[] = "/tmp/rocemu-e2e-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   dir_ = tmpl;
   env_ = {"ROCEMU_RUNTIME_DIR=" + dir_};
   std::vector<std::string> args = {"up", "--daemon"};
   if (!topology.empty()) args.push_back(topology);
+  args.insert(args.end(), up_options.begin(), up_options.end());
   const auto [st, out] = rocemu(args);
   INFO(out);
   REQUIRE(st == 0);

@@ -16,8 +16,9 @@ inline std::string bin(const std::string& name) { return std::string(ROCEMU_BINA
 
 class Fabric {
  public:
-  // Starts an engine on `topology` (empty: the built-in one).
-  explicit Fabric(const std::string& topology = "");
+  // Starts an engine on `topology` (empty: the built-in one), with more
+  // `rocemu up` options if given.
+  explicit Fabric(const std::string& topology = "", const std::vector<std::string>& up_options = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;

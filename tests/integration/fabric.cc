@@ -26,6 +26,7 @@ std::string star_yaml(const StarSpec& s) {
       << "    loss_recovery: " << s.loss_recovery << "\n";
     if (s.traffic_class >= 0) y << "    traffic_class: " << s.traffic_class << "\n";
     if (!s.cc.empty()) y << "    cc: " << s.cc << "\n";
+    y << s.nic_extra;
   }
   y << "  sw1:\n"
     << "    kind: switch\n"

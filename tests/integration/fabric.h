@@ -26,6 +26,7 @@ struct StarSpec {
   std::string rate = "100G";
   std::string delay = "1us";
   std::string extra_qos;               // more YAML lines under sw1.qos (indented by the caller)
+  std::string nic_extra;               // more YAML lines under every NIC (indented by the caller)
   // The NICs' congestion control (their `cc` key). The PFC, trimming and
   // loss tests study the fabric without it; the DCQCN tests set it.
   std::string cc = "none";
