@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <sstream>
 #include <tuple>
 
 #include "tests/e2e/fabric.h"
@@ -81,17 +82,17 @@ TEST_CASE("--help never reaches the engine: `down --help` leaves it running", "[
 TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the valid ones", "[e2e][cli]") {
   Fabric f;
   // The built-in fabric: h1 on sw1's swp0, h2 on swp1.
-  auto [st, out] = f.rocemu({"fault", "sw1:swp1", "loss", "1%"});
+  auto [st, out] = f.rocemu({"fault", "add", "sw1:swp1", "loss", "1%"});
   INFO(out);
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("sw1:swp1") && Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "sw1:1", "clear"});
+  std::tie(st, out) = f.rocemu({"fault", "clear", "sw1:1"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "sw1:swp7", "loss", "1%"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp7", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no port 'swp7' on sw1 (ports: swp0, swp1)"));
-  std::tie(st, out) = f.rocemu({"fault", "h9", "loss", "1%"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "h9", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no node named 'h9' (nodes: h1, h2, sw1)"));
   const std::string pcap = f.dir() + "/swp1.pcapng";
@@ -102,29 +103,120 @@ TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the 
   CHECK(st == 2);
 }
 
-TEST_CASE("Fault values in tc's forms; a time or rate without its unit is refused", "[e2e][cli]") {
+TEST_CASE("Fault values in tc's forms; a value without its unit is refused in one line", "[e2e][cli]") {
   Fabric f;
-  auto [st, out] = f.rocemu({"fault", "h1", "delay", "5"});
+  auto [st, out] = f.rocemu({"fault", "add", "h1", "delay", "5"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("delay: '5' needs a unit"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "rate", "10"});
+  CHECK(out == "rocemu fault: delay: '5' needs a unit (e.g. 5us, 5ms, 5ns)\n");
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "rate", "10"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("needs a unit"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "1%", "rate", "10gbit", "delay", "5us"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "loss", "2"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu fault: loss: '2' needs a unit (2%)\n");
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "loss", "1%", "rate", "10gbit", "delay", "5us"});
   INFO(out);
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("faults set"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "2"});
+  CHECK_THAT(out, Catch::Contains("loss 1% delay 5us rate 10gbit"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "bogus", "1"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::StartsWith("rocemu fault: fault.loss:"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "bogus", "1"});
+  CHECK_THAT(out, Catch::StartsWith("rocemu fault: unknown fault 'bogus' (faults: loss,"));
+  // The old form `rocemu fault NODE KEY VALUE` is gone; it says what to type.
+  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "1%"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("unknown fault 'bogus' (faults: loss,"));
+  CHECK(out == "rocemu fault: 'h1' is not add, list, del or clear (e.g. rocemu fault add h1 loss 1%)\n");
+}
+
+namespace {
+
+// The counters of fault `id` in `rocemu fault list`: dropped, delayed,
+// duplicated, corrupted (the last four columns of its row).
+std::vector<uint64_t> fault_counters(const std::string& list, int id) {
+  std::istringstream in(list);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;) tok.push_back(t);
+    if (tok.size() < 5 || tok[0] != std::to_string(id)) continue;
+    std::vector<uint64_t> c;
+    for (size_t i = tok.size() - 4; i < tok.size(); i++) c.push_back(std::stoull(tok[i]));
+    return c;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("rocemu fault add, list, del, clear: faults add up, each counts what it did", "[e2e][cli]") {
+  Fabric f;
+  auto [st, out] = f.rocemu({"fault", "add", "h1", "out", "loss", "1%"});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("fault 1: h1:0 (link h1:0-sw1:0, out): loss 1%"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "out", "delay", "20us", "2us"});
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("fault 2: h1:0 (link h1:0-sw1:0, out): delay 20us 2us"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h2", "duplicate", "1%"});
+  REQUIRE(st == 0);
+
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "300", "-s", "8192"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  INFO(r.client_out << r.server_out);
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("id   target") && Catch::Contains("loss 1%") &&
+                      Catch::Contains("delay 20us 2us") && Catch::Contains("duplicate 1%"));
+  const auto loss = fault_counters(out, 1), delay = fault_counters(out, 2), dup = fault_counters(out, 3);
+  REQUIRE(loss.size() == 4);
+  REQUIRE(delay.size() == 4);
+  REQUIRE(dup.size() == 4);
+  CHECK(loss[0] > 0);  // the loss dropped, and only dropped
+  CHECK(loss[1] + loss[2] + loss[3] == 0);
+  CHECK(delay[0] == 0);  // the delay stayed in force beside the loss
+  CHECK(delay[1] > 1000);
+  CHECK(dup[2] > 0);
+  // ... and matches the link's own counters
+  std::tie(st, out) = f.rocemu({"counters", "h1:0"});
+  CHECK_THAT(out, Catch::Contains("h1:0 tx_drop_fault " + std::to_string(loss[0]) + "\n"));
+
+  std::tie(st, out) = f.rocemu({"fault", "del", "1"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("fault 1 removed"));
+  std::tie(st, out) = f.rocemu({"fault", "del", "1"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu fault: no fault 1 (faults: 2, 3)\n");
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK_THAT(out, !Catch::Contains("loss 1%") && Catch::Contains("delay 20us"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp1", "pfc-storm", "prio", "3"});
+  INFO(out);
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK_THAT(out, Catch::Contains("pfc-storm prio 3"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "pfc-storm", "prio", "3"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("not a switch port"));
+  std::tie(st, out) = f.rocemu({"fault", "clear"});
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // the header alone
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "link", "down"});
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "link", "up"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("1 link-down fault(s) removed"));
 }
 
 TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
   CHECK(complete("rocemu si") == "sim\n");
-  CHECK(complete("rocemu fault h1 del") == "delay\n");
+  CHECK(complete("rocemu fault add h1 dela") == "delay\n");
   CHECK_THAT(complete("rocemu ''"), Catch::Contains("capture") && Catch::Contains("--version"));
 }
 
