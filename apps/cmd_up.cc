@@ -289,21 +289,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
   }
   if (w[0] == "fault") return handle_fault(engine, w, out);
   if (w[0] == "nic") return handle_nic(engine, w, out);
-  if (w[0] == "capture") {
-    // capture NODE[:PORT] FILE
-    if (w.size() != 3) {
-      out = "usage: rocemu capture NODE[:PORT] FILE.pcapng";
-      return EINVAL;
-    }
-    const auto ref = resolve_port(engine, w[1], out);
-    if (!ref) return ENODEV;
-    if (Status s = engine.capture_port(*ref->node, ref->port, w[2]); !s.ok()) {
-      out = s.message();
-      return EINVAL;
-    }
-    out = "capturing " + ref->label + " to " + w[2] + " (flushed when the engine stops)";
-    return 0;
-  }
+  if (w[0] == "capture") return handle_capture(engine, w, out);
   out = "unknown command '" + w[0] + "'";
   return EINVAL;
 }

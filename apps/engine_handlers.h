@@ -12,5 +12,7 @@ namespace rocemu::app {
 
 // fault add|del|list|clear ... (apps/cmd_fault.cc)
 int handle_fault(Engine& engine, const std::vector<std::string>& words, std::string& out);
+// capture PORT|LINK -w FILE ... | stop [ID] | list (apps/cmd_capture.cc)
+int handle_capture(Engine& engine, const std::vector<std::string>& words, std::string& out);
 
 }  // namespace rocemu::app

@@ -75,8 +75,14 @@ const Command kCommands[] = {
      "`fault clear [TARGET]` all of them (the topology's too).\n",
      "add list del clear out in both loss gemodel delay rate duplicate reorder corrupt drop match link down up "
      "pfc-storm prio --help"},
-    {"capture", "NODE[:PORT] FILE.pcapng", "capture a port to a pcapng file",
-     "PORT is the port's number or, on a switch, its interface name (sw1:swp1).\n", "--help"},
+    {"capture", "PORT|LINK -w FILE|- [-c COUNT] [--duration TIME] [-s SNAPLEN] | stop [ID] | list",
+     "capture a port or link to pcapng while traffic runs",
+     "Written as it goes (tshark -r FILE reads it at any time); each frame stamped when it\n"
+     "crossed the port, with its direction (outbound/inbound). -s: bytes kept of each frame\n"
+     "(default 128: every header; 0: all). -w - streams to standard output:\n"
+     "  rocemu capture sw1:swp1 -w - | tshark -r -\n"
+     "It runs until COUNT frames, TIME, `rocemu capture stop [ID]` or Ctrl-C (with -w -).\n",
+     "-w -c --duration -s stop list --help"},
     {"sim", "SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--seed N] [--no-plots]",
      "run a scenario in virtual time: summary.json, CSVs, plots, verdict", nullptr,
      "--output --junit --baseline --write-baseline --seed --no-plots --help"},
@@ -249,6 +255,7 @@ int main(int argc, char** argv) {
     if (cmd == "status") return cmd_status();
     std::vector<std::string> words = {cmd};
     words.insert(words.end(), rest.begin(), rest.end());
+    if (cmd == "capture") return cmd_capture(std::move(words));
     return cmd_engine(words);
   }
   return run_typed(*c, argc - 1, argv + 1);

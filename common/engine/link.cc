@@ -97,6 +97,10 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   c[PortCounters::tx_bytes] += len;
   const Time start = std::max(earliest_start(pkt, now), w.busy_until);
   w.busy_until = start + serialization_time(wire_bytes(len), rate(side));
+  if (w.tx_tap.capture != nullptr) {
+    dpdk::seal(pkt);
+    w.tx_tap.record(start, dpdk::bytes(pkt));
+  }
   const Time arrival = w.busy_until + params_.delay;
   if (!w.fault.active()) {
     push(w, pkt, arrival);
@@ -124,7 +128,7 @@ void InternalLink::Wire::on_deliver(Time now) {
       to.counters()[PortCounters::rx_bytes] += len;
       if (tap.capture != nullptr) {
         dpdk::seal(m);
-        tap.record(now, {rte_pktmbuf_mtod(m, const uint8_t*), len});
+        tap.record(f.due, {rte_pktmbuf_mtod(m, const uint8_t*), len});
       }
       burst[n++] = m;
     }

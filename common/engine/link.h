@@ -68,8 +68,12 @@ class InternalLink {
   const FaultStage& faults(int side) const { return wires_[side].fault; }
   // Replaces the configured faults of that direction (not those added at run time).
   void set_faults(int side, FaultConfig cfg) { wires_[side].fault.configure(std::move(cfg)); }
-  // Capture what is delivered at the far end of the direction leaving `side`.
+  // Capture what is delivered at the far end of the direction leaving
+  // `side`, stamped with its arrival.
   void set_tap(int side, Tap tap) { wires_[side].tap = tap; }
+  // Capture what `side` puts on the wire, stamped when it starts to leave
+  // (before the wire's faults).
+  void set_tx_tap(int side, Tap tap) { wires_[side].tx_tap = tap; }
   uint64_t in_flight(int side) const { return wires_[side].fault.held().size(); }
 
  private:
@@ -83,7 +87,8 @@ class InternalLink {
     bool ready_wanted = false;
     // Its faults; what is in flight is held there until it arrives.
     FaultStage fault;
-    Tap tap;
+    Tap tap;     // at the far end, on arrival
+    Tap tx_tap;  // at the near end, on departure
 
     void on_deliver(Time now);
     void on_ready(Time now);

@@ -2,7 +2,11 @@
 // ports by the names the user sees, fault values in tc's forms.
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cctype>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -96,10 +100,10 @@ TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the 
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no node named 'h9' (nodes: h1, h2, sw1)"));
   const std::string pcap = f.dir() + "/swp1.pcapng";
-  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", pcap});
+  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", "-w", pcap});
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("capturing sw1:swp1"));
-  std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", pcap});
+  CHECK_THAT(out, Catch::Contains("capture 1: sw1:swp1"));
+  std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", "-w", pcap});
   CHECK(st == 2);
 }
 
@@ -212,6 +216,106 @@ TEST_CASE("rocemu fault add, list, del, clear: faults add up, each counts what i
   std::tie(st, out) = f.rocemu({"fault", "add", "h1", "link", "up"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("1 link-down fault(s) removed"));
+}
+
+namespace {
+
+// tshark over a capture: one line per frame, the fields asked for, comma-separated.
+std::vector<std::vector<std::string>> tshark_fields(const std::string& file, const std::vector<std::string>& fields) {
+  std::vector<std::string> argv = {"/usr/bin/tshark", "-n", "-r", file, "-T", "fields", "-E", "separator=,"};
+  for (const auto& x : fields) {
+    argv.push_back("-e");
+    argv.push_back(x);
+  }
+  const auto [st, out] = run(argv, {}, std::chrono::seconds(60));
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> v;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) v.push_back(x);
+    if (v.size() == fields.size() && !v[0].empty() && std::isdigit(static_cast<unsigned char>(v[0][0]))) rows.push_back(v);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("rocemu capture: readable while it runs, every header, directions, a time per frame", "[e2e][cli]") {
+  Fabric f;
+  const std::string file = f.dir() + "/h2.pcapng";
+  auto [st, out] = f.rocemu({"capture", "h2", "-w", file});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::Contains("(snaplen 128)"));
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "500", "-s", "65536"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  // The capture is still running, the engine too: tshark reads the file.
+  const auto rows = tshark_fields(file, {"frame.interface_id", "frame.packet_flags_direction", "frame.time_epoch",
+                                         "frame.cap_len", "frame.len", "infiniband.bth.opcode"});
+  REQUIRE(rows.size() > 8000);  // 500 x 64 KiB at RoCE MTU 4096: 8000 WRITE packets, and the ACKs
+  std::map<std::string, std::vector<long double>> times;
+  size_t roce = 0;
+  for (const auto& v : rows) {
+    // interface 0: what h2 sends (outbound, 2), 1: what it receives (inbound, 1)
+    CHECK(std::stoul(v[1], nullptr, 0) == (v[0] == "0" ? 2u : 1u));
+    CHECK(std::stoi(v[3]) <= 128);
+    if (!v[5].empty()) roce++;
+    times[v[0]].push_back(std::stold(v[2]));
+  }
+  CHECK(roce + 10 > rows.size());  // all RoCE, but for ARP
+  REQUIRE(times.size() == 2);
+  for (auto& [iface, t] : times) {
+    INFO("interface " << iface);
+    CHECK(std::is_sorted(t.begin(), t.end()));
+    CHECK(std::adjacent_find(t.begin(), t.end()) == t.end());  // a time of its own for each frame
+  }
+  struct stat sb{};
+  REQUIRE(stat(file.c_str(), &sb) == 0);
+  CHECK(sb.st_size < 200 * int64_t(rows.size()));  // headers, not the 4 KiB payloads
+  std::tie(st, out) = f.rocemu({"capture", "stop"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("capture 1: h2:0 to " + file) && Catch::Contains("stopped"));
+  std::tie(st, out) = f.rocemu({"capture", "stop", "7"});
+  CHECK(st == 2);
+}
+
+TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it live", "[e2e][cli]") {
+  Fabric f;
+  std::string env;
+  for (const auto& e : f.env()) env += e + " ";
+  Process tshark = spawn({"/bin/sh", "-c",
+                          env + bin("rocemu") + " capture sw1:swp1 -w - -c 200 | /usr/bin/tshark -n -r - -T fields "
+                                                "-e frame.packet_flags_direction -e infiniband.bth.opcode"});
+  REQUIRE(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("capture 1:") != std::string::npos; },
+                     std::chrono::seconds(30), {&tshark}));
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "200", "-s", "65536"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  REQUIRE(finish(tshark, std::chrono::seconds(60)) == 0);
+  INFO(tshark.output.substr(0, 2000));
+  std::istringstream in(tshark.output);
+  int frames = 0, out_dir = 0, in_dir = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0x", 0) != 0 || line.find('\t') == std::string::npos) continue;  // tshark's rows only
+    const unsigned long dir = std::stoul(line.substr(0, line.find('\t')), nullptr, 16);
+    frames++;
+    (dir == 2 ? out_dir : in_dir)++;
+    CHECK((dir == 1 || dir == 2));
+  }
+  CHECK(frames == 200);  // -c 200, and the capture ended the stream
+  CHECK(out_dir > 0);    // sw1:swp1 sends h2 the WRITEs
+  CHECK(in_dir > 0);     // and gets its ACKs
+  CHECK_THAT(f.rocemu({"capture", "list"}).second, Catch::Contains("no capture is running"));
 }
 
 TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
