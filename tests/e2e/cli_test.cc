@@ -290,6 +290,14 @@ TEST_CASE("rocemu capture: readable while it runs, every header, directions, a t
   CHECK_THAT(out, Catch::Contains("capture 1: h2:0 to " + file) && Catch::Contains("stopped"));
   std::tie(st, out) = f.rocemu({"capture", "stop", "7"});
   CHECK(st == 2);
+  // --duration ends a capture on its own; a bare time is refused.
+  std::tie(st, out) = f.rocemu({"capture", "h1", "-w", file + ".2", "--duration", "200"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu capture: --duration: '200' needs a unit (e.g. 200s, 200ms)\n");
+  std::tie(st, out) = f.rocemu({"capture", "h1", "-w", file + ".2", "--duration", "200ms"});
+  REQUIRE(st == 0);
+  CHECK(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("no capture is running") == 0; },
+                   std::chrono::seconds(20)));
 }
 
 TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it live", "[e2e][cli]") {
