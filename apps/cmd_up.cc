@@ -21,8 +21,10 @@
 
 #include "apps/commands.h"
 #include "apps/fabric.h"
+#include "apps/engine_handlers.h"
 #include "apps/metrics.h"
 #include "apps/metrics_server.h"
+#include "apps/ports.h"
 #include "apps/runtime.h"
 #include "apps/snapshot.h"
 #include "common/config/topology.h"
@@ -59,15 +61,9 @@ struct Lines final : CounterSink {
   }
 };
 
-// A port as the user names it: NODE (its port 0), NODE:N, or on a switch
-// NODE:IFNAME (sw1:swp1). Unknown nodes and ports are errors that name the
-// valid ones.
-struct PortRef {
-  Node* node = nullptr;
-  uint16_t port = 0;
-  std::string label;  // NODE:NAME as the user wrote it (or NODE:N)
-};
+}  // namespace
 
+// A port as the user names it (apps/ports.h).
 std::vector<std::string> port_names(Node& n) {
   std::vector<std::string> names;
   const auto* sw = dynamic_cast<const sw::Switch*>(&n);
@@ -103,105 +99,7 @@ std::optional<PortRef> resolve_port(Engine& engine, const std::string& spec, std
   return std::nullopt;
 }
 
-// One `rocemu fault` setting in the forms tc/netem users type, as the
-// topology reader takes it: a probability as 0.01 or 1%, a time and a rate
-// only with their unit (netem reads a bare number as microseconds, the
-// topology as nanoseconds: neither is guessed).
-std::optional<std::string> fault_value(const std::string& key, const std::string& value, std::string& err) {
-  enum class Kind { kProbability, kTime, kRate, kBool };
-  static const std::pair<const char*, Kind> kKeys[] = {
-      {"loss", Kind::kProbability}, {"corrupt", Kind::kProbability}, {"duplicate", Kind::kProbability},
-      {"reorder", Kind::kProbability}, {"delay", Kind::kTime},       {"jitter", Kind::kTime},
-      {"reorder_delay", Kind::kTime}, {"rate", Kind::kRate},          {"link_down", Kind::kBool}};
-  const auto it = std::find_if(std::begin(kKeys), std::end(kKeys), [&](const auto& k) { return key == k.first; });
-  if (it == std::end(kKeys)) {
-    std::string names;
-    for (const auto& k : kKeys) names += std::string(names.empty() ? "" : ", ") + k.first;
-    err = "unknown fault '" + key + "' (faults: " + names + ")";
-    return std::nullopt;
-  }
-  const bool bare = !value.empty() && value.find_first_not_of("0123456789.") == std::string::npos;
-  switch (it->second) {
-    case Kind::kProbability:
-      if (!value.empty() && value.back() == '%') {
-        const std::string num = value.substr(0, value.size() - 1);
-        char* end = nullptr;
-        const double pct = std::strtod(num.c_str(), &end);
-        if (num.empty() || end != num.c_str() + num.size() || pct < 0 || pct > 100) {
-          err = key + ": '" + value + "' is not a percentage from 0% to 100%";
-          return std::nullopt;
-        }
-        return std::to_string(pct / 100);
-      }
-      return value;
-    case Kind::kTime:
-      if (bare) {
-        err = key + ": '" + value + "' needs a unit (e.g. " + value + "us, " + value + "ms, " + value + "ns)";
-        return std::nullopt;
-      }
-      return value;
-    case Kind::kRate:
-      if (bare) {
-        err = key + ": '" + value + "' needs a unit (e.g. " + value + "gbit, " + value + "mbit)";
-        return std::nullopt;
-      }
-      return value;
-    case Kind::kBool:
-      return value;
-  }
-  return value;
-}
-
-// fault NODE[:PORT] [out|in|both] clear | KEY VALUE ...: the fault stage
-// of the link at that port (out: what the port sends; in: what it gets).
-int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string& out) {
-  if (w.size() < 3) {
-    out = "usage: rocemu fault NODE[:PORT] [out|in|both] clear | KEY VALUE ... "
-          "(loss, corrupt, duplicate, reorder: 0.01 or 1%; delay, jitter, reorder_delay: 5us; rate: 10gbit; "
-          "link_down: true)";
-    return EINVAL;
-  }
-  const auto ref = resolve_port(engine, w[1], out);
-  if (!ref) return ENODEV;
-  InternalLink* link = nullptr;
-  int side = 0;
-  for (const auto& l : engine.links())
-    for (int s = 0; s < 2; s++)
-      if (l->end(s).owner() == ref->node && l->end(s).index() == ref->port) {
-        link = l.get();
-        side = s;
-      }
-  if (link == nullptr) {
-    out = "no internal link at " + ref->label + " (an external port: rocemu nv set interface NAME fault ...)";
-    return ENODEV;
-  }
-  size_t i = 2;
-  std::string dir = "both";
-  if (w[i] == "out" || w[i] == "in" || w[i] == "both") dir = w[i++];
-  FaultConfig fc;
-  if (!(i < w.size() && w[i] == "clear")) {
-    YAML::Node n(YAML::NodeType::Map);
-    for (; i + 1 < w.size(); i += 2) {
-      auto value = fault_value(w[i], w[i + 1], out);
-      if (!value) return EINVAL;
-      n[w[i]] = *value;
-    }
-    if (i != w.size()) {
-      out = "'" + w[i] + "' needs a value";
-      return EINVAL;
-    }
-    config::Context ctx("");
-    fc = parse_faults(n, "fault", ctx);
-    if (!ctx.ok()) {
-      out = ctx.status().message();
-      return EINVAL;
-    }
-  }
-  if (dir != "in") link->set_faults(side, fc);
-  if (dir != "out") link->set_faults(1 - side, fc);
-  out = ref->label + ", link " + link->name() + " (" + dir + "): " + (fc.any() ? "faults set" : "no faults");
-  return 0;
-}
+namespace {
 
 const char* qp_type_label(nic::QpType t) {
   switch (t) {
@@ -398,21 +296,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
   }
   if (w[0] == "fault") return handle_fault(engine, w, out);
   if (w[0] == "nic") return handle_nic(engine, w, out);
-  if (w[0] == "capture") {
-    // capture NODE[:PORT] FILE
-    if (w.size() != 3) {
-      out = "usage: rocemu capture NODE[:PORT] FILE.pcapng";
-      return EINVAL;
-    }
-    const auto ref = resolve_port(engine, w[1], out);
-    if (!ref) return ENODEV;
-    if (Status s = engine.capture_port(*ref->node, ref->port, w[2]); !s.ok()) {
-      out = s.message();
-      return EINVAL;
-    }
-    out = "capturing " + ref->label + " to " + w[2] + " (flushed when the engine stops)";
-    return 0;
-  }
+  if (w[0] == "capture") return handle_capture(engine, w, out);
   out = "unknown command '" + w[0] + "'";
   return EINVAL;
 }

@@ -22,6 +22,7 @@ int cmd_down();
 int cmd_status();
 int cmd_exec(const std::string& node, const std::vector<std::string>& argv);
 int cmd_engine(const std::vector<std::string>& words);  // nv ..., counters ..., fault ...
+int cmd_capture(std::vector<std::string> words);       // capture ... (-w -: streams to stdout)
 
 struct DemoOptions {
   std::string topology;

@@ -62,16 +62,29 @@ const Command kCommands[] = {
      "show set counters cc --help"},
     {"counters", "[SCOPE] [--all]", "every counter of the running engine (nonzero ones; --all: every one)",
      "SCOPE keeps the counters whose scope starts with it (h1, sw1, h1/qp17, ...).\n", "--all --help"},
-    {"fault", "NODE[:PORT] [out|in|both] clear | KEY VALUE ...", "impair the link at a port",
-     "PORT is the port's number or, on a switch, its interface name (sw1:swp1).\n"
-     "  loss, corrupt, duplicate, reorder   a probability: 0.01 or 1%\n"
-     "  delay, jitter, reorder_delay        a time with its unit: 100us, 5ms, 20ns\n"
-     "  rate                                a bit rate with its unit: 10gbit, 400mbit, 25G\n"
-     "  link_down                           true or false\n"
-     "out: what the port sends; in: what it receives; both (the default).\n",
-     "out in both clear loss corrupt duplicate reorder delay jitter reorder_delay rate link_down --help"},
-    {"capture", "NODE[:PORT] FILE.pcapng", "capture a port to a pcapng file",
-     "PORT is the port's number or, on a switch, its interface name (sw1:swp1).\n", "--help"},
+    {"fault", "add TARGET [out|in|both] KIND PARAMS... | list | del ID | clear [TARGET]",
+     "faults on a link or switch port in tc-netem's forms, each with an id and counters",
+     "TARGET is a port (h1, sw1:swp1: the link at it) or a link by name (h1:0-sw1:0);\n"
+     "out: what the port sends, in: what it receives, both (the default). Faults add up.\n"
+     "  loss 1%  |  loss gemodel P% [R% [1-H% [1-K%]]]   Bernoulli or Gilbert-Elliott loss\n"
+     "  delay 100us [10us]                               delay and jitter\n"
+     "  rate 10gbit        duplicate 1%        corrupt 0.1%\n"
+     "  reorder 25% [5us]                                hold 25% of frames back 5us\n"
+     "  drop match [qpn=N] [psn=N] [opcode=N] [every=N] [times=N]\n"
+     "  link down | link up                              pfc-storm prio 3 [quanta N] [interval T]\n"
+     "Every value carries its unit (a bare 5 is refused). `fault list` shows each fault's\n"
+     "id and what it dropped, delayed, duplicated and corrupted; `fault del ID` removes one,\n"
+     "`fault clear [TARGET]` all of them (the topology's too).\n",
+     "add list del clear out in both loss gemodel delay rate duplicate reorder corrupt drop match link down up "
+     "pfc-storm prio --help"},
+    {"capture", "PORT|LINK -w FILE|- [-c COUNT] [--duration TIME] [-s SNAPLEN] | stop [ID] | list",
+     "capture a port or link to pcapng while traffic runs",
+     "Written as it goes (tshark -r FILE reads it at any time); each frame stamped when it\n"
+     "crossed the port, with its direction (outbound/inbound). -s: bytes kept of each frame\n"
+     "(default 128: every header; 0: all). -w - streams to standard output:\n"
+     "  rocemu capture sw1:swp1 -w - | tshark -r -\n"
+     "It runs until COUNT frames, TIME, `rocemu capture stop [ID]` or Ctrl-C (with -w -).\n",
+     "-w -c --duration -s stop list --help"},
     {"sim", "SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--seed N] [--no-plots]",
      "run a scenario in virtual time: summary.json, CSVs, plots, verdict", nullptr,
      "--output --junit --baseline --write-baseline --seed --no-plots --help"},
@@ -279,6 +292,7 @@ int main(int argc, char** argv) {
     if (cmd == "status") return cmd_status();
     std::vector<std::string> words = {cmd};
     words.insert(words.end(), rest.begin(), rest.end());
+    if (cmd == "capture") return cmd_capture(std::move(words));
     return cmd_engine(words);
   }
   return run_typed(*c, argc - 1, argv + 1);

@@ -30,6 +30,10 @@ Switch::Switch(std::string name, SwitchConfig cfg) : Node(std::move(name), cfg.n
     p->delay_timer.bind<&PortRuntime::on_delay>(p.get());
     p->storm_timer.bind<&PortRuntime::on_storm>(p.get());
     p->pace_timer.bind<&PortRuntime::on_pace>(p.get());
+    p->fault.bind({.dropped = &p->counters[PortCounters::drop_fault],
+                   .corrupted = &p->counters[PortCounters::fault_corrupted],
+                   .duplicated = &p->counters[PortCounters::fault_duplicated],
+                   .delayed = &p->counters[PortCounters::fault_delayed]});
     ports_.push_back(std::move(p));
   }
   is_touched_.assign(cfg_.num_ports, 0);
@@ -50,7 +54,7 @@ Switch::~Switch() {
     for (auto& q : p->queue) q.clear();
     p->control.clear();
     dpdk::free_burst(p->hold, p->n_hold);
-    for (Delayed& d : p->delayed) rte_pktmbuf_free(d.pkt);
+    p->fault.held().clear();
   }
 }
 
@@ -120,7 +124,7 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
 }
 
 void Switch::on_start(Time now) {
-  for (auto& p : ports_) p->fault = FaultInjector(Rng::derive(rng().next(), p->index));
+  for (auto& p : ports_) p->fault.reseed(Rng::derive(rng().next(), p->index));
   started_ = true;
   if (Status s = rebuild(cfg_, now); !s.ok()) log_->error("{}: {}", name(), s.message());
   log_->debug("{}: started with {} ports, qos roce {}", name(), ports_.size(),

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/engine/fault.h"
+#include "common/engine/fault_stage.h"
 #include "common/engine/node.h"
 #include "common/log.h"
 #include "common/wire/packet.h"
@@ -91,17 +91,14 @@ class Switch final : public Node {
   uint32_t port_cable_length(uint16_t port) const { return ports_[port]->cable_length; }
   bool port_watchdog(uint16_t port) const { return ports_[port]->watchdog; }
   const RouteTable* routes() const { return routes_.get(); }
+  // The fault stage of what a port receives (rocemu fault on an external port).
+  FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
 
  private:
   struct WatchdogQueue {
     bool storm = false;
     Time detected_at{0};
     WatchdogCounters counters;
-  };
-  struct Delayed {
-    Time due;
-    uint64_t seq;
-    rte_mbuf* pkt;
   };
   struct PortRuntime {
     Switch* sw = nullptr;
@@ -136,10 +133,8 @@ class Switch final : public Node {
     std::array<XoffTimer, kNumPriorities> xoff;
     std::array<uint64_t, kNumPriorities> pfc_tx{};
     Timer refresh_timer;
-    // faults
-    FaultInjector fault;
-    std::vector<Delayed> delayed;
-    uint64_t delay_seq = 0;
+    // faults: the stage holds what it delays until due
+    FaultStage fault;
     Timer delay_timer;
     bool storm_pending = false;
     Timer storm_timer;

@@ -14,8 +14,6 @@ namespace {
 constexpr uint8_t kFlagTrimmed = 1;
 constexpr Duration kArpInterval = ms(1);
 
-bool later(const auto& a, const auto& b) { return a.due != b.due ? a.due > b.due : a.seq > b.seq; }
-
 void set_ce(uint8_t* data, const wire::PacketView& v) {
   if (v.is_ipv4()) {
     auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(data + v.l3_off);
@@ -42,39 +40,19 @@ void Switch::on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
 
 void Switch::fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now) {
   uint16_t kept = 0;
-  auto delay = [&](rte_mbuf* m, Time due) {
-    in.delayed.push_back({due, in.delay_seq++, m});
-    std::push_heap(in.delayed.begin(), in.delayed.end(), [](const auto& a, const auto& b) { return later(a, b); });
+  auto hold = [&](rte_mbuf* m, Time due) {
+    in.fault.held().push(m, due);
     if (!in.delay_timer.armed() || due < in.delay_timer.expiry()) timers().schedule(in.delay_timer, due);
   };
   for (uint16_t i = 0; i < n; i++) {
-    rte_mbuf* m = pkts[i];
-    uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
-    const uint32_t len = rte_pktmbuf_data_len(m);
-    const FaultDecision d = in.fault.decide(data, len);
-    if (d.corrupt || d.duplicate) dpdk::seal(m);  // corrupt, or copy, what the wire carries
-    if (d.drop) {
-      in.counters[PortCounters::drop_fault]++;
-      rte_pktmbuf_free(m);
+    const FaultStage::Outcome o = in.fault.apply(pkts[i], pool());
+    if (o.pkt == nullptr) continue;
+    if (o.copy != nullptr) hold(o.copy, now + o.extra);
+    if (o.delayed) {
+      hold(o.pkt, now + o.extra);
       continue;
     }
-    if (d.corrupt) {
-      in.fault.corrupt(data, len);
-      dpdk::meta(m).flags &= uint8_t(~dpdk::kMetaIcrcValid);
-      in.counters[PortCounters::fault_corrupted]++;
-    }
-    if (d.duplicate) {
-      if (rte_mbuf* copy = pool().alloc_copy({data, len}); copy != nullptr) {
-        in.counters[PortCounters::fault_duplicated]++;
-        delay(copy, now + d.extra_delay);
-      }
-    }
-    if (d.delayed) {
-      in.counters[PortCounters::fault_delayed]++;
-      delay(m, now + d.extra_delay);
-      continue;
-    }
-    pkts[kept++] = m;
+    pkts[kept++] = o.pkt;
   }
   n = kept;
 }
@@ -82,18 +60,17 @@ void Switch::fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now
 void Switch::PortRuntime::on_delay(Time now) {
   constexpr uint16_t kBurst = 32;
   rte_mbuf* burst[kBurst];
-  auto cmp = [](const auto& a, const auto& b) { return later(a, b); };
-  while (!delayed.empty() && delayed.front().due <= now) {
+  DelayQueue& q = fault.held();
+  while (!q.empty() && q.next().due <= now) {
     uint16_t k = 0;
-    while (k < kBurst && !delayed.empty() && delayed.front().due <= now) {
-      std::pop_heap(delayed.begin(), delayed.end(), cmp);
-      burst[k] = delayed.back().pkt;
-      dpdk::meta(burst[k++]).arrival = delayed.back().due;  // it arrives now, as far as the model goes
-      delayed.pop_back();
+    while (k < kBurst && !q.empty() && q.next().due <= now) {
+      const DelayQueue::Held h = q.pop();
+      burst[k] = h.pkt;
+      dpdk::meta(burst[k++]).arrival = h.due;  // it arrives now, as far as the model goes
     }
     sw->process(index, burst, k, now);
   }
-  if (!delayed.empty()) sw->timers().schedule(delay_timer, delayed.front().due);
+  if (!q.empty()) sw->timers().schedule(delay_timer, q.next().due);
 }
 
 namespace {
@@ -213,7 +190,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
     return;
   }
   PortRuntime& out = *ports_[nh->port];
-  if (port(out.index) == nullptr || out.fault.config().link_down) {
+  if (port(out.index) == nullptr || out.fault.link_down()) {
     in.counters[PortCounters::drop_link_down]++;
     rte_pktmbuf_free(m);
     return;

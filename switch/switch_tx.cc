@@ -42,7 +42,7 @@ uint8_t Switch::pg_priorities(uint8_t pg) const {
 void Switch::transmit(PortRuntime& p, Time now) {
   Port* port = this->port(p.index);
   if (port == nullptr) return;
-  const auto& rate = p.fault.config().rate_bps;
+  const auto& rate = p.fault.rate_bps();
   for (;;) {
     if (p.n_hold > 0) {
       const uint16_t sent = port->tx_burst(p.hold, p.n_hold, now);

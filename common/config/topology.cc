@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/config/fault_kinds.h"
 #include "common/engine/basic_nodes.h"
 
 namespace rocemu {
@@ -125,10 +126,26 @@ FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Co
     ctx.error(n, f, "expected a mapping of fault settings");
     return fc;
   }
-  ctx.check_keys(n, f,
-                 {"loss", "burst", "drop", "corrupt", "delay", "jitter", "reorder", "reorder_delay", "duplicate",
-                  "link_down", "rate"});
-  if (n["loss"]) fc.loss = ctx.number(n["loss"], f + ".loss", 0, 1).value_or(0);
+  ctx.check_keys(n, f, config::fault_keys());
+  for (const config::FaultKind& k : config::fault_kinds()) {
+    const YAML::Node v = n[std::string(k.key)];
+    if (!v) continue;
+    const std::string kf = f + "." + std::string(k.key);
+    switch (k.unit) {
+      case config::FaultUnit::kProbability:
+        if (auto p = ctx.number(v, kf, 0, 1)) k.set(fc, *p, {}, 0, false);
+        break;
+      case config::FaultUnit::kTime:
+        if (auto t = ctx.duration(v, kf)) k.set(fc, 0, *t, 0, false);
+        break;
+      case config::FaultUnit::kRate:
+        if (auto r = ctx.rate(v, kf)) k.set(fc, 0, {}, *r, false);
+        break;
+      case config::FaultUnit::kFlag:
+        if (auto b = ctx.boolean(v, kf)) k.set(fc, 0, {}, 0, *b);
+        break;
+    }
+  }
   if (const auto& b = n["burst"]) {
     ctx.check_keys(b, f + ".burst", {"p_good_to_bad", "p_bad_to_good", "loss_good", "loss_bad"});
     GilbertElliott ge;
@@ -158,14 +175,6 @@ FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Co
       }
     }
   }
-  if (n["corrupt"]) fc.corrupt = ctx.number(n["corrupt"], f + ".corrupt", 0, 1).value_or(0);
-  if (n["delay"]) fc.delay = ctx.duration(n["delay"], f + ".delay").value_or(Duration(0));
-  if (n["jitter"]) fc.jitter = ctx.duration(n["jitter"], f + ".jitter").value_or(Duration(0));
-  if (n["reorder"]) fc.reorder = ctx.number(n["reorder"], f + ".reorder", 0, 1).value_or(0);
-  if (n["reorder_delay"]) fc.reorder_delay = ctx.duration(n["reorder_delay"], f + ".reorder_delay").value_or(us(5));
-  if (n["duplicate"]) fc.duplicate = ctx.number(n["duplicate"], f + ".duplicate", 0, 1).value_or(0);
-  if (n["link_down"]) fc.link_down = ctx.boolean(n["link_down"], f + ".link_down").value_or(false);
-  if (n["rate"]) fc.rate_bps = ctx.rate(n["rate"], f + ".rate");
   return fc;
 }
 

@@ -1,11 +1,19 @@
 #include "common/engine/capture.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 namespace rocemu {
 namespace {
+
+// A file is written once this much is buffered (and on every flush()).
+constexpr size_t kWriteAt = 256u << 10;
 
 void put32(std::vector<uint8_t>& b, uint32_t v) {
   const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -25,22 +33,19 @@ void option(std::vector<uint8_t>& b, uint16_t code, const void* data, uint16_t l
   b.insert(b.end(), p, p + len);
   pad4(b);
 }
-// Writes a block: type, total length, body, total length.
-void block(FILE* f, uint32_t type, const std::vector<uint8_t>& body) {
-  std::vector<uint8_t> b;
-  const uint32_t total = uint32_t(body.size()) + 12;
-  put32(b, type);
-  put32(b, total);
-  b.insert(b.end(), body.begin(), body.end());
-  put32(b, total);
-  std::fwrite(b.data(), 1, b.size(), f);
-}
 
 }  // namespace
 
-Result<std::unique_ptr<Capture>> Capture::open(const std::string& path, uint64_t epoch_ns) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return Status::error("capture " + path + ": " + std::strerror(errno));
+Result<std::unique_ptr<Capture>> Capture::open(const std::string& path, uint64_t epoch_ns,
+                                               const CaptureOptions& opts) {
+  struct stat st{};
+  const bool fifo = stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  // A FIFO's reader is there already (else this fails with ENXIO); it is
+  // never waited for.
+  const int fd = fifo ? ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                      : ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::error("capture " + path + ": " + std::strerror(errno));
+  std::unique_ptr<Capture> c(new Capture(fd, fifo, path, epoch_ns, opts));
   std::vector<uint8_t> shb;
   put32(shb, 0x1a2b3c4d);  // byte-order magic
   put16(shb, 1);
@@ -50,41 +55,91 @@ Result<std::unique_ptr<Capture>> Capture::open(const std::string& path, uint64_t
   const char app[] = "rocemu";
   option(shb, 4, app, sizeof app - 1);  // shb_userappl
   option(shb, 0, nullptr, 0);
-  block(f, 0x0a0d0d0a, shb);
-  return std::unique_ptr<Capture>(new Capture(f, path, epoch_ns));
+  c->block(0x0a0d0d0a, shb);
+  return c;
+}
+
+Capture::Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const CaptureOptions& opts)
+    : fd_(fd), stream_(stream), path_(std::move(path)), epoch_ns_(epoch_ns), opts_(opts) {
+  buf_.reserve(64u << 10);
 }
 
 Capture::~Capture() {
-  if (f_ != nullptr) std::fclose(f_);
+  drain();
+  ::close(fd_);
 }
 
-uint32_t Capture::add_interface(const std::string& name, uint32_t snaplen) {
+void Capture::block(uint32_t type, const std::vector<uint8_t>& body) {
+  const uint32_t total = uint32_t(body.size()) + 12;
+  put32(buf_, type);
+  put32(buf_, total);
+  buf_.insert(buf_.end(), body.begin(), body.end());
+  put32(buf_, total);
+}
+
+uint32_t Capture::add_interface(const std::string& name, CaptureDirection dir) {
   std::vector<uint8_t> idb;
   put16(idb, 1);  // LINKTYPE_ETHERNET
   put16(idb, 0);
-  put32(idb, snaplen);
+  put32(idb, opts_.snaplen);
   option(idb, 2, name.data(), uint16_t(name.size()));  // if_name
   const uint8_t tsresol = 9;                           // nanoseconds
   option(idb, 9, &tsresol, 1);
   option(idb, 0, nullptr, 0);
-  block(f_, 1, idb);
-  return interfaces_++;
+  block(1, idb);
+  dirs_.push_back(dir);
+  return uint32_t(dirs_.size() - 1);
 }
 
 void Capture::write(uint32_t interface, Time when, std::span<const uint8_t> frame) {
-  const uint64_t ts = epoch_ns_ + uint64_t(to_ns(when));
-  const uint32_t caplen = uint32_t(frame.size());
+  if (done()) return;
+  const uint32_t len = uint32_t(frame.size());
+  const uint32_t caplen = opts_.snaplen == 0 ? len : std::min(len, opts_.snaplen);
   const uint32_t padded = (caplen + 3) & ~3u;
-  const uint32_t total = 32 + padded;
-  uint32_t hdr[7] = {6, total, interface, uint32_t(ts >> 32), uint32_t(ts), caplen, caplen};
-  std::fwrite(hdr, 1, sizeof hdr, f_);
-  std::fwrite(frame.data(), 1, caplen, f_);
-  static constexpr uint8_t kZero[4] = {};
-  std::fwrite(kZero, 1, padded - caplen, f_);
-  std::fwrite(&total, 1, 4, f_);
+  const uint32_t total = 32 + padded + 12;  // + epb_flags and the end of options
+  if (stream_ && buf_.size() + total > opts_.max_buffer) {
+    dropped_++;
+    return;
+  }
+  const uint64_t ts = epoch_ns_ + uint64_t(to_ns(when));
+  const uint32_t hdr[7] = {6, total, interface, uint32_t(ts >> 32), uint32_t(ts), caplen, len};
+  const auto* h = reinterpret_cast<const uint8_t*>(hdr);
+  buf_.insert(buf_.end(), h, h + sizeof hdr);
+  buf_.insert(buf_.end(), frame.begin(), frame.begin() + caplen);
+  buf_.resize(buf_.size() + (padded - caplen), 0);
+  const uint32_t flags = interface < dirs_.size() ? uint32_t(dirs_[interface]) : 0;
+  const uint32_t opts[4] = {2u | 4u << 16, flags, 0, total};  // epb_flags (code 2, 4 bytes), opt_endofopt
+  const auto* o = reinterpret_cast<const uint8_t*>(opts);
+  buf_.insert(buf_.end(), o, o + sizeof opts);
   packets_++;
+  if (buf_.size() >= kWriteAt) flush();
 }
 
-void Capture::flush() { std::fflush(f_); }
+void Capture::flush() {
+  size_t off = 0;
+  while (off < buf_.size() && !broken_) {
+    const ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
+    if (n > 0) {
+      off += size_t(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;  // a stream's reader is slow: the rest waits
+    } else {
+      broken_ = true;  // the reader went (EPIPE) or the disk failed
+      off = buf_.size();
+    }
+  }
+  buf_.erase(buf_.begin(), buf_.begin() + long(off));
+}
+
+void Capture::drain() {
+  flush();
+  for (int tries = 0; stream_ && !buf_.empty() && !broken_ && tries < 10; tries++) {
+    pollfd p{fd_, POLLOUT, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    flush();
+  }
+}
 
 }  // namespace rocemu

@@ -1,43 +1,75 @@
-// pcapng capture of any port or link. One file, one interface block per
-// captured direction, nanosecond timestamps. In virtual time the file
-// holds nothing but the packets and the engine's time, so the same run
+// pcapng capture of any port or link. One file (or stream), one interface
+// block per captured direction with its direction flag, nanosecond
+// timestamps of when each frame crossed that point. Written as it goes:
+// blocks gather in a bounded buffer that flush() (the engine calls it every
+// few milliseconds and before it sleeps) writes out whole, so a reader of
+// the file or of a pipe sees complete blocks while the capture runs. A
+// reader too slow for a stream (a pipe or FIFO, never waited for) costs
+// frames, counted in dropped(), not the engine's time. In virtual time the
+// file holds nothing but the packets and the engine's time, so the same run
 // gives the same bytes.
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/engine/time.h"
 #include "common/status.h"
 
 namespace rocemu {
 
+// pcapng epb_flags bits 0-1.
+enum class CaptureDirection : uint8_t { kUnknown = 0, kInbound = 1, kOutbound = 2 };
+
+struct CaptureOptions {
+  uint32_t snaplen = 65535;  // bytes kept of each frame (0: all of it)
+  uint64_t count = 0;        // stop after this many frames (0: no limit)
+  Duration duration{0};      // stop after this long (0: no limit; the engine keeps time)
+  size_t max_buffer = 4u << 20;  // bytes a slow stream may hold before frames are dropped
+};
+
 class Capture {
  public:
-  // `epoch_ns` is added to engine time (wall-clock offset in real time, 0
-  // in virtual time).
-  static Result<std::unique_ptr<Capture>> open(const std::string& path, uint64_t epoch_ns = 0);
+  // `epoch_ns` is added to engine time (the wall clock at engine time 0 in
+  // real time, 0 in virtual time). A path that is a FIFO is a stream.
+  static Result<std::unique_ptr<Capture>> open(const std::string& path, uint64_t epoch_ns = 0,
+                                               const CaptureOptions& opts = {});
   ~Capture();
   Capture(const Capture&) = delete;
   Capture& operator=(const Capture&) = delete;
 
-  // Declares an interface (e.g. "h1->sw1:1"); returns its id.
-  uint32_t add_interface(const std::string& name, uint32_t snaplen = 65535);
+  // Declares an interface (e.g. "h1:0 tx"); returns its id.
+  uint32_t add_interface(const std::string& name, CaptureDirection dir = CaptureDirection::kUnknown);
   void write(uint32_t interface, Time when, std::span<const uint8_t> frame);
+  // Writes out what is buffered (a stream: what the reader takes now).
   void flush();
   const std::string& path() const { return path_; }
+  const CaptureOptions& options() const { return opts_; }
   uint64_t packets() const { return packets_; }
+  uint64_t dropped() const { return dropped_; }
+  // The count is reached, or the stream's reader has gone.
+  bool done() const { return broken_ || (opts_.count != 0 && packets_ >= opts_.count); }
+  bool broken() const { return broken_; }
 
  private:
-  Capture(FILE* f, std::string path, uint64_t epoch_ns) : f_(f), path_(std::move(path)), epoch_ns_(epoch_ns) {}
-  FILE* f_;
+  Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const CaptureOptions& opts);
+  void block(uint32_t type, const std::vector<uint8_t>& body);
+  // Blocks on the stream (at most a second) until the buffer is out.
+  void drain();
+
+  int fd_;
+  bool stream_;
   std::string path_;
   uint64_t epoch_ns_;
-  uint32_t interfaces_ = 0;
+  CaptureOptions opts_;
+  std::vector<uint8_t> buf_;
+  std::vector<CaptureDirection> dirs_;
   uint64_t packets_ = 0;
+  uint64_t dropped_ = 0;
+  bool broken_ = false;
 };
 
 // A capture point: which file and which interface in it.

@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/log.h"
@@ -125,39 +126,86 @@ Result<EthdevPort*> Engine::attach_ethdev(Node& node, uint16_t port, const Ethde
   return ethdevs_.back().get();
 }
 
-Status Engine::capture_link(InternalLink& link, const std::string& path) {
-  auto cap = Capture::open(path, opts_.mode == TimeMode::kReal ? wall_clock_ns() : 0);
+Result<uint32_t> Engine::add_capture(
+    const std::string& point, const std::string& path, const CaptureOptions& opts,
+    const std::function<void(Capture&, std::vector<std::function<void()>>&)>& attach) {
+  // Engine time 0 on the wall clock, so each frame is stamped with when it
+  // crossed the point.
+  const uint64_t epoch = opts_.mode == TimeMode::kReal ? wall_clock_ns() - uint64_t(to_ns(now())) : 0;
+  auto cap = Capture::open(path, epoch, opts);
   if (!cap.ok()) return cap.status();
-  Capture* c = cap.value().get();
-  for (int side = 0; side < 2; side++) {
-    const std::string name = link.end(side).name() + "->" + link.end(1 - side).name();
-    link.set_tap(side, Tap{c, c->add_interface(name)});
-  }
-  captures_.push_back(std::move(cap.value()));
-  return {};
+  ActiveCapture a{next_capture_id_++, point, std::move(cap.value()), kTimeNever, {}};
+  if (opts.duration.count() > 0) a.deadline = now() + opts.duration;
+  attach(*a.capture, a.detach);
+  a.capture->flush();  // the headers: a reader can open it at once
+  captures_.push_back(std::move(a));
+  return captures_.back().id;
 }
 
-Status Engine::capture_port(Node& node, uint16_t port, const std::string& path) {
+Result<uint32_t> Engine::capture_link(InternalLink& link, const std::string& path, const CaptureOptions& opts) {
+  return add_capture(link.name(), path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+    for (int side = 0; side < 2; side++) {
+      const std::string name = link.end(side).name() + "->" + link.end(1 - side).name();
+      link.set_tap(side, Tap{&c, c.add_interface(name, CaptureDirection::kInbound)});
+      detach.push_back([&link, side] { link.set_tap(side, Tap{}); });
+    }
+  });
+}
+
+Result<uint32_t> Engine::capture_port(Node& node, uint16_t port, const std::string& path, const CaptureOptions& opts) {
   Port* p = node.port(port);
   if (p == nullptr) return Status::error(node.name() + ":" + std::to_string(port) + " is not connected");
-  auto cap = Capture::open(path, opts_.mode == TimeMode::kReal ? wall_clock_ns() : 0);
-  if (!cap.ok()) return cap.status();
-  Capture* c = cap.value().get();
-  if (auto* end = dynamic_cast<LinkEnd*>(p)) {
-    InternalLink& link = end->link();
-    const int side = &link.end(0) == end ? 0 : 1;
-    link.set_tap(side, Tap{c, c->add_interface(p->name() + " tx")});
-    link.set_tap(1 - side, Tap{c, c->add_interface(p->name() + " rx")});
-  } else if (auto* eth = dynamic_cast<EthdevPort*>(p)) {
-    eth->set_tx_tap(Tap{c, c->add_interface(p->name() + " tx")});
-    eth->set_rx_tap(Tap{c, c->add_interface(p->name() + " rx")});
-  }
-  captures_.push_back(std::move(cap.value()));
-  return {};
+  return add_capture(p->name(), path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+    const uint32_t tx = c.add_interface(p->name() + " tx", CaptureDirection::kOutbound);
+    const uint32_t rx = c.add_interface(p->name() + " rx", CaptureDirection::kInbound);
+    if (auto* end = dynamic_cast<LinkEnd*>(p)) {
+      InternalLink& link = end->link();
+      const int side = &link.end(0) == end ? 0 : 1;
+      link.set_tx_tap(side, Tap{&c, tx});
+      link.set_tap(1 - side, Tap{&c, rx});
+      detach.push_back([&link, side] {
+        link.set_tx_tap(side, Tap{});
+        link.set_tap(1 - side, Tap{});
+      });
+    } else if (auto* eth = dynamic_cast<EthdevPort*>(p)) {
+      eth->set_tx_tap(Tap{&c, tx});
+      eth->set_rx_tap(Tap{&c, rx});
+      detach.push_back([eth] {
+        eth->set_tx_tap(Tap{});
+        eth->set_rx_tap(Tap{});
+      });
+    }
+  });
+}
+
+bool Engine::stop_capture(uint32_t id) {
+  const auto it = std::find_if(captures_.begin(), captures_.end(), [&](const ActiveCapture& a) { return a.id == id; });
+  if (it == captures_.end()) return false;
+  for (auto& d : it->detach) d();
+  captures_.erase(it);  // writes what it holds and closes
+  return true;
+}
+
+std::vector<Engine::CaptureInfo> Engine::captures() const {
+  std::vector<CaptureInfo> out;
+  for (const ActiveCapture& a : captures_)
+    out.push_back({a.id, a.point, a.capture->path(), a.capture->packets(), a.capture->dropped()});
+  return out;
 }
 
 void Engine::flush_captures() {
-  for (auto& c : captures_) c->flush();
+  for (auto& c : captures_) c.capture->flush();
+}
+
+void Engine::service_captures(Time t) {
+  constexpr Duration kCaptureInterval = ms(5);
+  next_capture_service_ = t + kCaptureInterval;
+  std::vector<uint32_t> finished;
+  for (auto& a : captures_) {
+    a.capture->flush();
+    if (a.capture->done() || t >= a.deadline) finished.push_back(a.id);
+  }
+  for (uint32_t id : finished) stop_capture(id);
 }
 
 void Engine::start() {
@@ -255,6 +303,7 @@ bool Engine::poll_once(Time t) {
     apply_posted();
     busy = true;
   }
+  if (!captures_.empty() && t >= next_capture_service_) service_captures(t);
   return busy;
 }
 
@@ -263,6 +312,9 @@ void Engine::idle(Time t) {
   if (t - last_busy_ < opts_.spin_before_sleep) return;
   for (auto& n : nodes_)
     if (!n->prepare_sleep(t)) return;
+  // Nothing stays unwritten while the engine sleeps; a capture's count or
+  // duration, or a slow stream, keep the sleep short.
+  if (!captures_.empty()) service_captures(t);
   // Without external ports only a wake fd (host doorbell, post(), wake())
   // or the next timer ends the sleep. DPDK ports here raise no RX
   // interrupts, so with ports the sleep backs off from 10 us to the cap.
@@ -275,6 +327,7 @@ void Engine::idle(Time t) {
   Time next = wheel_.next_expiry();
   for (const auto& e : ethdevs_) next = std::min(next, e->tx_resume_time());  // a paced port's next slot
   if (next != kTimeNever) sleep = std::min(sleep, next - t);
+  if (!captures_.empty()) sleep = std::min(sleep, next_capture_service_ - t);
   if (sleep <= Duration(0)) return;
   sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   epoll_event evs[8];

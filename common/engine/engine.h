@@ -64,10 +64,26 @@ class Engine {
   Node* find_node(std::string_view name) const;
   Result<InternalLink*> connect(Node& a, uint16_t port_a, Node& b, uint16_t port_b, LinkParams params);
   Result<EthdevPort*> attach_ethdev(Node& node, uint16_t port, const EthdevParams& params);
-  // Captures both directions of a link (what each end receives) into one file.
-  Status capture_link(InternalLink& link, const std::string& path);
-  // Captures what a port sends and receives.
-  Status capture_port(Node& node, uint16_t port, const std::string& path);
+  // Captures both directions of a link (what each end receives, inbound)
+  // into one file; returns the capture's id.
+  Status capture_link(InternalLink& link, const std::string& path) { return capture_link(link, path, {}).status(); }
+  Result<uint32_t> capture_link(InternalLink& link, const std::string& path, const CaptureOptions& opts);
+  // Captures what a port sends (outbound, as it starts to leave) and
+  // receives (inbound, as it arrives).
+  Status capture_port(Node& node, uint16_t port, const std::string& path) {
+    return capture_port(node, port, path, {}).status();
+  }
+  Result<uint32_t> capture_port(Node& node, uint16_t port, const std::string& path, const CaptureOptions& opts);
+  // Stops a capture: its taps go, what it holds is written, the file closes.
+  bool stop_capture(uint32_t id);
+  struct CaptureInfo {
+    uint32_t id;
+    std::string point;  // the port or link
+    std::string path;
+    uint64_t packets;
+    uint64_t dropped;
+  };
+  std::vector<CaptureInfo> captures() const;
   void flush_captures();
 
   // ---- running ----
@@ -126,7 +142,21 @@ class Engine {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<InternalLink>> links_;
   std::vector<std::unique_ptr<EthdevPort>> ethdevs_;
-  std::vector<std::unique_ptr<Capture>> captures_;
+  struct ActiveCapture {
+    uint32_t id;
+    std::string point;
+    std::unique_ptr<Capture> capture;
+    Time deadline;
+    std::vector<std::function<void()>> detach;  // clears its taps
+  };
+  Result<uint32_t> add_capture(const std::string& point, const std::string& path, const CaptureOptions& opts,
+                               const std::function<void(Capture&, std::vector<std::function<void()>>&)>& attach);
+  // Real time, every kCaptureInterval and before a sleep: writes out what
+  // captures hold and stops those that are done (count, duration, reader gone).
+  void service_captures(Time now);
+  std::vector<ActiveCapture> captures_;
+  uint32_t next_capture_id_ = 1;
+  Time next_capture_service_{0};
   bool started_ = false;
   uint64_t iterations_ = 0;
   std::atomic<uint64_t> sleeps_{0};

@@ -293,8 +293,9 @@ uint16_t EthdevPort::tx_slow(rte_mbuf** pkts, uint16_t n, Time now) {
       tx_resume_at_ = Time{0};
       return i;
     }
-    wire_free_at_ = std::max(wire_free_at_, now) + serialization_time(wire_len(len), params_.rate_bps);
-    if (tap) tx_tap_.record(now, {copy, len});
+    const Time departs = std::max(wire_free_at_, now);  // when its first bit leaves, at the line rate
+    wire_free_at_ = departs + serialization_time(wire_len(len), params_.rate_bps);
+    if (tap) tx_tap_.record(departs, {copy, len});
     counters_[PortCounters::tx_packets]++;
     counters_[PortCounters::tx_bytes] += len;
   }

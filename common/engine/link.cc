@@ -6,13 +6,6 @@
 #include "common/engine/node.h"
 
 namespace rocemu {
-namespace {
-
-bool later(const auto& a, const auto& b) {
-  return a.arrival != b.arrival ? a.arrival > b.arrival : a.seq > b.seq;
-}
-
-}  // namespace
 
 uint16_t LinkEnd::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
   uint16_t i = 0;
@@ -39,19 +32,20 @@ InternalLink::InternalLink(std::string name, Node* a, uint16_t port_a, Node* b, 
     Wire& w = wires_[s];
     w.link = this;
     w.side = s;
-    w.fault = FaultInjector(Rng::derive(seed, uint64_t(s) + 1));
+    w.fault.reseed(Rng::derive(seed, uint64_t(s) + 1));
+    PortCounters& c = ends_[s]->counters();
+    w.fault.bind({.dropped = &c[PortCounters::tx_drop_fault],
+                  .corrupted = &c[PortCounters::tx_corrupted_fault],
+                  .duplicated = &c[PortCounters::tx_duplicated_fault],
+                  .delayed = &c[PortCounters::tx_delayed_fault]});
     w.deliver_timer.bind<&Wire::on_deliver>(&w);
     w.ready_timer.bind<&Wire::on_ready>(&w);
-    w.heap.reserve(256);
   }
 }
 
 InternalLink::~InternalLink() {
   for (Wire& w : wires_) {
-    for (InFlight& f : w.fifo) rte_pktmbuf_free(f.pkt);
-    for (InFlight& f : w.heap) rte_pktmbuf_free(f.pkt);
-    w.fifo.clear();
-    w.heap.clear();
+    w.fault.held().clear();
     wheel_.cancel(w.deliver_timer);
     wheel_.cancel(w.ready_timer);
   }
@@ -68,12 +62,7 @@ bool InternalLink::ready(int side, Time now) {
 }
 
 void InternalLink::push(Wire& w, rte_mbuf* pkt, Time arrival) {
-  if (w.fifo.empty() || arrival >= w.fifo.back().arrival) {
-    w.fifo.push_back({arrival, w.seq++, pkt});
-  } else {
-    w.heap.push_back({arrival, w.seq++, pkt});
-    std::push_heap(w.heap.begin(), w.heap.end(), [](const auto& x, const auto& y) { return later(x, y); });
-  }
+  w.fault.held().push(pkt, arrival);
   if (!w.deliver_timer.armed() || arrival < w.deliver_timer.expiry()) wheel_.schedule(w.deliver_timer, arrival);
 }
 
@@ -108,75 +97,44 @@ void InternalLink::send(int side, rte_mbuf* pkt, Time now) {
   c[PortCounters::tx_bytes] += len;
   const Time start = std::max(earliest_start(pkt, now), w.busy_until);
   w.busy_until = start + serialization_time(wire_bytes(len), rate(side));
-  Time arrival = w.busy_until + params_.delay;
+  if (w.tx_tap.capture != nullptr) {
+    dpdk::seal(pkt);
+    w.tx_tap.record(start, dpdk::bytes(pkt));
+  }
+  const Time arrival = w.busy_until + params_.delay;
   if (!w.fault.active()) {
     push(w, pkt, arrival);
     return;
   }
-  uint8_t* data = rte_pktmbuf_mtod(pkt, uint8_t*);
-  const FaultDecision d = w.fault.decide(data, len);
-  if (d.corrupt || d.duplicate) dpdk::seal(pkt);  // corrupt, or copy, what the wire carries
-  if (d.drop) {
-    c[PortCounters::tx_drop_fault]++;
-    rte_pktmbuf_free(pkt);
-    return;
-  }
-  if (d.corrupt) {
-    w.fault.corrupt(data, len);
-    dpdk::meta(pkt).flags &= uint8_t(~dpdk::kMetaIcrcValid);
-    c[PortCounters::tx_corrupted_fault]++;
-  }
-  if (d.delayed) c[PortCounters::tx_delayed_fault]++;
-  arrival += d.extra_delay;
-  if (d.duplicate) {
-    if (rte_mbuf* copy = pool_.alloc_copy({data, len}); copy != nullptr) {
-      c[PortCounters::tx_duplicated_fault]++;
-      push(w, copy, arrival);
-    }
-  }
-  push(w, pkt, arrival);
-}
-
-const InternalLink::InFlight& InternalLink::Wire::next() const {
-  if (heap.empty()) return fifo.front();
-  if (fifo.empty()) return heap.front();
-  return later(fifo.front(), heap.front()) ? heap.front() : fifo.front();
-}
-
-InternalLink::InFlight InternalLink::Wire::pop() {
-  if (!heap.empty() && (fifo.empty() || later(fifo.front(), heap.front()))) {
-    std::pop_heap(heap.begin(), heap.end(), [](const auto& x, const auto& y) { return later(x, y); });
-    const InFlight f = heap.back();
-    heap.pop_back();
-    return f;
-  }
-  const InFlight f = fifo.front();
-  fifo.pop_front();
-  return f;
+  const FaultStage::Outcome o = w.fault.apply(pkt, pool_);
+  if (o.pkt == nullptr) return;
+  if (o.copy != nullptr) push(w, o.copy, arrival + o.extra);
+  push(w, o.pkt, arrival + o.extra);
 }
 
 void InternalLink::Wire::on_deliver(Time now) {
   constexpr uint16_t kBurst = 256;  // a NIC writes a burst's payload in one call
   rte_mbuf* burst[kBurst];
   LinkEnd& to = *link->ends_[1 - side];
-  while (!empty() && next().arrival <= now) {
+  DelayQueue& q = fault.held();
+  while (!q.empty() && q.next().due <= now) {
     uint16_t n = 0;
-    while (n < kBurst && !empty() && next().arrival <= now) {
-      const InFlight f = pop();
+    while (n < kBurst && !q.empty() && q.next().due <= now) {
+      const DelayQueue::Held f = q.pop();
       rte_mbuf* m = f.pkt;
-      dpdk::meta(m).arrival = f.arrival;
+      dpdk::meta(m).arrival = f.due;
       const uint32_t len = rte_pktmbuf_pkt_len(m);
       to.counters()[PortCounters::rx_packets]++;
       to.counters()[PortCounters::rx_bytes] += len;
       if (tap.capture != nullptr) {
         dpdk::seal(m);
-        tap.record(now, {rte_pktmbuf_mtod(m, const uint8_t*), len});
+        tap.record(f.due, {rte_pktmbuf_mtod(m, const uint8_t*), len});
       }
       burst[n++] = m;
     }
     to.owner()->on_rx(to.index(), burst, n, now);
   }
-  if (!empty()) link->wheel_.schedule(deliver_timer, next().arrival);
+  if (!q.empty()) link->wheel_.schedule(deliver_timer, q.next().due);
 }
 
 void InternalLink::Wire::on_ready(Time now) {

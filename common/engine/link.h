@@ -6,13 +6,12 @@
 
 #include <rte_mbuf.h>
 
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/engine/capture.h"
-#include "common/engine/fault.h"
+#include "common/engine/fault_stage.h"
 #include "common/engine/port.h"
 #include "common/engine/timer_wheel.h"
 
@@ -65,45 +64,39 @@ class InternalLink {
   LinkEnd& end(int side) { return *ends_[side]; }
   const LinkParams& params() const { return params_; }
   // The fault stage of the direction leaving `side`.
-  FaultInjector& faults(int side) { return wires_[side].fault; }
+  FaultStage& faults(int side) { return wires_[side].fault; }
+  const FaultStage& faults(int side) const { return wires_[side].fault; }
+  // Replaces the configured faults of that direction (not those added at run time).
   void set_faults(int side, FaultConfig cfg) { wires_[side].fault.configure(std::move(cfg)); }
-  // Capture what is delivered at the far end of the direction leaving `side`.
+  // Capture what is delivered at the far end of the direction leaving
+  // `side`, stamped with its arrival.
   void set_tap(int side, Tap tap) { wires_[side].tap = tap; }
-  uint64_t in_flight(int side) const { return wires_[side].fifo.size() + wires_[side].heap.size(); }
+  // Capture what `side` puts on the wire, stamped when it starts to leave
+  // (before the wire's faults).
+  void set_tx_tap(int side, Tap tap) { wires_[side].tx_tap = tap; }
+  uint64_t in_flight(int side) const { return wires_[side].fault.held().size(); }
 
  private:
   friend class LinkEnd;
-  struct InFlight {
-    Time arrival;
-    uint64_t seq;
-    rte_mbuf* pkt;
-  };
   struct Wire {
     InternalLink* link = nullptr;
     int side = 0;  // transmitting side
     Time busy_until{0};
-    // In flight, delivered in (arrival, seq) order. Arrivals almost always
-    // come in order (a wire is a FIFO): those queue in `fifo`; only a
-    // packet a fault delays less than one before it goes to the heap.
-    std::deque<InFlight> fifo;
-    std::vector<InFlight> heap;  // binary heap on (arrival, seq)
-    bool empty() const { return fifo.empty() && heap.empty(); }
-    const InFlight& next() const;
-    InFlight pop();
-    uint64_t seq = 0;
     Timer deliver_timer;
     Timer ready_timer;
     bool ready_wanted = false;
-    FaultInjector fault;
-    Tap tap;
+    // Its faults; what is in flight is held there until it arrives.
+    FaultStage fault;
+    Tap tap;     // at the far end, on arrival
+    Tap tx_tap;  // at the near end, on departure
 
     void on_deliver(Time now);
     void on_ready(Time now);
   };
 
-  bool up(int side) const { return !wires_[side].fault.config().link_down; }
+  bool up(int side) const { return !wires_[side].fault.link_down(); }
   uint64_t rate(int side) const {
-    const auto& r = wires_[side].fault.config().rate_bps;
+    const auto& r = wires_[side].fault.rate_bps();
     return r ? *r : params_.rate_bps;
   }
   bool ready(int side, Time now);

@@ -2,7 +2,12 @@
 // ports by the names the user sees, fault values in tc's forms.
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <sstream>
 #include <tuple>
 
 #include "tests/e2e/fabric.h"
@@ -81,50 +86,256 @@ TEST_CASE("--help never reaches the engine: `down --help` leaves it running", "[
 TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the valid ones", "[e2e][cli]") {
   Fabric f;
   // The built-in fabric: h1 on sw1's swp0, h2 on swp1.
-  auto [st, out] = f.rocemu({"fault", "sw1:swp1", "loss", "1%"});
+  auto [st, out] = f.rocemu({"fault", "add", "sw1:swp1", "loss", "1%"});
   INFO(out);
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("sw1:swp1") && Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "sw1:1", "clear"});
+  std::tie(st, out) = f.rocemu({"fault", "clear", "sw1:1"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "sw1:swp7", "loss", "1%"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp7", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no port 'swp7' on sw1 (ports: swp0, swp1)"));
-  std::tie(st, out) = f.rocemu({"fault", "h9", "loss", "1%"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "h9", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no node named 'h9' (nodes: h1, h2, sw1)"));
   const std::string pcap = f.dir() + "/swp1.pcapng";
-  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", pcap});
+  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", "-w", pcap});
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("capturing sw1:swp1"));
-  std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", pcap});
+  CHECK_THAT(out, Catch::Contains("capture 1: sw1:swp1"));
+  std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", "-w", pcap});
   CHECK(st == 2);
 }
 
-TEST_CASE("Fault values in tc's forms; a time or rate without its unit is refused", "[e2e][cli]") {
+TEST_CASE("Fault values in tc's forms; a value without its unit is refused in one line", "[e2e][cli]") {
   Fabric f;
-  auto [st, out] = f.rocemu({"fault", "h1", "delay", "5"});
+  auto [st, out] = f.rocemu({"fault", "add", "h1", "delay", "5"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("delay: '5' needs a unit"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "rate", "10"});
+  CHECK(out == "rocemu fault: delay: '5' needs a unit (e.g. 5us, 5ms, 5ns)\n");
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "rate", "10"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("needs a unit"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "1%", "rate", "10gbit", "delay", "5us"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "loss", "2"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu fault: loss: '2' needs a unit (2%)\n");
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "loss", "1%", "rate", "10gbit", "delay", "5us"});
   INFO(out);
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("faults set"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "2"});
+  CHECK_THAT(out, Catch::Contains("loss 1% delay 5us rate 10gbit"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "bogus", "1"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::StartsWith("rocemu fault: fault.loss:"));
-  std::tie(st, out) = f.rocemu({"fault", "h1", "bogus", "1"});
+  CHECK_THAT(out, Catch::StartsWith("rocemu fault: unknown fault 'bogus' (faults: loss,"));
+  // The old form `rocemu fault NODE KEY VALUE` is gone; it says what to type.
+  std::tie(st, out) = f.rocemu({"fault", "h1", "loss", "1%"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("unknown fault 'bogus' (faults: loss,"));
+  CHECK(out == "rocemu fault: 'h1' is not add, list, del or clear (e.g. rocemu fault add h1 loss 1%)\n");
+}
+
+namespace {
+
+// The counters of fault `id` in `rocemu fault list`: dropped, delayed,
+// duplicated, corrupted (the last four columns of its row).
+std::vector<uint64_t> fault_counters(const std::string& list, int id) {
+  std::istringstream in(list);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;) tok.push_back(t);
+    if (tok.size() < 5 || tok[0] != std::to_string(id)) continue;
+    std::vector<uint64_t> c;
+    for (size_t i = tok.size() - 4; i < tok.size(); i++) c.push_back(std::stoull(tok[i]));
+    return c;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("rocemu fault add, list, del, clear: faults add up, each counts what it did", "[e2e][cli]") {
+  Fabric f;
+  auto [st, out] = f.rocemu({"fault", "add", "h1", "out", "loss", "1%"});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("fault 1: h1:0 (link h1:0-sw1:0, out): loss 1%"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "out", "delay", "20us", "2us"});
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("fault 2: h1:0 (link h1:0-sw1:0, out): delay 20us 2us"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h2", "duplicate", "1%"});
+  REQUIRE(st == 0);
+
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "300", "-s", "8192"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  INFO(r.client_out << r.server_out);
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::StartsWith("id   target") && Catch::Contains("loss 1%") &&
+                      Catch::Contains("delay 20us 2us") && Catch::Contains("duplicate 1%"));
+  const auto loss = fault_counters(out, 1), delay = fault_counters(out, 2), dup = fault_counters(out, 3);
+  REQUIRE(loss.size() == 4);
+  REQUIRE(delay.size() == 4);
+  REQUIRE(dup.size() == 4);
+  CHECK(loss[0] > 0);  // the loss dropped, and only dropped
+  CHECK(loss[1] + loss[2] + loss[3] == 0);
+  CHECK(dup[2] > 0);
+  // ... and matches the link's own counters: every frame h1 sent that the
+  // loss did not drop, the delay (added after it, still in force) delayed.
+  std::tie(st, out) = f.rocemu({"counters", "h1:0"});
+  CHECK_THAT(out, Catch::Contains("h1:0 tx_drop_fault " + std::to_string(loss[0]) + "\n"));
+  const size_t at = out.find("h1:0 tx_packets ");
+  REQUIRE(at != std::string::npos);
+  const uint64_t sent = std::stoull(out.substr(at + 16));
+  CHECK(delay[0] == 0);
+  // (but for the odd frame, an ARP, h1 sent before the delay was added)
+  CHECK(delay[1] <= sent - loss[0]);
+  CHECK(delay[1] + 3 >= sent - loss[0]);
+  CHECK(delay[1] > 600);  // 300 WRITEs of two packets at least
+
+  std::tie(st, out) = f.rocemu({"fault", "del", "1"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("fault 1 removed"));
+  std::tie(st, out) = f.rocemu({"fault", "del", "1"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu fault: no fault 1 (faults: 2, 3)\n");
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK_THAT(out, !Catch::Contains("loss 1%") && Catch::Contains("delay 20us"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp1", "pfc-storm", "prio", "3"});
+  INFO(out);
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK_THAT(out, Catch::Contains("pfc-storm prio 3"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "pfc-storm", "prio", "3"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("not a switch port"));
+  std::tie(st, out) = f.rocemu({"fault", "clear"});
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "list"});
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // the header alone
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "link", "down"});
+  CHECK(st == 0);
+  std::tie(st, out) = f.rocemu({"fault", "add", "h1", "link", "up"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("1 link-down fault(s) removed"));
+}
+
+namespace {
+
+// tshark over a capture: one line per frame, the fields asked for, comma-separated.
+std::vector<std::vector<std::string>> tshark_fields(const std::string& file, const std::vector<std::string>& fields) {
+  std::vector<std::string> argv = {"/usr/bin/tshark", "-n", "-r", file, "-T", "fields", "-E", "separator=,"};
+  for (const auto& x : fields) {
+    argv.push_back("-e");
+    argv.push_back(x);
+  }
+  const auto [st, out] = run(argv, {}, std::chrono::seconds(60));
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> v;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) v.push_back(x);
+    if (v.size() == fields.size() && !v[0].empty() && std::isdigit(static_cast<unsigned char>(v[0][0]))) rows.push_back(v);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("rocemu capture: readable while it runs, every header, directions, a time per frame", "[e2e][cli]") {
+  Fabric f;
+  const std::string file = f.dir() + "/h2.pcapng";
+  auto [st, out] = f.rocemu({"capture", "h2", "-w", file});
+  INFO(out);
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::Contains("(snaplen 128)"));
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "500", "-s", "65536"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  // The capture is still running, the engine too: tshark reads the file.
+  const auto rows = tshark_fields(file, {"frame.interface_id", "frame.packet_flags_direction", "frame.time_epoch",
+                                         "frame.cap_len", "frame.len", "infiniband.bth.opcode"});
+  REQUIRE(rows.size() > 8000);  // 500 x 64 KiB at RoCE MTU 4096: 8000 WRITE packets, and the ACKs
+  std::map<std::string, std::vector<long double>> times;
+  size_t roce = 0;
+  for (const auto& v : rows) {
+    // interface 0: what h2 sends (outbound, 2), 1: what it receives (inbound, 1)
+    CHECK(std::stoul(v[1], nullptr, 0) == (v[0] == "0" ? 2u : 1u));
+    CHECK(std::stoi(v[3]) <= 128);
+    if (!v[5].empty()) roce++;
+    times[v[0]].push_back(std::stold(v[2]));
+  }
+  CHECK(roce + 10 > rows.size());  // all RoCE, but for ARP
+  REQUIRE(times.size() == 2);
+  for (auto& [iface, t] : times) {
+    INFO("interface " << iface);
+    CHECK(std::is_sorted(t.begin(), t.end()));
+    CHECK(std::adjacent_find(t.begin(), t.end()) == t.end());  // a time of its own for each frame
+  }
+  struct stat sb{};
+  REQUIRE(stat(file.c_str(), &sb) == 0);
+  CHECK(sb.st_size < 200 * int64_t(rows.size()));  // headers, not the 4 KiB payloads
+  std::tie(st, out) = f.rocemu({"capture", "stop"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("capture 1: h2:0 to " + file) && Catch::Contains("stopped"));
+  std::tie(st, out) = f.rocemu({"capture", "stop", "7"});
+  CHECK(st == 2);
+  // --duration ends a capture on its own; a bare time is refused.
+  std::tie(st, out) = f.rocemu({"capture", "h1", "-w", file + ".2", "--duration", "200"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu capture: --duration: '200' needs a unit (e.g. 200s, 200ms)\n");
+  std::tie(st, out) = f.rocemu({"capture", "h1", "-w", file + ".2", "--duration", "200ms"});
+  REQUIRE(st == 0);
+  CHECK(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("no capture is running") == 0; },
+                   std::chrono::seconds(20)));
+}
+
+TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it live", "[e2e][cli]") {
+  Fabric f;
+  std::string env;
+  for (const auto& e : f.env()) env += e + " ";
+  Process tshark = spawn({"/bin/sh", "-c",
+                          env + bin("rocemu") + " capture sw1:swp1 -w - -c 200 | /usr/bin/tshark -n -r - -T fields "
+                                                "-e frame.packet_flags_direction -e infiniband.bth.opcode"});
+  REQUIRE(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("capture 1:") != std::string::npos; },
+                     std::chrono::seconds(30), {&tshark}));
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "200", "-s", "65536"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  REQUIRE(finish(tshark, std::chrono::seconds(60)) == 0);
+  INFO(tshark.output.substr(0, 2000));
+  std::istringstream in(tshark.output);
+  int frames = 0, out_dir = 0, in_dir = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("0x", 0) != 0 || line.find('\t') == std::string::npos) continue;  // tshark's rows only
+    const unsigned long dir = std::stoul(line.substr(0, line.find('\t')), nullptr, 16);
+    frames++;
+    (dir == 2 ? out_dir : in_dir)++;
+    CHECK((dir == 1 || dir == 2));
+  }
+  CHECK(frames == 200);  // -c 200, and the capture ended the stream
+  CHECK(out_dir > 0);    // sw1:swp1 sends h2 the WRITEs
+  CHECK(in_dir > 0);     // and gets its ACKs
+  CHECK_THAT(f.rocemu({"capture", "list"}).second, Catch::Contains("no capture is running"));
 }
 
 TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
   CHECK(complete("rocemu si") == "sim\n");
-  CHECK(complete("rocemu fault h1 del") == "delay\n");
+  CHECK(complete("rocemu fault add h1 dela") == "delay\n");
   CHECK_THAT(complete("rocemu ''"), Catch::Contains("capture") && Catch::Contains("--version"));
 }
 
