@@ -442,9 +442,9 @@ Status interface_fault(InterfaceConfig& f, Cursor& c, bool set) {
 
 Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
   std::string name;
-  if (!c.value(name)) return c.error("an interface name (swp0...)");
+  if (!c.value(name)) return c.error("an interface name (" + cfg.interface_range() + ")");
   const int idx = cfg.find_interface(name);
-  if (idx < 0) return Status::error(c.path() + ": no interface '" + name + "'");
+  if (idx < 0) return Status::error(c.path() + ": no interface '" + name + "' (" + cfg.interface_range() + ")");
   InterfaceConfig& f = cfg.interfaces[size_t(idx)];
   if (c.accept("qos")) {
     if (!c.accept("pfc-watchdog")) return c.error("pfc-watchdog");
@@ -573,7 +573,7 @@ Status static_route(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("interface")) {
       if (!c.value(s)) return c.error("an interface");
       const int idx = cfg.find_interface(s);
-      if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "'");
+      if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "' (" + cfg.interface_range() + ")");
       r.port = uint16_t(idx);
       have_port = true;
     } else {

@@ -53,18 +53,35 @@ SwitchConfig SwitchConfig::with_ports(uint16_t ports) {
   SwitchConfig c;
   c.num_ports = ports;
   c.interfaces.resize(ports);
-  for (uint16_t i = 0; i < ports; i++) c.interfaces[i].name = "swp" + std::to_string(i);
+  for (uint16_t i = 0; i < ports; i++) c.interfaces[i].name = port_name(i);
   return c;
+}
+
+std::string port_name(uint16_t index) { return "swp" + std::to_string(uint32_t(index) + 1); }
+
+std::optional<uint16_t> parse_port_name(std::string_view name) {
+  if (!name.starts_with("swp")) return std::nullopt;
+  const std::string_view digits = name.substr(3);
+  if (digits.empty() || digits.size() > 5 || digits[0] == '0') return std::nullopt;
+  uint32_t n = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    n = n * 10 + uint32_t(ch - '0');
+  }
+  if (n > 65536) return std::nullopt;
+  return uint16_t(n - 1);
 }
 
 int SwitchConfig::find_interface(std::string_view name) const {
   for (size_t i = 0; i < interfaces.size(); i++)
-    if (interfaces[i].name == name) return int(i);
-  if (!name.empty() && name.size() < 6 && name.find_first_not_of("0123456789") == std::string_view::npos) {
-    const int v = std::stoi(std::string(name));
-    if (v < num_ports) return v;
-  }
-  return -1;
+    if (interfaces[i].name == name) return int(i);  // a topology may rename a port
+  const auto idx = parse_port_name(name);
+  return idx && *idx < num_ports ? int(*idx) : -1;
+}
+
+std::string SwitchConfig::interface_range() const {
+  if (num_ports == 0) return "no ports";
+  return num_ports == 1 ? port_name(0) : port_name(0) + ".." + port_name(uint16_t(num_ports - 1));
 }
 
 wire::MacAddr SwitchConfig::port_mac(uint16_t port) const {

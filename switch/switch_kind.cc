@@ -233,7 +233,7 @@ std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& fi
   if (!s) return std::nullopt;
   const int idx = cfg.find_interface(*s);
   if (idx < 0) {
-    ctx.error(n, field, "no interface '" + *s + "'");
+    ctx.error(n, field, "no interface '" + *s + "' (the switch has " + cfg.interface_range() + ")");
     return std::nullopt;
   }
   return uint16_t(idx);
@@ -271,14 +271,13 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
   read_bool(n, "proxy-arp", f, ctx, cfg.proxy_arp);
   if (const YAML::Node ifs = n["interfaces"]) {
     if (!ifs.IsMap()) {
-      ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp0, ...) to settings");
+      ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp1, ...) to settings");
     } else {
       for (const auto& kv : ifs) {
         const std::string key = kv.first.Scalar();
         const int idx = cfg.find_interface(key);
         if (idx < 0) {
-          ctx.error(kv.first, f + ".interfaces." + key, "no such port (the switch has swp0..swp" +
-                                                         std::to_string(ports - 1) + ")");
+          ctx.error(kv.first, f + ".interfaces." + key, "no such port (the switch has " + cfg.interface_range() + ")");
           continue;
         }
         parse_interface(kv.second, f + ".interfaces." + key, ctx, cfg.interfaces[size_t(idx)]);

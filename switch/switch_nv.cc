@@ -15,7 +15,8 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
   auto at = [&](size_t i) -> std::string { return i < words.size() ? words[i] : std::string(); };
   auto port_of = [&](const std::string& name, int& port) -> Status {
     port = cfg_.find_interface(name);
-    if (port < 0) return Status::error("nv " + verb + " interface: no interface '" + name + "'");
+    if (port < 0)
+      return Status::error("nv " + verb + " interface: no interface '" + name + "' (" + cfg_.interface_range() + ")");
     return {};
   };
   if (verb == "action") {

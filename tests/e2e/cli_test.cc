@@ -80,24 +80,31 @@ TEST_CASE("--help never reaches the engine: `down --help` leaves it running", "[
 
 TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the valid ones", "[e2e][cli]") {
   Fabric f;
-  // The built-in fabric: h1 on sw1's swp0, h2 on swp1.
-  auto [st, out] = f.rocemu({"fault", "sw1:swp1", "loss", "1%"});
+  // The built-in fabric: h1 on sw1's swp1, h2 on swp2.
+  auto [st, out] = f.rocemu({"fault", "sw1:swp2", "loss", "1%"});
   INFO(out);
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("sw1:swp1") && Catch::Contains("h2:0-sw1:1"));
+  CHECK_THAT(out, Catch::Contains("sw1:swp2") && Catch::Contains("h2:0-sw1:1"));
   std::tie(st, out) = f.rocemu({"fault", "sw1:1", "clear"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "sw1:swp7", "loss", "1%"});
+  // swp1 is port 0, h1's link (on the old numbering it was h2's); there is no swp0.
+  std::tie(st, out) = f.rocemu({"fault", "sw1:swp1", "clear"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("sw1:swp1") && Catch::Contains("h1:0-sw1:0"));
+  std::tie(st, out) = f.rocemu({"fault", "sw1:swp0", "clear"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("no port 'swp7' on sw1 (ports: swp0, swp1)"));
+  CHECK_THAT(out, Catch::Contains("no port 'swp0' on sw1 (ports: swp1, swp2)"));
+  std::tie(st, out) = f.rocemu({"fault", "sw1:swp8", "loss", "1%"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("no port 'swp8' on sw1 (ports: swp1, swp2)"));
   std::tie(st, out) = f.rocemu({"fault", "h9", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no node named 'h9' (nodes: h1, h2, sw1)"));
-  const std::string pcap = f.dir() + "/swp1.pcapng";
-  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", pcap});
+  const std::string pcap = f.dir() + "/swp2.pcapng";
+  std::tie(st, out) = f.rocemu({"capture", "sw1:swp2", pcap});
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("capturing sw1:swp1"));
+  CHECK_THAT(out, Catch::Contains("capturing sw1:swp2"));
   std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", pcap});
   CHECK(st == 2);
 }

@@ -16,7 +16,7 @@ using PC = sw::PortCounters;
 
 namespace {
 
-constexpr uint16_t kBottleneck = 4;  // swp4 leads to the receiver, h4
+constexpr uint16_t kBottleneck = 4;  // swp5 leads to the receiver, h4
 constexpr uint8_t kRoceTc = 3;
 constexpr uint8_t kTrimTc = 0;       // trim switch-priority 4 -> TC0 in the RoCE profile
 

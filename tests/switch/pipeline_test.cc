@@ -186,15 +186,15 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(j["congestion-control"]["min-threshold"]["applied"] == "146.48 KB");
   CHECK(j["congestion-control"]["max-threshold"]["applied"] == "1.43 MB");
   CHECK(j["trust"]["trust-mode"]["applied"] == "pcp,dscp");
-  REQUIRE(s.sw->nv({"show", "interface", "swp2", "qos", "roce", "counters"}, &j).ok());
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "qos", "roce", "counters"}, &j).ok());
   CHECK(j["tx-roce-stats"]["unicast-no-buffer-discard"].get<uint64_t>() > 0);
   for (const char* g : {"rx-pfc-stats", "tx-pfc-stats", "rx-roce-stats", "rx-non-roce-stats", "tx-roce-stats",
                         "tx-cnp-stats", "tx-ecn-stats"})
     CHECK(j.contains(g));
-  REQUIRE(s.sw->nv({"show", "interface", "swp2", "queue"}, &j).ok());
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "queue"}, &j).ok());
   CHECK(j[3]["drop-packets"].get<uint64_t>() > 0);
   REQUIRE(s.sw->nv({"show", "pfc", "counters"}, &j).ok());
-  CHECK(j["swp0"]["tx"][3] == pfc_switch);
+  CHECK(j["swp1"]["tx"][3] == pfc_switch);
 
   // Back to the non-RoCE default.
   REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
@@ -207,8 +207,8 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   REQUIRE(before > 0);
   CHECK_FALSE(s.sw->nv({"action", "clear", "bogus", "words"}).ok());
   CHECK_FALSE(s.sw->nv({"action", "clear", "qos", "counters", "now"}).ok());
-  CHECK_FALSE(s.sw->nv({"action", "clear", "interface", "swp2"}).ok());
+  CHECK_FALSE(s.sw->nv({"action", "clear", "interface", "swp3"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == before);
-  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp2", "qos", "roce", "counters"}).ok());
+  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp3", "qos", "roce", "counters"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
 }

@@ -344,7 +344,7 @@ TEST_CASE("Configuration is validated whole and errors name the field", "[unit][
         c.qos.trim.switch_priority = 3;
       },
       "packet-trim.switch-priority");
-  bad([](SwitchConfig& c) { c.interfaces[1].faults.loss = 2; }, "interfaces.swp1.faults");
+  bad([](SwitchConfig& c) { c.interfaces[1].faults.loss = 2; }, "interfaces.swp2.faults");
   bad([](SwitchConfig& c) { c.routes.push_back(Route{*IpPrefix::parse("10.0.0.0/8"), 9, {}, {}}); },
       "routes[0].interface");
 
@@ -363,15 +363,15 @@ TEST_CASE("Configuration is validated whole and errors name the field", "[unit][
   CHECK(c.qos.congestion[3].wred.probability == 20);
   REQUIRE(nv_edit(c, {"set", "qos", "pfc", "default-global", "cable-length", "5"}).ok());
   CHECK(c.qos.pfc.cable_length == 5);
-  REQUIRE(nv_edit(c, {"set", "interface", "swp2", "qos", "pfc-watchdog"}).ok());
+  REQUIRE(nv_edit(c, {"set", "interface", "swp3", "qos", "pfc-watchdog"}).ok());
   CHECK(c.interfaces[2].pfc_watchdog == true);
   REQUIRE(nv_edit(c, {"set", "system", "forwarding", "packet-trim", "state", "enabled"}).ok());
   CHECK(c.qos.trim.enable);
   REQUIRE(nv_edit(c, {"set", "vrf", "default", "router", "static", "10.9.0.0/16", "via", "10.0.1.1", "interface",
-                      "swp1"})
+                      "swp2"})
               .ok());
   CHECK(c.routes.size() == 1);
-  REQUIRE(nv_edit(c, {"set", "interface", "swp0", "fault", "loss", "0.01"}).ok());
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1", "fault", "loss", "0.01"}).ok());
   CHECK(c.interfaces[0].faults.loss == 0.01);
   CHECK(c.validate().ok());
   CHECK(parse_index_list("0,3") == uint8_t(0x09));
@@ -389,12 +389,12 @@ nodes:
     kind: switch
     ports: 3
     interfaces:
-      swp0: {address: 10.0.0.254/24, cable-length: 300, pfc-watchdog: enabled}
-      swp2: {speed: 25G, faults: {loss: 0.01}, pfc-storm: {switch-priority: [3]}}
+      swp1: {address: 10.0.0.254/24, cable-length: 300, pfc-watchdog: enabled}
+      swp3: {speed: 25G, faults: {loss: 0.01}, pfc-storm: {switch-priority: [3]}}
     routes:
-      - {prefix: 10.1.0.0/16, via: 10.0.0.1, interface: swp0}
+      - {prefix: 10.1.0.0/16, via: 10.0.0.1, interface: swp1}
     neighbors:
-      - {ip: 10.0.0.1, mac: "02:00:00:00:00:01", interface: swp0}
+      - {ip: 10.0.0.1, mac: "02:00:00:00:00:01", interface: swp1}
     qos:
       roce: {mode: lossless}
       congestion-control: {3: {min-threshold: 100KB, max-threshold: 1MB, probability: 50}}
@@ -425,7 +425,7 @@ nodes:
     kind: switch
     ports: 2
     interfaces:
-      swp5: {mtu: 9000}
+      swp6: {mtu: 9000}
     qos:
       roce: {mode: losless}
       congestion-control: {3: {min-threshold: 2MB, max-threshold: 1MB}}
@@ -435,7 +435,7 @@ nodes:
   REQUIRE(!t2.ok());
   const std::string msg = t2.status().message();
   INFO(msg);
-  CHECK(msg.find("bad.yaml:7: nodes.sw1.interfaces.swp5") != std::string::npos);
+  CHECK(msg.find("bad.yaml:7: nodes.sw1.interfaces.swp6") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.roce.mode") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.pfc.cable-lenght: unknown field") != std::string::npos);
 }
@@ -483,4 +483,58 @@ TEST_CASE("The YAML example in switch/README.md parses and validates", "[unit][s
   CHECK(cfg.qos.trim.enable);
   CHECK(cfg.interfaces[3].pfc_storm.enable);
   CHECK(cfg.qos.pfc.xoff == uint64_t(100000));
+}
+
+TEST_CASE("Switch ports are numbered as on Cumulus: port 0 is swp1, a bare number is not a name", "[unit][switch]") {
+  CHECK(port_name(0) == "swp1");
+  CHECK(port_name(31) == "swp32");
+  CHECK(parse_port_name("swp1") == uint16_t(0));
+  CHECK(parse_port_name("swp32") == uint16_t(31));
+  for (const char* bad : {"swp0", "swp", "swp01", "3", "swp1x", "eth1", "swp-1", "swp70000"}) {
+    INFO(bad);
+    CHECK(!parse_port_name(bad));
+  }
+  const SwitchConfig cfg = SwitchConfig::with_ports(4);
+  CHECK(cfg.interfaces[0].name == "swp1");
+  CHECK(cfg.interfaces[3].name == "swp4");
+  CHECK(cfg.find_interface("swp1") == 0);
+  CHECK(cfg.find_interface("swp4") == 3);
+  CHECK(cfg.find_interface("swp5") == -1);
+  CHECK(cfg.find_interface("swp0") == -1);
+  CHECK(cfg.find_interface("1") == -1);  // refused: was port 1 (swp2), a bare number reads as either
+  CHECK(cfg.interface_range() == "swp1..swp4");
+
+  // NVUE and the topology's interface keys, routes and neighbours use the same names.
+  SwitchConfig c = cfg;
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1", "link", "mtu", "1500"}).ok());
+  CHECK(c.interfaces[0].mtu == 1500u);
+  const Status s = nv_edit(c, {"set", "interface", "swp0", "link", "mtu", "1500"});
+  CHECK(s.message() == "nv set interface swp0: no interface 'swp0' (swp1..swp4)");
+  CHECK(!nv_edit(c, {"set", "interface", "2", "link", "mtu", "1500"}).ok());
+
+  NodeKindRegistry reg;
+  register_basic_kinds(reg);
+  register_switch_kinds(reg);
+  auto topo = parse_topology(R"(
+nodes:
+  sw1:
+    kind: switch
+    ports: 2
+    interfaces:
+      swp1: {mtu: 1500}
+      swp2: {mtu: 9000}
+    routes:
+      - {prefix: 10.1.0.0/16, interface: swp2}
+)",
+                             "t.yaml", reg);
+  INFO(topo.status().message());
+  REQUIRE(topo.ok());
+  const auto& y = std::any_cast<const SwitchConfig&>(topo.value().nodes[0].config);
+  CHECK(y.interfaces[0].mtu == 1500u);
+  CHECK(y.interfaces[1].mtu == 9000u);
+  CHECK(y.routes.at(0).port == 1);
+  auto bad = parse_topology("nodes:\n  sw1:\n    kind: switch\n    ports: 2\n    interfaces:\n      swp0: {mtu: 1500}\n",
+                            "b.yaml", reg);
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("interfaces.swp0: no such port (the switch has swp1..swp2)"));
 }
