@@ -1,17 +1,14 @@
-// Switch::nv: NVUE-style set/unset/show/action on a running switch.
+// Switch::nv: NVUE-style set/unset/config/show/action on a running switch.
 #include "switch/nvue.h"
 #include "switch/switch.h"
 
 namespace rocemu::sw {
 
 Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
-  if (words.empty()) return Status::error("nv: expected set, unset, show or action");
+  if (words.empty()) return Status::error("nv: expected set, unset, config, show or action");
   const std::string& verb = words[0];
-  if (verb == "set" || verb == "unset") {
-    SwitchConfig next = cfg_;
-    if (Status s = nv_edit(next, words); !s.ok()) return s;
-    return apply(next);
-  }
+  if (verb == "set" || verb == "unset") return nv_stage(words);
+  if (verb == "config") return nv_config(words, out);
   auto at = [&](size_t i) -> std::string { return i < words.size() ? words[i] : std::string(); };
   auto port_of = [&](const std::string& name, int& port) -> Status {
     port = cfg_.find_interface(name);
@@ -40,7 +37,7 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     }
     return Status::error("nv action: expected `clear interface <if> qos roce counters` or `clear qos counters`");
   }
-  if (verb != "show") return Status::error("nv: expected set, unset, show or action, got '" + verb + "'");
+  if (verb != "show") return Status::error("nv: expected set, unset, config, show or action, got '" + verb + "'");
   nlohmann::json j;
   const std::string what = at(1);
   if (what == "qos" && at(2) == "roce") {

@@ -61,6 +61,7 @@ LossyRun lossy_incast(const std::string& recovery, bool trim, uint64_t seed = 1)
     // As an operator would: NVUE commands on the running switch.
     REQUIRE(s.sw->nv({"set", "system", "forwarding", "packet-trim", "state", "enabled"}).ok());
     REQUIRE(s.sw->nv({"set", "system", "forwarding", "packet-trim", "traffic-class", "3"}).ok());
+    REQUIRE(s.sw->nv({"config", "apply"}).ok());
     REQUIRE(s.sw->config().qos.trim.enable);
   }
   IncastSpec is;

@@ -173,6 +173,7 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
 
   // Lossy, live: PFC stops (XON for what was asserted), TC3 drops begin.
   REQUIRE(s.sw->nv({"set", "qos", "roce", "mode", "lossy"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   s.engine->run_until(us(600));
   const uint64_t pfc_switch = s.sw->pfc_tx_frames(0, 3);
   s.engine->run_until(us(1900));
@@ -198,6 +199,7 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
 
   // Back to the non-RoCE default.
   REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
   CHECK(j["enable"]["applied"] == "off");
   CHECK(s.sw->config().qos.mapping.trust == sw::Trust::kL2);

@@ -122,6 +122,7 @@ TEST_CASE("A switch port configured to storm emits PFC continuously", "[sim][swi
   CHECK(s.host(0).paused_for(3, ms(2)) > ms(1));
   // Unset the storm through the NVUE path: the host resumes.
   REQUIRE(s.sw->nv({"unset", "interface", "swp1", "pfc-storm"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   s.engine->run_until(ms(3));
   CHECK(s.host(0).sent(0) > 1000);
 }
