@@ -440,12 +440,7 @@ Status interface_fault(InterfaceConfig& f, Cursor& c, bool set) {
   return Status::error(c.path() + ": '" + key + "' is not loss, corrupt, duplicate, reorder, delay, jitter, link-down or rate");
 }
 
-Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
-  std::string name;
-  if (!c.value(name)) return c.error("an interface name (" + cfg.interface_range() + ")");
-  const int idx = cfg.find_interface(name);
-  if (idx < 0) return Status::error(c.path() + ": no interface '" + name + "' (" + cfg.interface_range() + ")");
-  InterfaceConfig& f = cfg.interfaces[size_t(idx)];
+Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
   if (c.accept("qos")) {
     if (!c.accept("pfc-watchdog")) return c.error("pfc-watchdog");
     if (!set) {
@@ -519,6 +514,19 @@ Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
     return {};
   }
   return c.error("qos, link, cable-length, ip, fault or pfc-storm");
+}
+
+// `interface swp1,swp3 ...`, `interface swp1-4 ...`: the same words on each.
+Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
+  std::string name;
+  if (!c.value(name)) return c.error("an interface name (" + cfg.interface_range() + ")");
+  auto ports = cfg.find_interfaces(name);
+  if (!ports.ok()) return Status::error(c.path() + ": " + ports.status().message());
+  for (const uint16_t p : ports.value()) {
+    Cursor each = c;
+    if (Status s = interface_settings(cfg.interfaces[p], each, set); !s.ok()) return s;
+  }
+  return {};
 }
 
 Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {

@@ -1,5 +1,6 @@
 #include "switch/switch_config.h"
 
+#include <algorithm>
 #include <set>
 
 namespace rocemu::sw {
@@ -82,6 +83,42 @@ int SwitchConfig::find_interface(std::string_view name) const {
 std::string SwitchConfig::interface_range() const {
   if (num_ports == 0) return "no ports";
   return num_ports == 1 ? port_name(0) : port_name(0) + ".." + port_name(uint16_t(num_ports - 1));
+}
+
+Result<std::vector<uint16_t>> SwitchConfig::find_interfaces(std::string_view list) const {
+  std::vector<uint16_t> out;
+  const auto add = [&](int idx) {
+    if (std::find(out.begin(), out.end(), uint16_t(idx)) == out.end()) out.push_back(uint16_t(idx));
+  };
+  const auto bad = [&](std::string_view item) {
+    return Status::error("no interface '" + std::string(item) + "' (" + interface_range() + ")");
+  };
+  const std::string_view whole = list;
+  for (bool more = true; more;) {
+    const auto comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    more = comma != std::string_view::npos;
+    if (more) list = list.substr(comma + 1);
+    if (item.empty()) return bad(whole);
+    if (const int idx = find_interface(item); idx >= 0) {
+      add(idx);
+      continue;
+    }
+    // A range, or a number continuing the list's prefix ("swp1,3").
+    const std::string name = item.starts_with("swp") || out.empty() ? std::string(item) : "swp" + std::string(item);
+    const auto dash = name.find('-');
+    if (dash == std::string::npos) {
+      const int idx = find_interface(name);
+      if (idx < 0) return bad(item);
+      add(idx);
+      continue;
+    }
+    const int lo = find_interface(name.substr(0, dash));
+    const int hi = find_interface("swp" + name.substr(dash + 1));
+    if (lo < 0 || hi < 0 || hi < lo) return bad(item);
+    for (int i = lo; i <= hi; i++) add(i);
+  }
+  return out;
 }
 
 wire::MacAddr SwitchConfig::port_mac(uint16_t port) const {

@@ -90,6 +90,11 @@ struct SwitchConfig {
   int find_interface(std::string_view name) const;
   // "swp1..swp4", for messages about a name that is not one of them.
   std::string interface_range() const;
+  // Ports of a list as NVUE takes it: "swp1", "swp1,swp3", "swp1-4",
+  // "swp1-2,5-6" (an item without "swp" continues the previous one's
+  // prefix); in the order given, each once. An unknown port, an empty or
+  // backwards range is an error naming the valid ones.
+  Result<std::vector<uint16_t>> find_interfaces(std::string_view list) const;
   wire::MacAddr port_mac(uint16_t port) const;
 };
 

@@ -79,6 +79,15 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
   CHECK(text(*s.sw, {"config", "detach"}) == "pending changes dropped");
   CHECK(s.sw->config().interfaces[0].mtu == 1500u);
 
+  // Lists and ranges of ports in show and clear.
+  nlohmann::json j;
+  REQUIRE(s.sw->nv({"show", "interface", "swp1-2", "qos", "roce", "counters"}, &j).ok());
+  CHECK(j.size() == 2);
+  CHECK(j["swp1"].contains("tx-roce-stats"));
+  CHECK(j["swp2"].contains("rx-roce-stats"));
+  CHECK(!s.sw->nv({"show", "interface", "swp1,swp3", "qos", "roce", "counters"}).ok());
+  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp1,swp2", "qos", "roce", "counters"}).ok());
+
   CHECK_THAT(s.sw->nv({"config", "bogus"}).message(), Catch::Contains("expected diff, apply, show, save or detach"));
   CHECK_THAT(s.sw->nv({"config", "apply", "now"}).message(), Catch::Contains("unexpected 'now'"));
 }

@@ -538,3 +538,36 @@ nodes:
   REQUIRE(!bad.ok());
   CHECK_THAT(bad.status().message(), Catch::Contains("interfaces.swp0: no such port (the switch has swp1..swp2)"));
 }
+
+TEST_CASE("Lists and ranges of ports as NVUE takes them: swp1,swp3, swp1-4, swp1-2,4", "[unit][switch]") {
+  const SwitchConfig cfg = SwitchConfig::with_ports(6);
+  const auto ports = [&](const char* list) {
+    auto r = cfg.find_interfaces(list);
+    INFO(list << ": " << r.status().message());
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  CHECK(ports("swp2") == std::vector<uint16_t>{1});
+  CHECK(ports("swp1,swp3") == std::vector<uint16_t>{0, 2});
+  CHECK(ports("swp1-4") == std::vector<uint16_t>{0, 1, 2, 3});
+  CHECK(ports("swp1-2,5-6") == std::vector<uint16_t>{0, 1, 4, 5});
+  CHECK(ports("swp3,1") == std::vector<uint16_t>{2, 0});
+  CHECK(ports("swp2,swp1-3") == std::vector<uint16_t>{1, 0, 2});  // each once
+  for (const char* bad : {"", "swp0-2", "swp1-7", "swp3-1", "swp1,", "swp1,swp9", "1-2", "swp1-x"}) {
+    INFO(bad);
+    auto r = cfg.find_interfaces(bad);
+    CHECK(!r.ok());
+    if (!r.ok()) CHECK_THAT(r.status().message(), Catch::Contains("(swp1..swp6)"));
+  }
+  // The same words on each port of the list; a bad one changes nothing.
+  SwitchConfig c = cfg;
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1,swp3-4", "link", "mtu", "4200"}).ok());
+  CHECK(c.interfaces[0].mtu == 4200u);
+  CHECK(!c.interfaces[1].mtu);
+  CHECK(c.interfaces[2].mtu == 4200u);
+  CHECK(c.interfaces[3].mtu == 4200u);
+  REQUIRE(nv_edit(c, {"unset", "interface", "swp1-6", "link", "mtu"}).ok());
+  for (const auto& f : c.interfaces) CHECK(!f.mtu);
+  const Status s = nv_edit(c, {"set", "interface", "swp1-9", "link", "mtu", "4200"});
+  CHECK(s.message() == "nv set interface swp1-9: no interface 'swp1-9' (swp1..swp6)");
+}
