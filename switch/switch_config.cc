@@ -1,5 +1,7 @@
 #include "switch/switch_config.h"
 
+#include "switch/switch_fields.h"
+
 #include <algorithm>
 #include <set>
 
@@ -145,8 +147,9 @@ Status SwitchConfig::validate() const {
     if (f.mac && f.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
     if (f.speed && (*f.speed < 1000000 || *f.speed > 1600000000000ull))
       return err(at + ".speed", "must be between 1M and 1600G");
-    if (f.mtu && (*f.mtu < 68 || *f.mtu > 9216)) return err(at + ".mtu", "must be between 68 and 9216");
-    if (f.cable_length && *f.cable_length > 100000) return err(at + ".cable-length", "at most 100000 m");
+    for (const InterfaceIntField& row : kInterfaceIntFields)
+      if (const auto& v = f.*row.member)
+        if (Status s = row.range.check(*v, at + "." + std::string(row.yaml)); !s.ok()) return s;
     if (Status s = f.faults.validate(); !s.ok()) return err(at + ".faults", s.message());
     if (f.pfc_storm.enable && f.pfc_storm.priorities == 0)
       return err(at + ".pfc-storm.switch-priority", "a storm needs at least one priority");
@@ -205,9 +208,9 @@ Status SwitchConfig::validate() const {
     }
   }
   if (q.pfc.switch_priorities == 0xff) return err("qos.pfc.switch-priority", "at least one priority must stay lossy");
-  if (q.pfc.cable_length > 100000) return err("qos.pfc.cable-length", "at most 100000 m");
+  if (Status s = kCableLengthRange.check(q.pfc.cable_length, "qos.pfc.cable-length"); !s.ok()) return s;
   if (q.pfc.xoff && *q.pfc.xoff < 1024) return err("qos.pfc.xoff-threshold", "at least 1024 bytes");
-  if (q.pfc.pause_quanta < 2) return err("qos.pfc.pause-quanta", "at least 2 (it is refreshed at half)");
+  if (Status s = kPauseQuantaRange.check(q.pfc.pause_quanta, "qos.pfc.pause-quanta"); !s.ok()) return s;
   const PfcWatchdog& w = q.watchdog;
   if (w.polling_interval < ms(1) || w.polling_interval > ms(1000))
     return err("qos.pfc-watchdog.polling-interval", "must be between 1ms and 1000ms");
@@ -216,14 +219,14 @@ Status SwitchConfig::validate() const {
   if (w.restoration_time < ms(1) || w.restoration_time > ms(60000))
     return err("qos.pfc-watchdog.restoration-time", "must be between 1ms and 60000ms");
   const PacketTrim& t = q.trim;
-  if (t.size < 64 || t.size > 9216) return err("system.forwarding.packet-trim.size", "must be between 64 and 9216");
+  if (Status s = kTrimSizeRange.check(t.size, "system.forwarding.packet-trim.size"); !s.ok()) return s;
   if (t.remark_dscp > 63) return err("system.forwarding.packet-trim.remark.dscp", "must be 0..63");
   if (t.switch_priority > 7) return err("system.forwarding.packet-trim.switch-priority", "must be 0..7");
   if (t.enable && ((q.pfc.switch_priorities >> t.switch_priority) & 1))
     return err("system.forwarding.packet-trim.switch-priority", "must not be a PFC (lossless) priority");
   const BufferConfig& b = q.buffer;
   if (b.size < 64 * 1024 || b.size > (uint64_t(1) << 34)) return err("qos.buffer.size", "must be between 64KiB and 16GiB");
-  if (b.roce_pool_percent > 90) return err("qos.buffer.roce-pool-percent", "must be 0..90");
+  if (Status s = kRocePoolPercentRange.check(b.roce_pool_percent, "qos.buffer.roce-pool-percent"); !s.ok()) return s;
   for (auto [a, name] : {std::pair{b.ingress_lossy_alpha, "qos.buffer.ingress-lossy-alpha"},
                          {b.ingress_lossless_alpha, "qos.buffer.ingress-lossless-alpha"},
                          {b.egress_lossy_alpha, "qos.buffer.egress-lossy-alpha"}}) {

@@ -571,3 +571,52 @@ TEST_CASE("Lists and ranges of ports as NVUE takes them: swp1,swp3, swp1-4, swp1
   const Status s = nv_edit(c, {"set", "interface", "swp1-9", "link", "mtu", "4200"});
   CHECK(s.message() == "nv set interface swp1-9: no interface 'swp1-9' (swp1..swp6)");
 }
+
+namespace {
+
+// A switch section with one setting, through the topology reader.
+Status yaml_takes(const std::string& section) {
+  NodeKindRegistry reg;
+  register_basic_kinds(reg);
+  register_switch_kinds(reg);
+  auto t = parse_topology("nodes:\n  sw1:\n    kind: switch\n    ports: 2\n" + section, "f.yaml", reg);
+  return t.ok() ? Status{} : t.status();
+}
+
+}  // namespace
+
+TEST_CASE("One range per setting: YAML, NVUE and validate take the same values", "[unit][switch]") {
+  struct Row {
+    const char* nv;       // nv set words before the value
+    const char* yaml;     // section with {} for the value
+    int64_t lo, hi;
+  };
+  const Row rows[] = {
+      {"interface swp1 link mtu", "    interfaces: {swp1: {mtu: {}}}\n", 68, 9216},
+      {"interface swp1 cable-length", "    interfaces: {swp1: {cable-length: {}}}\n", 0, 100000},
+      {"qos pfc cable-length", "    qos: {pfc: {cable-length: {}}}\n", 0, 100000},
+      {"qos roce cable-length", "    qos: {roce: lossless, pfc: {cable-length: {}}}\n", 0, 100000},
+      {"qos pfc pause-quanta", "    qos: {pfc: {pause-quanta: {}}}\n", 2, 0xffff},
+      {"system forwarding packet-trim size", "    qos: {packet-trim: {size: {}}}\n", 64, 9216},
+      {"qos buffer roce-pool-percent", "    qos: {roce: lossless, buffer: {roce-pool-percent: {}}}\n", 0, 90},
+  };
+  for (const Row& r : rows) {
+    for (const int64_t v : {r.lo - 1, r.lo, r.hi, r.hi + 1}) {
+      const bool in = v >= r.lo && v <= r.hi;
+      std::vector<std::string> words = {"set"};
+      std::istringstream ws(r.nv);
+      for (std::string w; ws >> w;) words.push_back(w);
+      words.push_back(std::to_string(v));
+      SwitchConfig c = SwitchConfig::with_ports(2);
+      c.qos = qos_roce_profile(RoceMode::kLossless);
+      Status nv = nv_edit(c, words);
+      if (nv.ok()) nv = c.validate();
+      std::string y = r.yaml;
+      y.replace(y.find("{}"), 2, std::to_string(v));
+      const Status yaml = yaml_takes(y);
+      INFO(r.nv << " " << v << ": nv says '" << nv.message() << "', yaml says '" << yaml.message() << "'");
+      CHECK(nv.ok() == in);
+      CHECK(yaml.ok() == in);
+    }
+  }
+}
