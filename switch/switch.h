@@ -75,6 +75,9 @@ class Switch final : public Node {
   nlohmann::json show_buffer_pools() const;
   nlohmann::json show_interface(uint16_t port) const;  // link, headroom, drops
   nlohmann::json show_routes() const;
+  // `nv show interface <if> counters qos [pfc-stats|egress-queue-stats] [-o json|yaml]`
+  // (switch/nvue_show.cc): NVUE's tables as text by default, rows as JSON with -o.
+  Status show_counters_qos(uint16_t port, const std::vector<std::string>& rest, nlohmann::json& out) const;
 
   // ---- state for tests and tools ----
   const Mmu& mmu() const { return mmu_; }

@@ -63,7 +63,10 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
       return {};
     }
     const uint16_t p = ports.front();
-    if (at(3) == "qos" && at(4) == "roce" && at(5) == "counters") {
+    if (at(3) == "counters" && at(4) == "qos") {
+      if (Status s = show_counters_qos(p, std::vector<std::string>(words.begin() + 5, words.end()), j); !s.ok())
+        return s;
+    } else if (at(3) == "qos" && at(4) == "roce" && at(5) == "counters") {
       j = show_roce_counters(p);
     } else if (at(3) == "qos" && at(4) == "roce" && (at(5) == "status" || at(5).empty())) {
       j = show_roce_status(p);
@@ -76,7 +79,7 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     } else if (at(3).empty()) {
       j = show_interface(p);
     } else {
-      return Status::error("nv show interface " + at(2) + ": expected qos roce counters, qos roce status, "
+      return Status::error("nv show interface " + at(2) + ": expected counters qos, qos roce counters, qos roce status, "
                            "qos pfc-watchdog, queue or priority-group");
     }
   } else if (what == "pfc") {

@@ -196,6 +196,32 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(j[3]["drop-packets"].get<uint64_t>() > 0);
   REQUIRE(s.sw->nv({"show", "pfc", "counters"}, &j).ok());
   CHECK(j["swp1"]["tx"][3] == pfc_switch);
+  // NVUE's counters qos views: rows in NVUE's columns with -o json, a table by default.
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats", "-o", "json"}, &j).ok());
+  REQUIRE(j.size() == 8);
+  CHECK(j[3]["switch-priority"] == 3);
+  CHECK(j[3]["tx-pause-frames"] == pfc_switch);
+  CHECK(j[3]["tx-pause-duration"] == uint64_t(to_ns(s.sw->tx_pause_duration(0, 3, s.now())) / 1000));
+  CHECK(j[3]["tx-pause-duration"].get<uint64_t>() > 0);
+  CHECK(j[0]["tx-pause-frames"] == 0);
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "counters", "qos", "egress-queue-stats", "-o", "json"}, &j).ok());
+  const auto& q3 = s.sw->queue_counters(2, 3);
+  CHECK(j[3]["traffic-class"] == 3);
+  CHECK(j[3]["tx-frames"] == q3[sw::QueueCounters::packets]);
+  CHECK(j[3]["tx-bytes"] == q3[sw::QueueCounters::bytes]);
+  CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() + j[3]["wred-discards"].get<uint64_t>() ==
+        q3[sw::QueueCounters::drop_packets]);
+  CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() > 0);
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats"}, &j).ok());
+  const std::string table = j.get<std::string>();
+  INFO(table);
+  CHECK(table.rfind("switch-priority  rx-pause-frames  rx-pause-duration  tx-pause-frames  tx-pause-duration\n"
+                    "---------------  ---------------", 0) == 0);
+  CHECK(table.find("\n3                ") != std::string::npos);
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos"}, &j).ok());
+  CHECK_THAT(j.get<std::string>(), Catch::Contains("pfc-stats\n=========\n") &&
+                                       Catch::Contains("egress-queue-stats\n==================\n"));
+  CHECK(!s.sw->nv({"show", "interface", "swp1", "counters", "qos", "bogus"}).ok());
 
   // Back to the non-RoCE default.
   REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
