@@ -133,7 +133,8 @@ Status qos_roce(SwitchConfig& cfg, Cursor& c, bool set) {
       cfg.qos.pfc.cable_length = 100;
       return {};
     }
-    return read_int(c, cfg.qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi, "a cable length in metres");
+    return read_int(c, cfg.qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
+                    "a cable length in metres");
   }
   return c.error("mode or cable-length");
 }
@@ -277,7 +278,8 @@ Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("cable-length")) {
       p.cable_length = 100;
       if (set)
-        if (Status s = read_int(c, p.cable_length, kCableLengthRange.lo, kCableLengthRange.hi, "a cable length in metres");
+        if (Status s = read_int(c, p.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
+                                "a cable length in metres");
             !s.ok())
           return s;
     } else if (c.accept("tx") || c.accept("rx")) {

@@ -94,7 +94,8 @@ Status Switch::show_counters_qos(uint16_t port, const std::vector<std::string>& 
   if (format == "table") {
     std::string text;
     for (const Table& t : tables) {
-      if (tables.size() > 1) text += (text.empty() ? "" : "\n") + t.title + "\n" + std::string(t.title.size(), '=') + "\n";
+      if (tables.size() > 1)
+        text += (text.empty() ? "" : "\n") + t.title + "\n" + std::string(t.title.size(), '=') + "\n";
       text += t.text();
     }
     out = text;

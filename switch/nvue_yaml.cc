@@ -90,7 +90,8 @@ YAML::Node qos_yaml(const QosConfig& q) {
   m["pcp"].SetStyle(YAML::EmitterStyle::Flow);
   m["port-default-sp"] = int(q.mapping.port_default_sp);
   n["mapping"] = m;
-  for (int sp = 0; sp < kNumSwitchPriorities; sp++) n["egress-queue-mapping"][std::to_string(sp)] = int(q.sp_to_tc[size_t(sp)]);
+  for (int sp = 0; sp < kNumSwitchPriorities; sp++)
+    n["egress-queue-mapping"][std::to_string(sp)] = int(q.sp_to_tc[size_t(sp)]);
   n["egress-queue-mapping"].SetStyle(YAML::EmitterStyle::Flow);
   for (int tc = 0; tc < kNumTc; tc++) {
     YAML::Node s;

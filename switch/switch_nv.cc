@@ -79,7 +79,8 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     } else if (at(3).empty()) {
       j = show_interface(p);
     } else {
-      return Status::error("nv show interface " + at(2) + ": expected counters qos, qos roce counters, qos roce status, "
+      return Status::error("nv show interface " + at(2) +
+                           ": expected counters qos, qos roce counters, qos roce status, "
                            "qos pfc-watchdog, queue or priority-group");
     }
   } else if (what == "pfc") {

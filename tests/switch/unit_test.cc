@@ -533,8 +533,9 @@ nodes:
   CHECK(y.interfaces[0].mtu == 1500u);
   CHECK(y.interfaces[1].mtu == 9000u);
   CHECK(y.routes.at(0).port == 1);
-  auto bad = parse_topology("nodes:\n  sw1:\n    kind: switch\n    ports: 2\n    interfaces:\n      swp0: {mtu: 1500}\n",
-                            "b.yaml", reg);
+  auto bad = parse_topology(
+      "nodes:\n  sw1:\n    kind: switch\n    ports: 2\n    interfaces:\n      swp0: {mtu: 1500}\n",
+      "b.yaml", reg);
   REQUIRE(!bad.ok());
   CHECK_THAT(bad.status().message(), Catch::Contains("interfaces.swp0: no such port (the switch has swp1..swp2)"));
 }
