@@ -86,7 +86,7 @@ int cmd_demo(const DemoOptions& o) {
   std::printf("\n==== what the fabric counted ====\n");
   std::fflush(stdout);
   {
-    const pid_t c = spawn({self, "nv", "show", "interface", "swp1", "qos", "roce", "counters"});
+    const pid_t c = spawn({self, "nv", "show", "interface", "swp2", "qos", "roce", "counters"});
     wait_for(c);
   }
   wait_for(spawn({self, "down"}));

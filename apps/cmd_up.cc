@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/cmd_nv.h"
 #include "apps/commands.h"
 #include "apps/fabric.h"
 #include "apps/engine_handlers.h"
@@ -259,37 +260,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
     out = lines.os.str();
     return 0;
   }
-  if (w[0] == "nv") {
-    // nv [--switch NAME] set|unset|show|action ...
-    std::vector<std::string> words(w.begin() + 1, w.end());
-    std::string name;
-    if (words.size() >= 2 && words[0] == "--switch") {
-      name = words[1];
-      words.erase(words.begin(), words.begin() + 2);
-    }
-    sw::Switch* target = nullptr;
-    for (const auto& n : engine.nodes()) {
-      auto* s = dynamic_cast<sw::Switch*>(n.get());
-      if (s == nullptr || (!name.empty() && s->name() != name)) continue;
-      if (target != nullptr && name.empty()) {
-        out = "several switches: say which with `rocemu nv --switch NAME ...`";
-        return EINVAL;
-      }
-      target = s;
-    }
-    if (target == nullptr) {
-      out = name.empty() ? "this fabric has no switch" : "no switch named '" + name + "'";
-      return ENODEV;
-    }
-    nlohmann::json j;
-    const Status s = target->nv(words, &j);
-    if (!s.ok()) {
-      out = s.message();
-      return EINVAL;
-    }
-    out = j.is_null() ? "" : j.dump(2);
-    return 0;
-  }
+  if (w[0] == "nv") return handle_nv(engine, w, out);
   if (w[0] == "snapshot") {  // what rocemu doctor and rocemu top read
     out = nlohmann::json(take_snapshot(engine)).dump();
     return 0;

@@ -23,6 +23,7 @@ int cmd_status();
 int cmd_exec(const std::string& node, const std::vector<std::string>& argv);
 int cmd_engine(const std::vector<std::string>& words);  // nv ..., counters ..., fault ...
 int cmd_capture(std::vector<std::string> words);       // capture ... (-w -: streams to stdout)
+int cmd_nv(const std::vector<std::string>& words);      // nv config save here, the rest via cmd_engine
 
 struct DemoOptions {
   std::string topology;

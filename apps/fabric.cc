@@ -36,8 +36,8 @@ nodes:
     kind: switch
     ports: 2
     interfaces:
-      swp0: {address: 10.0.1.254/24}
-      swp1: {address: 10.0.2.254/24}
+      swp1: {address: 10.0.1.254/24}
+      swp2: {address: 10.0.2.254/24}
     qos:
       roce: lossless
       pfc-watchdog: {state: enable}

@@ -45,9 +45,14 @@ const Command kCommands[] = {
      "--help"},
     {"demo", "[--topology FILE]", "start a fabric, run ib_write_bw and ib_write_lat through it, stop", nullptr,
      "--topology --help"},
-    {"nv", "[--switch NAME] set|unset|show|action ...", "NVUE-style switch configuration and counters",
+    {"nv", "[--switch NAME] set|unset|config|show|action ...", "NVUE-style switch configuration and counters",
      "  rocemu nv show qos roce                      the RoCE profile\n"
-     "  rocemu nv set qos roce mode lossless|lossy   change it\n"
+     "  rocemu nv set qos roce mode lossless|lossy   stage a change (set/unset only stage)\n"
+     "  rocemu nv config diff                        what is staged\n"
+     "  rocemu nv config apply                       validate it whole and apply it\n"
+     "  rocemu nv config show -o yaml                the running config (a topology's switch section)\n"
+     "  rocemu nv config save [FILE]                 write it (default: RUNTIME_DIR/nv-startup.yaml)\n"
+     "  rocemu nv config detach                      drop what is staged\n"
      "  rocemu nv show interface swp1 counters       a port's counters\n"
      "  rocemu nv action clear ...                   clear counters\n",
      "--switch --help"},
@@ -293,7 +298,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> words = {cmd};
     words.insert(words.end(), rest.begin(), rest.end());
     if (cmd == "capture") return cmd_capture(std::move(words));
-    return cmd_engine(words);
+    return cmd == "nv" ? cmd_nv(words) : cmd_engine(words);
   }
   return run_typed(*c, argc - 1, argv + 1);
 }

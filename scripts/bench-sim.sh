@@ -37,7 +37,7 @@ for i in range(hosts):
              " cc: {algorithm: dcqcn, profile: hpcc}}")
 y += ["    sw1:", "      kind: switch", f"      ports: {hosts}", "      interfaces:"]
 for i in range(hosts):
-    y.append(f"        swp{i}: {{address: 10.{i // 250}.{i % 250}.254/24}}")
+    y.append(f"        swp{i + 1}: {{address: 10.{i // 250}.{i % 250}.254/24}}")
 y += ["      qos:", "        roce: lossless", "        buffer: {size: 32MiB}",
       "        congestion-control: {3: {min-threshold: 400KB, max-threshold: 1600KB, probability: 20}}",
       "  links:"]

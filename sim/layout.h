@@ -15,7 +15,7 @@ namespace rocemu::sim {
 struct Layout {
   struct SwitchPorts {
     std::string name;
-    std::vector<std::string> interfaces;  // by port index: "swp0", ...
+    std::vector<std::string> interfaces;  // by port index: "swp1", ...
   };
   struct PortInfo {
     std::string name;  // "node:port", as the engine names link ends

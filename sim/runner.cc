@@ -118,7 +118,12 @@ CounterMap Run::counters() const {
 }
 
 Status Run::apply(const ScheduledEvent& e) {
-  if (e.kind == ScheduledEvent::Kind::kNv) return dynamic_cast<sw::Switch*>(engine_->find_node(e.node))->nv(e.nv);
+  if (e.kind == ScheduledEvent::Kind::kNv) {
+    // Each scheduled command is staged and applied at its time.
+    auto* sw = dynamic_cast<sw::Switch*>(engine_->find_node(e.node));
+    if (Status s = sw->nv(e.nv); !s.ok()) return s;
+    return sw->nv({"config", "apply"});
+  }
   if (e.kind == ScheduledEvent::Kind::kPortFault) {
     auto* sw = dynamic_cast<sw::Switch*>(engine_->find_node(e.node));
     sw::SwitchConfig cfg = sw->config();

@@ -337,9 +337,10 @@ bool read_port_target(const YAML::Node& v, const std::string& f, ScheduledEvent&
     r.ctx.error(v, f, "'" + *s + "' is not SWITCH:INTERFACE (e.g. sw1:swp2)");
     return false;
   }
-  const int idx = std::any_cast<const sw::SwitchConfig&>(n->config).find_interface(s->substr(colon + 1));
+  const auto& cfg = std::any_cast<const sw::SwitchConfig&>(n->config);
+  const int idx = cfg.find_interface(s->substr(colon + 1));
   if (idx < 0) {
-    r.ctx.error(v, f, e.node + " has no interface '" + s->substr(colon + 1) + "'");
+    r.ctx.error(v, f, e.node + " has no interface '" + s->substr(colon + 1) + "' (" + cfg.interface_range() + ")");
     return false;
   }
   e.port = uint16_t(idx);

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/config/config.h"
+#include "switch/switch_fields.h"
 
 namespace rocemu::sw {
 namespace {
@@ -46,12 +47,13 @@ std::optional<int64_t> to_int(std::string_view s) {
 }
 
 template <typename T>
-Status read_int(Cursor& c, T& out, int64_t lo, int64_t hi, const char* what) {
+Status read_int(Cursor& c, T& out, int64_t lo, int64_t hi, std::string_view what) {
+  const std::string w(what);
   std::string s;
-  if (!c.value(s)) return c.error(what);
+  if (!c.value(s)) return c.error(w);
   auto v = to_int(s);
   if (!v || *v < lo || *v > hi)
-    return Status::error(c.path() + ": '" + s + "' is not " + what + " (" + std::to_string(lo) + ".." +
+    return Status::error(c.path() + ": '" + s + "' is not " + w + " (" + std::to_string(lo) + ".." +
                          std::to_string(hi) + ")");
   out = T(*v);
   return {};
@@ -131,7 +133,8 @@ Status qos_roce(SwitchConfig& cfg, Cursor& c, bool set) {
       cfg.qos.pfc.cable_length = 100;
       return {};
     }
-    return read_int(c, cfg.qos.pfc.cable_length, 0, 100000, "a cable length in metres");
+    return read_int(c, cfg.qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
+                    "a cable length in metres");
   }
   return c.error("mode or cable-length");
 }
@@ -275,7 +278,10 @@ Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("cable-length")) {
       p.cable_length = 100;
       if (set)
-        if (Status s = read_int(c, p.cable_length, 0, 100000, "a cable length in metres"); !s.ok()) return s;
+        if (Status s = read_int(c, p.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
+                                "a cable length in metres");
+            !s.ok())
+          return s;
     } else if (c.accept("tx") || c.accept("rx")) {
       const bool tx = c.path().ends_with("tx");
       bool on = true;
@@ -295,7 +301,9 @@ Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("pause-quanta")) {
       p.pause_quanta = 0xffff;
       if (set)
-        if (Status s = read_int(c, p.pause_quanta, 0, 0xffff, "a number of quanta"); !s.ok()) return s;
+        if (Status s = read_int(c, p.pause_quanta, kPauseQuantaRange.lo, kPauseQuantaRange.hi, "a number of quanta");
+            !s.ok())
+          return s;
     } else {
       return c.error("switch-priority, cable-length, tx, rx, xoff-threshold, xon-threshold or pause-quanta");
     }
@@ -355,7 +363,8 @@ Status qos_buffer(SwitchConfig& cfg, Cursor& c, bool set) {
   }
   if (c.accept("roce-pool-percent")) {
     b.roce_pool_percent = cfg.qos.roce.enable && cfg.qos.roce.mode == RoceMode::kLossless ? 50 : 0;
-    return set ? read_int(c, b.roce_pool_percent, 0, 100, "a percentage") : Status{};
+    return set ? read_int(c, b.roce_pool_percent, kRocePoolPercentRange.lo, kRocePoolPercentRange.hi, "a percentage")
+               : Status{};
   }
   for (auto [word, slot, d] : {std::tuple{"ingress-lossy-alpha", &b.ingress_lossy_alpha, def.ingress_lossy_alpha},
                                {"ingress-lossless-alpha", &b.ingress_lossless_alpha, def.ingress_lossless_alpha},
@@ -440,12 +449,24 @@ Status interface_fault(InterfaceConfig& f, Cursor& c, bool set) {
   return Status::error(c.path() + ": '" + key + "' is not loss, corrupt, duplicate, reorder, delay, jitter, link-down or rate");
 }
 
-Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
-  std::string name;
-  if (!c.value(name)) return c.error("an interface name (swp0...)");
-  const int idx = cfg.find_interface(name);
-  if (idx < 0) return Status::error(c.path() + ": no interface '" + name + "'");
-  InterfaceConfig& f = cfg.interfaces[size_t(idx)];
+Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
+  for (const InterfaceIntField& row : kInterfaceIntFields) {
+    // The row's words, all of them, or the next row.
+    Cursor at = c;
+    bool match = true;
+    for (size_t b = 0, e; match && b < row.nvue.size(); b = e + 1) {
+      e = std::min(row.nvue.find(' ', b), row.nvue.size());
+      match = at.accept(row.nvue.substr(b, e - b));
+    }
+    if (!match) continue;
+    std::optional<uint32_t>& slot = f.*row.member;
+    slot.reset();
+    if (!set) return {};
+    uint32_t v;
+    if (Status s = read_int(at, v, row.range.lo, row.range.hi, row.what); !s.ok()) return s;
+    slot = v;
+    return {};
+  }
   if (c.accept("qos")) {
     if (!c.accept("pfc-watchdog")) return c.error("pfc-watchdog");
     if (!set) {
@@ -469,23 +490,7 @@ Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
       f.speed = r;
       return {};
     }
-    if (c.accept("mtu")) {
-      f.mtu.reset();
-      if (!set) return {};
-      uint32_t mtu;
-      if (Status s = read_int(c, mtu, 68, 9216, "an MTU"); !s.ok()) return s;
-      f.mtu = mtu;
-      return {};
-    }
     return c.error("speed or mtu");
-  }
-  if (c.accept("cable-length")) {
-    f.cable_length.reset();
-    if (!set) return {};
-    uint32_t m;
-    if (Status s = read_int(c, m, 0, 100000, "a cable length in metres"); !s.ok()) return s;
-    f.cable_length = m;
-    return {};
   }
   if (c.accept("ip")) {
     if (!c.accept("address")) return c.error("address");
@@ -521,6 +526,19 @@ Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
   return c.error("qos, link, cable-length, ip, fault or pfc-storm");
 }
 
+// `interface swp1,swp3 ...`, `interface swp1-4 ...`: the same words on each.
+Status interface(SwitchConfig& cfg, Cursor& c, bool set) {
+  std::string name;
+  if (!c.value(name)) return c.error("an interface name (" + cfg.interface_range() + ")");
+  auto ports = cfg.find_interfaces(name);
+  if (!ports.ok()) return Status::error(c.path() + ": " + ports.status().message());
+  for (const uint16_t p : ports.value()) {
+    Cursor each = c;
+    if (Status s = interface_settings(cfg.interfaces[p], each, set); !s.ok()) return s;
+  }
+  return {};
+}
+
 Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
   PacketTrim& t = cfg.qos.trim;
   const PacketTrim def;
@@ -535,7 +553,7 @@ Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
   }
   if (c.accept("size")) {
     t.size = def.size;
-    return set ? read_int(c, t.size, 256, 1024, "a trim size in bytes") : Status{};
+    return set ? read_int(c, t.size, kTrimSizeRange.lo, kTrimSizeRange.hi, "a trim size in bytes") : Status{};
   }
   if (c.accept("remark")) {
     if (!c.accept("dscp")) return c.error("dscp");
@@ -573,7 +591,7 @@ Status static_route(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("interface")) {
       if (!c.value(s)) return c.error("an interface");
       const int idx = cfg.find_interface(s);
-      if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "'");
+      if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "' (" + cfg.interface_range() + ")");
       r.port = uint16_t(idx);
       have_port = true;
     } else {

@@ -18,7 +18,7 @@ Switch::Switch(std::string name, SwitchConfig cfg) : Node(std::move(name), cfg.n
   if (cfg_.interfaces.size() != cfg_.num_ports) {
     const size_t old = cfg_.interfaces.size();
     cfg_.interfaces.resize(cfg_.num_ports);
-    for (size_t i = old; i < cfg_.num_ports; i++) cfg_.interfaces[i].name = "swp" + std::to_string(i);
+    for (size_t i = old; i < cfg_.num_ports; i++) cfg_.interfaces[i].name = port_name(uint16_t(i));
   }
   ports_.reserve(cfg_.num_ports);
   for (uint16_t i = 0; i < cfg_.num_ports; i++) {

@@ -52,8 +52,12 @@ class Switch final : public Node {
   // NVUE-style commands: {"set","qos","roce","mode","lossless"},
   // {"unset","qos","roce"}, {"show","interface","swp1","qos","roce","counters"},
   // {"action","clear","interface","swp1","qos","roce","counters"}. `set`
-  // and `unset` apply at once; `show` fills `out`.
+  // and `unset` edit the pending configuration, {"config","apply"} applies
+  // it (switch/nvue_config.cc); `show` fills `out`, `config diff|show|apply`
+  // put their text there as a JSON string.
   Status nv(const std::vector<std::string>& words, nlohmann::json* out = nullptr);
+  // The pending configuration, if `nv set`/`nv unset` staged one.
+  const std::optional<SwitchConfig>& pending() const { return pending_; }
   void clear_counters();
   void clear_counters(uint16_t port);
 
@@ -71,6 +75,9 @@ class Switch final : public Node {
   nlohmann::json show_buffer_pools() const;
   nlohmann::json show_interface(uint16_t port) const;  // link, headroom, drops
   nlohmann::json show_routes() const;
+  // `nv show interface <if> counters qos [pfc-stats|egress-queue-stats] [-o json|yaml]`
+  // (switch/nvue_show.cc): NVUE's tables as text by default, rows as JSON with -o.
+  Status show_counters_qos(uint16_t port, const std::vector<std::string>& rest, nlohmann::json& out) const;
 
   // ---- state for tests and tools ----
   const Mmu& mmu() const { return mmu_; }
@@ -95,6 +102,9 @@ class Switch final : public Node {
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
 
  private:
+  Status nv_stage(const std::vector<std::string>& words);
+  Status nv_config(const std::vector<std::string>& words, nlohmann::json* out);
+
   struct WatchdogQueue {
     bool storm = false;
     Time detected_at{0};
@@ -199,6 +209,7 @@ class Switch final : public Node {
   nlohmann::json queue_json(const PortRuntime& p, uint8_t tc) const;
 
   SwitchConfig cfg_;
+  std::optional<SwitchConfig> pending_;  // staged by nv set/unset, applied by nv config apply
   bool started_ = false;
   Mmu mmu_;
   std::unique_ptr<RouteTable> routes_;

@@ -1,5 +1,8 @@
 #include "switch/switch_config.h"
 
+#include "switch/switch_fields.h"
+
+#include <algorithm>
 #include <set>
 
 namespace rocemu::sw {
@@ -53,18 +56,71 @@ SwitchConfig SwitchConfig::with_ports(uint16_t ports) {
   SwitchConfig c;
   c.num_ports = ports;
   c.interfaces.resize(ports);
-  for (uint16_t i = 0; i < ports; i++) c.interfaces[i].name = "swp" + std::to_string(i);
+  for (uint16_t i = 0; i < ports; i++) c.interfaces[i].name = port_name(i);
   return c;
+}
+
+std::string port_name(uint16_t index) { return "swp" + std::to_string(uint32_t(index) + 1); }
+
+std::optional<uint16_t> parse_port_name(std::string_view name) {
+  if (!name.starts_with("swp")) return std::nullopt;
+  const std::string_view digits = name.substr(3);
+  if (digits.empty() || digits.size() > 5 || digits[0] == '0') return std::nullopt;
+  uint32_t n = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    n = n * 10 + uint32_t(ch - '0');
+  }
+  if (n > 65536) return std::nullopt;
+  return uint16_t(n - 1);
 }
 
 int SwitchConfig::find_interface(std::string_view name) const {
   for (size_t i = 0; i < interfaces.size(); i++)
-    if (interfaces[i].name == name) return int(i);
-  if (!name.empty() && name.size() < 6 && name.find_first_not_of("0123456789") == std::string_view::npos) {
-    const int v = std::stoi(std::string(name));
-    if (v < num_ports) return v;
+    if (interfaces[i].name == name) return int(i);  // a topology may rename a port
+  const auto idx = parse_port_name(name);
+  return idx && *idx < num_ports ? int(*idx) : -1;
+}
+
+std::string SwitchConfig::interface_range() const {
+  if (num_ports == 0) return "no ports";
+  return num_ports == 1 ? port_name(0) : port_name(0) + ".." + port_name(uint16_t(num_ports - 1));
+}
+
+Result<std::vector<uint16_t>> SwitchConfig::find_interfaces(std::string_view list) const {
+  std::vector<uint16_t> out;
+  const auto add = [&](int idx) {
+    if (std::find(out.begin(), out.end(), uint16_t(idx)) == out.end()) out.push_back(uint16_t(idx));
+  };
+  const auto bad = [&](std::string_view item) {
+    return Status::error("no interface '" + std::string(item) + "' (" + interface_range() + ")");
+  };
+  const std::string_view whole = list;
+  for (bool more = true; more;) {
+    const auto comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    more = comma != std::string_view::npos;
+    if (more) list = list.substr(comma + 1);
+    if (item.empty()) return bad(whole);
+    if (const int idx = find_interface(item); idx >= 0) {
+      add(idx);
+      continue;
+    }
+    // A range, or a number continuing the list's prefix ("swp1,3").
+    const std::string name = item.starts_with("swp") || out.empty() ? std::string(item) : "swp" + std::string(item);
+    const auto dash = name.find('-');
+    if (dash == std::string::npos) {
+      const int idx = find_interface(name);
+      if (idx < 0) return bad(item);
+      add(idx);
+      continue;
+    }
+    const int lo = find_interface(name.substr(0, dash));
+    const int hi = find_interface("swp" + name.substr(dash + 1));
+    if (lo < 0 || hi < 0 || hi < lo) return bad(item);
+    for (int i = lo; i <= hi; i++) add(i);
   }
-  return -1;
+  return out;
 }
 
 wire::MacAddr SwitchConfig::port_mac(uint16_t port) const {
@@ -91,8 +147,9 @@ Status SwitchConfig::validate() const {
     if (f.mac && f.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
     if (f.speed && (*f.speed < 1000000 || *f.speed > 1600000000000ull))
       return err(at + ".speed", "must be between 1M and 1600G");
-    if (f.mtu && (*f.mtu < 68 || *f.mtu > 9216)) return err(at + ".mtu", "must be between 68 and 9216");
-    if (f.cable_length && *f.cable_length > 100000) return err(at + ".cable-length", "at most 100000 m");
+    for (const InterfaceIntField& row : kInterfaceIntFields)
+      if (const auto& v = f.*row.member)
+        if (Status s = row.range.check(*v, at + "." + std::string(row.yaml)); !s.ok()) return s;
     if (Status s = f.faults.validate(); !s.ok()) return err(at + ".faults", s.message());
     if (f.pfc_storm.enable && f.pfc_storm.priorities == 0)
       return err(at + ".pfc-storm.switch-priority", "a storm needs at least one priority");
@@ -151,9 +208,9 @@ Status SwitchConfig::validate() const {
     }
   }
   if (q.pfc.switch_priorities == 0xff) return err("qos.pfc.switch-priority", "at least one priority must stay lossy");
-  if (q.pfc.cable_length > 100000) return err("qos.pfc.cable-length", "at most 100000 m");
+  if (Status s = kCableLengthRange.check(q.pfc.cable_length, "qos.pfc.cable-length"); !s.ok()) return s;
   if (q.pfc.xoff && *q.pfc.xoff < 1024) return err("qos.pfc.xoff-threshold", "at least 1024 bytes");
-  if (q.pfc.pause_quanta < 2) return err("qos.pfc.pause-quanta", "at least 2 (it is refreshed at half)");
+  if (Status s = kPauseQuantaRange.check(q.pfc.pause_quanta, "qos.pfc.pause-quanta"); !s.ok()) return s;
   const PfcWatchdog& w = q.watchdog;
   if (w.polling_interval < ms(1) || w.polling_interval > ms(1000))
     return err("qos.pfc-watchdog.polling-interval", "must be between 1ms and 1000ms");
@@ -162,14 +219,14 @@ Status SwitchConfig::validate() const {
   if (w.restoration_time < ms(1) || w.restoration_time > ms(60000))
     return err("qos.pfc-watchdog.restoration-time", "must be between 1ms and 60000ms");
   const PacketTrim& t = q.trim;
-  if (t.size < 64 || t.size > 9216) return err("system.forwarding.packet-trim.size", "must be between 64 and 9216");
+  if (Status s = kTrimSizeRange.check(t.size, "system.forwarding.packet-trim.size"); !s.ok()) return s;
   if (t.remark_dscp > 63) return err("system.forwarding.packet-trim.remark.dscp", "must be 0..63");
   if (t.switch_priority > 7) return err("system.forwarding.packet-trim.switch-priority", "must be 0..7");
   if (t.enable && ((q.pfc.switch_priorities >> t.switch_priority) & 1))
     return err("system.forwarding.packet-trim.switch-priority", "must not be a PFC (lossless) priority");
   const BufferConfig& b = q.buffer;
   if (b.size < 64 * 1024 || b.size > (uint64_t(1) << 34)) return err("qos.buffer.size", "must be between 64KiB and 16GiB");
-  if (b.roce_pool_percent > 90) return err("qos.buffer.roce-pool-percent", "must be 0..90");
+  if (Status s = kRocePoolPercentRange.check(b.roce_pool_percent, "qos.buffer.roce-pool-percent"); !s.ok()) return s;
   for (auto [a, name] : {std::pair{b.ingress_lossy_alpha, "qos.buffer.ingress-lossy-alpha"},
                          {b.ingress_lossless_alpha, "qos.buffer.ingress-lossless-alpha"},
                          {b.egress_lossy_alpha, "qos.buffer.egress-lossy-alpha"}}) {

@@ -37,7 +37,7 @@ struct PfcStorm {
 };
 
 struct InterfaceConfig {
-  std::string name;                  // "swp0"... by port index
+  std::string name;                  // port_name(index): "swp1" is port 0
   std::optional<wire::MacAddr> mac;  // default: switch mac + port index
   std::optional<IpPrefix> address;   // answered to ARP as the host's gateway
   std::optional<uint64_t> speed;     // default: the attached link's rate
@@ -64,6 +64,13 @@ struct Neighbor {
   uint16_t port = 0;
 };
 
+// Switch ports are numbered as on Cumulus: port index 0 is swp1. These two
+// are the only places that know it.
+std::string port_name(uint16_t index);
+// The port index of "swp1", "swp2", ...; nullopt for anything else
+// ("swp0", "3", "swp01").
+std::optional<uint16_t> parse_port_name(std::string_view name);
+
 struct SwitchConfig {
   uint16_t num_ports = 0;
   wire::MacAddr mac{{0x02, 0x53, 0x57, 0x00, 0x00, 0x00}};  // port i = mac + i
@@ -73,12 +80,21 @@ struct SwitchConfig {
   bool proxy_arp = true;  // answer ARP for any routed address (hosts may ARP for their peer)
   QosConfig qos = qos_default_global();
 
-  // A configuration with `ports` interfaces named swp0..swpN-1.
+  // A configuration with `ports` interfaces named swp1..swpN (port_name).
   static SwitchConfig with_ports(uint16_t ports);
   // Checks every value; the message names the field ("qos.pfc.cable-length: ...").
   Status validate() const;
-  // Port index of "swp3" or "3"; -1 if none.
+  // Port index of an interface name ("swp3" is port 2, or the name the
+  // topology gave it); -1 if the switch
+  // has no such port. A bare number is not a name: it is refused.
   int find_interface(std::string_view name) const;
+  // "swp1..swp4", for messages about a name that is not one of them.
+  std::string interface_range() const;
+  // Ports of a list as NVUE takes it: "swp1", "swp1,swp3", "swp1-4",
+  // "swp1-2,5-6" (an item without "swp" continues the previous one's
+  // prefix); in the order given, each once. An unknown port, an empty or
+  // backwards range is an error naming the valid ones.
+  Result<std::vector<uint16_t>> find_interfaces(std::string_view list) const;
   wire::MacAddr port_mac(uint16_t port) const;
 };
 

@@ -1,6 +1,7 @@
 #include "switch/switch_kind.h"
 
 #include "switch/nvue.h"
+#include "switch/switch_fields.h"
 #include "switch/switch.h"
 
 namespace rocemu::sw {
@@ -143,14 +144,14 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
     ctx.check_keys(p, pf, {"switch-priority", "cable-length", "tx", "rx", "xoff-threshold", "xon-threshold", "pause-quanta"});
     if (p["switch-priority"])
       if (auto m = index_list(p["switch-priority"], pf + ".switch-priority", ctx)) qos.pfc.switch_priorities = *m;
-    read_int(p, "cable-length", pf, ctx, qos.pfc.cable_length, 0, 100000);
+    read_int(p, "cable-length", pf, ctx, qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi);
     read_bool(p, "tx", pf, ctx, qos.pfc.tx);
     read_bool(p, "rx", pf, ctx, qos.pfc.rx);
     if (p["xoff-threshold"])
       if (auto v = ctx.size(p["xoff-threshold"], pf + ".xoff-threshold")) qos.pfc.xoff = v;
     if (p["xon-threshold"])
       if (auto v = ctx.size(p["xon-threshold"], pf + ".xon-threshold")) qos.pfc.xon = v;
-    read_int(p, "pause-quanta", pf, ctx, qos.pfc.pause_quanta, 2, 0xffff);
+    read_int(p, "pause-quanta", pf, ctx, qos.pfc.pause_quanta, kPauseQuantaRange.lo, kPauseQuantaRange.hi);
   }
   if (const YAML::Node w = q["pfc-watchdog"]) {
     const std::string wf = f + ".pfc-watchdog";
@@ -167,7 +168,7 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
     const std::string tf = f + ".packet-trim";
     ctx.check_keys(t, tf, {"state", "size", "remark-dscp", "switch-priority", "traffic-class"});
     read_bool(t, "state", tf, ctx, qos.trim.enable);
-    read_int(t, "size", tf, ctx, qos.trim.size, 64, 9216);
+    read_int(t, "size", tf, ctx, qos.trim.size, kTrimSizeRange.lo, kTrimSizeRange.hi);
     read_int(t, "remark-dscp", tf, ctx, qos.trim.remark_dscp, 0, 63);
     read_int(t, "switch-priority", tf, ctx, qos.trim.switch_priority, 0, 7);
     if (t["traffic-class"])
@@ -177,7 +178,8 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
     const std::string bf = f + ".buffer";
     ctx.check_keys(b, bf, {"size", "roce-pool-percent", "ingress-lossy-alpha", "ingress-lossless-alpha",
                            "egress-lossy-alpha", "pg-reserved", "queue-reserved"});
-    read_int(b, "roce-pool-percent", bf, ctx, qos.buffer.roce_pool_percent, 0, 90);
+    read_int(b, "roce-pool-percent", bf, ctx, qos.buffer.roce_pool_percent, kRocePoolPercentRange.lo,
+             kRocePoolPercentRange.hi);
     read_double(b, "ingress-lossy-alpha", bf, ctx, qos.buffer.ingress_lossy_alpha, 0, 128);
     read_double(b, "ingress-lossless-alpha", bf, ctx, qos.buffer.ingress_lossless_alpha, 0, 128);
     read_double(b, "egress-lossy-alpha", bf, ctx, qos.buffer.egress_lossy_alpha, 0, 128);
@@ -214,10 +216,11 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
       ctx.error(n["address"], f + ".address", "'" + *s + "' is not an address with prefix (10.0.0.254/24)");
   }
   if (n["speed"]) i.speed = ctx.rate(n["speed"], f + ".speed");
-  if (n["mtu"])
-    if (auto v = ctx.integer(n["mtu"], f + ".mtu", 68, 9216)) i.mtu = uint32_t(*v);
-  if (n["cable-length"])
-    if (auto v = ctx.integer(n["cable-length"], f + ".cable-length", 0, 100000)) i.cable_length = uint32_t(*v);
+  for (const InterfaceIntField& row : kInterfaceIntFields) {
+    const std::string key(row.yaml);
+    if (n[key])
+      if (auto v = ctx.integer(n[key], f + "." + key, row.range.lo, row.range.hi)) i.*row.member = uint32_t(*v);
+  }
   if (n["pfc-watchdog"]) {
     bool on = false;
     read_bool(n, "pfc-watchdog", f, ctx, on);
@@ -233,7 +236,7 @@ std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& fi
   if (!s) return std::nullopt;
   const int idx = cfg.find_interface(*s);
   if (idx < 0) {
-    ctx.error(n, field, "no interface '" + *s + "'");
+    ctx.error(n, field, "no interface '" + *s + "' (the switch has " + cfg.interface_range() + ")");
     return std::nullopt;
   }
   return uint16_t(idx);
@@ -271,14 +274,13 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
   read_bool(n, "proxy-arp", f, ctx, cfg.proxy_arp);
   if (const YAML::Node ifs = n["interfaces"]) {
     if (!ifs.IsMap()) {
-      ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp0, ...) to settings");
+      ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp1, ...) to settings");
     } else {
       for (const auto& kv : ifs) {
         const std::string key = kv.first.Scalar();
         const int idx = cfg.find_interface(key);
         if (idx < 0) {
-          ctx.error(kv.first, f + ".interfaces." + key, "no such port (the switch has swp0..swp" +
-                                                         std::to_string(ports - 1) + ")");
+          ctx.error(kv.first, f + ".interfaces." + key, "no such port (the switch has " + cfg.interface_range() + ")");
           continue;
         }
         parse_interface(kv.second, f + ".interfaces." + key, ctx, cfg.interfaces[size_t(idx)]);

@@ -1,21 +1,20 @@
-// Switch::nv: NVUE-style set/unset/show/action on a running switch.
+// Switch::nv: NVUE-style set/unset/config/show/action on a running switch.
 #include "switch/nvue.h"
 #include "switch/switch.h"
 
 namespace rocemu::sw {
 
 Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
-  if (words.empty()) return Status::error("nv: expected set, unset, show or action");
+  if (words.empty()) return Status::error("nv: expected set, unset, config, show or action");
   const std::string& verb = words[0];
-  if (verb == "set" || verb == "unset") {
-    SwitchConfig next = cfg_;
-    if (Status s = nv_edit(next, words); !s.ok()) return s;
-    return apply(next);
-  }
+  if (verb == "set" || verb == "unset") return nv_stage(words);
+  if (verb == "config") return nv_config(words, out);
   auto at = [&](size_t i) -> std::string { return i < words.size() ? words[i] : std::string(); };
-  auto port_of = [&](const std::string& name, int& port) -> Status {
-    port = cfg_.find_interface(name);
-    if (port < 0) return Status::error("nv " + verb + " interface: no interface '" + name + "'");
+  // One port, or a list or range of them (swp1,swp3, swp1-4).
+  auto ports_of = [&](const std::string& name, std::vector<uint16_t>& ports) -> Status {
+    auto p = cfg_.find_interfaces(name);
+    if (!p.ok()) return Status::error("nv " + verb + " interface: " + p.status().message());
+    ports = std::move(p.value());
     return {};
   };
   if (verb == "action") {
@@ -28,9 +27,9 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
       return true;
     };
     if (at(1) == "clear" && at(2) == "interface" && is({"qos", "roce", "counters"}, 4)) {
-      int port;
-      if (Status s = port_of(at(3), port); !s.ok()) return s;
-      clear_counters(uint16_t(port));
+      std::vector<uint16_t> ports;
+      if (Status s = ports_of(at(3), ports); !s.ok()) return s;
+      for (const uint16_t p : ports) clear_counters(p);
       return {};
     }
     if (is({"clear", "qos", "counters"}, 1)) {
@@ -39,7 +38,7 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     }
     return Status::error("nv action: expected `clear interface <if> qos roce counters` or `clear qos counters`");
   }
-  if (verb != "show") return Status::error("nv: expected set, unset, show or action, got '" + verb + "'");
+  if (verb != "show") return Status::error("nv: expected set, unset, config, show or action, got '" + verb + "'");
   nlohmann::json j;
   const std::string what = at(1);
   if (what == "qos" && at(2) == "roce") {
@@ -49,10 +48,25 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
   } else if (what == "qos" && at(2) == "pfc-watchdog") {
     j = show_pfc_watchdog();
   } else if (what == "interface" && words.size() >= 3) {
-    int port;
-    if (Status s = port_of(at(2), port); !s.ok()) return s;
-    const uint16_t p = uint16_t(port);
-    if (at(3) == "qos" && at(4) == "roce" && at(5) == "counters") {
+    std::vector<uint16_t> ports;
+    if (Status s = ports_of(at(2), ports); !s.ok()) return s;
+    // Several ports: each one's view under its name.
+    if (ports.size() > 1) {
+      for (const uint16_t p : ports) {
+        std::vector<std::string> one = words;
+        one[2] = cfg_.interfaces[p].name;
+        nlohmann::json v;
+        if (Status s = nv(one, &v); !s.ok()) return s;
+        j[cfg_.interfaces[p].name] = std::move(v);
+      }
+      if (out != nullptr) *out = std::move(j);
+      return {};
+    }
+    const uint16_t p = ports.front();
+    if (at(3) == "counters" && at(4) == "qos") {
+      if (Status s = show_counters_qos(p, std::vector<std::string>(words.begin() + 5, words.end()), j); !s.ok())
+        return s;
+    } else if (at(3) == "qos" && at(4) == "roce" && at(5) == "counters") {
       j = show_roce_counters(p);
     } else if (at(3) == "qos" && at(4) == "roce" && (at(5) == "status" || at(5).empty())) {
       j = show_roce_status(p);
@@ -65,7 +79,8 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
     } else if (at(3).empty()) {
       j = show_interface(p);
     } else {
-      return Status::error("nv show interface " + at(2) + ": expected qos roce counters, qos roce status, "
+      return Status::error("nv show interface " + at(2) +
+                           ": expected counters qos, qos roce counters, qos roce status, "
                            "qos pfc-watchdog, queue or priority-group");
     }
   } else if (what == "pfc") {
@@ -73,9 +88,10 @@ Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
   } else if (what == "pfcwd") {
     j = show_pfc_watchdog();
   } else if (what == "queue" && words.size() >= 4) {
-    int port;
-    if (Status s = port_of(at(3), port); !s.ok()) return s;
-    j = show_queue_counters(uint16_t(port));
+    std::vector<uint16_t> ports;
+    if (Status s = ports_of(at(3), ports); !s.ok()) return s;
+    if (ports.size() != 1) return Status::error("nv show queue counters: one interface, got '" + at(3) + "'");
+    j = show_queue_counters(ports.front());
   } else if (what == "vrf" || what == "route" || what == "router") {
     j = show_routes();
   } else {

@@ -85,24 +85,31 @@ TEST_CASE("--help never reaches the engine: `down --help` leaves it running", "[
 
 TEST_CASE("Ports are named as on the switch; unknown ones are errors naming the valid ones", "[e2e][cli]") {
   Fabric f;
-  // The built-in fabric: h1 on sw1's swp0, h2 on swp1.
-  auto [st, out] = f.rocemu({"fault", "add", "sw1:swp1", "loss", "1%"});
+  // The built-in fabric: h1 on sw1's swp1, h2 on swp2.
+  auto [st, out] = f.rocemu({"fault", "add", "sw1:swp2", "loss", "1%"});
   INFO(out);
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("sw1:swp1") && Catch::Contains("h2:0-sw1:1"));
+  CHECK_THAT(out, Catch::Contains("sw1:swp2") && Catch::Contains("h2:0-sw1:1"));
   std::tie(st, out) = f.rocemu({"fault", "clear", "sw1:1"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("h2:0-sw1:1"));
-  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp7", "loss", "1%"});
+  // swp1 is port 0, h1's link (on the old numbering it was h2's); there is no swp0.
+  std::tie(st, out) = f.rocemu({"fault", "clear", "sw1:swp1"});
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::Contains("h1:0-sw1:0"));
+  std::tie(st, out) = f.rocemu({"fault", "clear", "sw1:swp0"});
   CHECK(st == 2);
-  CHECK_THAT(out, Catch::Contains("no port 'swp7' on sw1 (ports: swp0, swp1)"));
+  CHECK_THAT(out, Catch::Contains("no port 'swp0' on sw1 (ports: swp1, swp2)"));
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp8", "loss", "1%"});
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("no port 'swp8' on sw1 (ports: swp1, swp2)"));
   std::tie(st, out) = f.rocemu({"fault", "add", "h9", "loss", "1%"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::Contains("no node named 'h9' (nodes: h1, h2, sw1)"));
-  const std::string pcap = f.dir() + "/swp1.pcapng";
-  std::tie(st, out) = f.rocemu({"capture", "sw1:swp1", "-w", pcap});
+  const std::string pcap = f.dir() + "/swp2.pcapng";
+  std::tie(st, out) = f.rocemu({"capture", "sw1:swp2", "-w", pcap});
   CHECK(st == 0);
-  CHECK_THAT(out, Catch::Contains("capture 1: sw1:swp1"));
+  CHECK_THAT(out, Catch::Contains("capture 1: sw1:swp2"));
   std::tie(st, out) = f.rocemu({"capture", "sw1:bogus", "-w", pcap});
   CHECK(st == 2);
 }
@@ -206,7 +213,7 @@ TEST_CASE("rocemu fault add, list, del, clear: faults add up, each counts what i
   CHECK(out == "rocemu fault: no fault 1 (faults: 2, 3)\n");
   std::tie(st, out) = f.rocemu({"fault", "list"});
   CHECK_THAT(out, !Catch::Contains("loss 1%") && Catch::Contains("delay 20us"));
-  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp1", "pfc-storm", "prio", "3"});
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp2", "pfc-storm", "prio", "3"});
   INFO(out);
   CHECK(st == 0);
   std::tie(st, out) = f.rocemu({"fault", "list"});
@@ -305,7 +312,7 @@ TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it 
   std::string env;
   for (const auto& e : f.env()) env += e + " ";
   Process tshark = spawn({"/bin/sh", "-c",
-                          env + bin("rocemu") + " capture sw1:swp1 -w - -c 200 | /usr/bin/tshark -n -r - -T fields "
+                          env + bin("rocemu") + " capture sw1:swp2 -w - -c 200 | /usr/bin/tshark -n -r - -T fields "
                                                 "-e frame.packet_flags_direction -e infiniband.bth.opcode"});
   REQUIRE(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("capture 1:") != std::string::npos; },
                      std::chrono::seconds(30), {&tshark}));
@@ -328,7 +335,7 @@ TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it 
     CHECK((dir == 1 || dir == 2));
   }
   CHECK(frames == 200);  // -c 200, and the capture ended the stream
-  CHECK(out_dir > 0);    // sw1:swp1 sends h2 the WRITEs
+  CHECK(out_dir > 0);    // sw1:swp2 sends h2 the WRITEs
   CHECK(in_dir > 0);     // and gets its ACKs
   CHECK_THAT(f.rocemu({"capture", "list"}).second, Catch::Contains("no capture is running"));
 }

@@ -50,7 +50,7 @@ TEST_CASE("DSCP mismatch with real NICs: DSCP 24 is non-RoCE in TC0, unprotected
   REQUIRE(r.failure.empty());
   // ... but the switch saw no RoCE: all of it was non-RoCE, in and out.
   for (uint16_t p = 0; p < 4; p++) {
-    INFO("swp" << p);
+    INFO(sw::port_name(p));
     CHECK(s.sw->counters(p)[PC::rx_roce_packets] == 0);
     CHECK(s.sw->counters(p)[PC::rx_non_roce_packets] > 0);
   }

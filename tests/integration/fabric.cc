@@ -32,7 +32,8 @@ std::string star_yaml(const StarSpec& s) {
     << "    kind: switch\n"
     << "    ports: " << s.hosts << "\n"
     << "    interfaces:\n";
-  for (int i = 0; i < s.hosts; i++) y << "      swp" << i << ": {address: 10.0." << i << ".254/24}\n";
+  for (int i = 0; i < s.hosts; i++)
+    y << "      " << sw::port_name(uint16_t(i)) << ": {address: 10.0." << i << ".254/24}\n";
   y << "    qos:\n"
     << "      roce: {mode: " << s.roce_mode << "}\n";
   if (!s.buffer_size.empty()) y << "      buffer: {size: " << s.buffer_size << "}\n";

@@ -1,5 +1,5 @@
 // Real emulated NICs behind the real switch, in virtual time: a star of
-// `hosts` NICs (host i is 10.0.i.1/24 behind gateway 10.0.i.254 on swp<i>),
+// `hosts` NICs (host i is 10.0.i.1/24 behind gateway 10.0.i.254 on swp<i+1>),
 // built from a topology file as `rocemu sim` would build it, with an
 // in-process verbs host (SimHost) on every NIC.
 #pragma once

@@ -16,7 +16,7 @@ using PC = sw::PortCounters;
 
 namespace {
 
-constexpr uint16_t kBottleneck = 4;  // swp4 leads to the receiver, h4
+constexpr uint16_t kBottleneck = 4;  // swp5 leads to the receiver, h4
 constexpr uint8_t kRoceTc = 3;
 constexpr uint8_t kTrimTc = 0;       // trim switch-priority 4 -> TC0 in the RoCE profile
 
@@ -61,6 +61,7 @@ LossyRun lossy_incast(const std::string& recovery, bool trim, uint64_t seed = 1)
     // As an operator would: NVUE commands on the running switch.
     REQUIRE(s.sw->nv({"set", "system", "forwarding", "packet-trim", "state", "enabled"}).ok());
     REQUIRE(s.sw->nv({"set", "system", "forwarding", "packet-trim", "traffic-class", "3"}).ok());
+    REQUIRE(s.sw->nv({"config", "apply"}).ok());
     REQUIRE(s.sw->config().qos.trim.enable);
   }
   IncastSpec is;

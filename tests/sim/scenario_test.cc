@@ -24,8 +24,8 @@ topology:
       kind: switch
       ports: 2
       interfaces:
-        swp0: {address: 10.0.0.254/24}
-        swp1: {address: 10.0.1.254/24}
+        swp1: {address: 10.0.0.254/24}
+        swp2: {address: 10.0.1.254/24}
   links:
     - {a: h0, b: "sw1:0", rate: 100X}
     - {a: h1, b: "sw1:1"}
@@ -35,7 +35,7 @@ workloads:
   - {from: h0, to: h1, count: 1, mtu: 1000, dscp: 64, on_off: {on: 0us, off: 5us}}
 faults:
   - {at: 1ms, link: "h0:3", set: {loss: 2}}
-  - {at: 1ms, port: "sw1:swp7", clear: true}
+  - {at: 1ms, port: "sw1:swp8", clear: true}
   - {link: h0, set: {delay: 5us}, pfc_storm: {switch-priority: [3]}}
 nv:
   - {switch: sw1, command: "set qos roce mode lossles"}
@@ -70,7 +70,7 @@ TEST_CASE("A bad scenario file is rejected whole, every error naming file:line:f
       "bad.yaml:20: workloads[2].on_off.on: must be longer than 0",
       "bad.yaml:22: faults[0].link: no link at 'h0:3'",
       "bad.yaml:22: faults[0].set.loss: 2 is out of range [0, 1]",
-      "bad.yaml:23: faults[1].port: sw1 has no interface 'swp7'",
+      "bad.yaml:23: faults[1].port: sw1 has no interface 'swp8'",
       "bad.yaml:24: faults[2].at: every fault needs a time",
       "bad.yaml:24: faults[2].pfc_storm: only a switch port",
       "bad.yaml:26: nv[0].command: ",  // the switch's own message follows
@@ -116,7 +116,7 @@ TEST_CASE("Scenario files: topology_file, missing topology, YAML syntax", "[sim]
 TEST_CASE("A good scenario reads into flows, a sorted schedule and expectations", "[sim][scenario]") {
   const std::string extra = R"(faults:
   - {at: 300us, link: "sw1:2", direction: out, set: {loss: 0.5}}
-  - {at: 100us, port: "sw1:swp0", pfc_storm: {switch-priority: [3]}}
+  - {at: 100us, port: "sw1:swp1", pfc_storm: {switch-priority: [3]}}
 nv:
   - {at: 200us, switch: sw1, command: "set qos roce mode lossy"}
 )";

@@ -43,9 +43,9 @@ topology:
       kind: switch
       ports: 3
       interfaces:
-        swp0: {address: 10.0.0.254/24}
-        swp1: {address: 10.0.1.254/24}
-        swp2: {address: 10.0.2.254/24}
+        swp1: {address: 10.0.0.254/24}
+        swp2: {address: 10.0.1.254/24}
+        swp3: {address: 10.0.2.254/24}
       qos: {roce: lossless}
   links:
     - {a: h0, b: "sw1:0", rate: 100G, delay: 1us}

@@ -1,5 +1,5 @@
 // A star fabric for switch scenarios: one switch, host i on port i
-// (10.0.i.1, gateway 10.0.i.254 on swp<i>), 100G links.
+// (10.0.i.1, gateway 10.0.i.254 on swp<i+1>), 100G links.
 #pragma once
 
 #include <memory>

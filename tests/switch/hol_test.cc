@@ -3,10 +3,10 @@
 // there into the hosts, slowing an innocent flow that shares the paused
 // priority but goes elsewhere; a flow on another priority is untouched.
 //
-//   A ---swp0\                       /swp1--- R1  (congested)
-//             sw1 swp2 ===== swp0 sw2
-//   B ---swp1/                       \swp2--- R2  (innocent destination)
-//                                     \swp3--- C, swp4--- D
+//   A ---swp1\                       /swp2--- R1  (congested)
+//             sw1 swp3 ===== swp1 sw2
+//   B ---swp2/                       \swp3--- R2  (innocent destination)
+//                                     \swp4--- C, swp5--- D
 #include <catch2/catch.hpp>
 
 #include <array>

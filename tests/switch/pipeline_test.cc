@@ -173,6 +173,7 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
 
   // Lossy, live: PFC stops (XON for what was asserted), TC3 drops begin.
   REQUIRE(s.sw->nv({"set", "qos", "roce", "mode", "lossy"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   s.engine->run_until(us(600));
   const uint64_t pfc_switch = s.sw->pfc_tx_frames(0, 3);
   s.engine->run_until(us(1900));
@@ -186,18 +187,45 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(j["congestion-control"]["min-threshold"]["applied"] == "146.48 KB");
   CHECK(j["congestion-control"]["max-threshold"]["applied"] == "1.43 MB");
   CHECK(j["trust"]["trust-mode"]["applied"] == "pcp,dscp");
-  REQUIRE(s.sw->nv({"show", "interface", "swp2", "qos", "roce", "counters"}, &j).ok());
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "qos", "roce", "counters"}, &j).ok());
   CHECK(j["tx-roce-stats"]["unicast-no-buffer-discard"].get<uint64_t>() > 0);
   for (const char* g : {"rx-pfc-stats", "tx-pfc-stats", "rx-roce-stats", "rx-non-roce-stats", "tx-roce-stats",
                         "tx-cnp-stats", "tx-ecn-stats"})
     CHECK(j.contains(g));
-  REQUIRE(s.sw->nv({"show", "interface", "swp2", "queue"}, &j).ok());
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "queue"}, &j).ok());
   CHECK(j[3]["drop-packets"].get<uint64_t>() > 0);
   REQUIRE(s.sw->nv({"show", "pfc", "counters"}, &j).ok());
-  CHECK(j["swp0"]["tx"][3] == pfc_switch);
+  CHECK(j["swp1"]["tx"][3] == pfc_switch);
+  // NVUE's counters qos views: rows in NVUE's columns with -o json, a table by default.
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats", "-o", "json"}, &j).ok());
+  REQUIRE(j.size() == 8);
+  CHECK(j[3]["switch-priority"] == 3);
+  CHECK(j[3]["tx-pause-frames"] == pfc_switch);
+  CHECK(j[3]["tx-pause-duration"] == uint64_t(to_ns(s.sw->tx_pause_duration(0, 3, s.now())) / 1000));
+  CHECK(j[3]["tx-pause-duration"].get<uint64_t>() > 0);
+  CHECK(j[0]["tx-pause-frames"] == 0);
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "counters", "qos", "egress-queue-stats", "-o", "json"}, &j).ok());
+  const auto& q3 = s.sw->queue_counters(2, 3);
+  CHECK(j[3]["traffic-class"] == 3);
+  CHECK(j[3]["tx-frames"] == q3[sw::QueueCounters::packets]);
+  CHECK(j[3]["tx-bytes"] == q3[sw::QueueCounters::bytes]);
+  CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() + j[3]["wred-discards"].get<uint64_t>() ==
+        q3[sw::QueueCounters::drop_packets]);
+  CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() > 0);
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats"}, &j).ok());
+  const std::string table = j.get<std::string>();
+  INFO(table);
+  CHECK(table.rfind("switch-priority  rx-pause-frames  rx-pause-duration  tx-pause-frames  tx-pause-duration\n"
+                    "---------------  ---------------", 0) == 0);
+  CHECK(table.find("\n3                ") != std::string::npos);
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos"}, &j).ok());
+  CHECK_THAT(j.get<std::string>(), Catch::Contains("pfc-stats\n=========\n") &&
+                                       Catch::Contains("egress-queue-stats\n==================\n"));
+  CHECK(!s.sw->nv({"show", "interface", "swp1", "counters", "qos", "bogus"}).ok());
 
   // Back to the non-RoCE default.
   REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
   CHECK(j["enable"]["applied"] == "off");
   CHECK(s.sw->config().qos.mapping.trust == sw::Trust::kL2);
@@ -207,8 +235,8 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   REQUIRE(before > 0);
   CHECK_FALSE(s.sw->nv({"action", "clear", "bogus", "words"}).ok());
   CHECK_FALSE(s.sw->nv({"action", "clear", "qos", "counters", "now"}).ok());
-  CHECK_FALSE(s.sw->nv({"action", "clear", "interface", "swp2"}).ok());
+  CHECK_FALSE(s.sw->nv({"action", "clear", "interface", "swp3"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == before);
-  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp2", "qos", "roce", "counters"}).ok());
+  REQUIRE(s.sw->nv({"action", "clear", "interface", "swp3", "qos", "roce", "counters"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
 }

@@ -344,7 +344,7 @@ TEST_CASE("Configuration is validated whole and errors name the field", "[unit][
         c.qos.trim.switch_priority = 3;
       },
       "packet-trim.switch-priority");
-  bad([](SwitchConfig& c) { c.interfaces[1].faults.loss = 2; }, "interfaces.swp1.faults");
+  bad([](SwitchConfig& c) { c.interfaces[1].faults.loss = 2; }, "interfaces.swp2.faults");
   bad([](SwitchConfig& c) { c.routes.push_back(Route{*IpPrefix::parse("10.0.0.0/8"), 9, {}, {}}); },
       "routes[0].interface");
 
@@ -363,15 +363,15 @@ TEST_CASE("Configuration is validated whole and errors name the field", "[unit][
   CHECK(c.qos.congestion[3].wred.probability == 20);
   REQUIRE(nv_edit(c, {"set", "qos", "pfc", "default-global", "cable-length", "5"}).ok());
   CHECK(c.qos.pfc.cable_length == 5);
-  REQUIRE(nv_edit(c, {"set", "interface", "swp2", "qos", "pfc-watchdog"}).ok());
+  REQUIRE(nv_edit(c, {"set", "interface", "swp3", "qos", "pfc-watchdog"}).ok());
   CHECK(c.interfaces[2].pfc_watchdog == true);
   REQUIRE(nv_edit(c, {"set", "system", "forwarding", "packet-trim", "state", "enabled"}).ok());
   CHECK(c.qos.trim.enable);
   REQUIRE(nv_edit(c, {"set", "vrf", "default", "router", "static", "10.9.0.0/16", "via", "10.0.1.1", "interface",
-                      "swp1"})
+                      "swp2"})
               .ok());
   CHECK(c.routes.size() == 1);
-  REQUIRE(nv_edit(c, {"set", "interface", "swp0", "fault", "loss", "0.01"}).ok());
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1", "fault", "loss", "0.01"}).ok());
   CHECK(c.interfaces[0].faults.loss == 0.01);
   CHECK(c.validate().ok());
   CHECK(parse_index_list("0,3") == uint8_t(0x09));
@@ -389,12 +389,12 @@ nodes:
     kind: switch
     ports: 3
     interfaces:
-      swp0: {address: 10.0.0.254/24, cable-length: 300, pfc-watchdog: enabled}
-      swp2: {speed: 25G, faults: {loss: 0.01}, pfc-storm: {switch-priority: [3]}}
+      swp1: {address: 10.0.0.254/24, cable-length: 300, pfc-watchdog: enabled}
+      swp3: {speed: 25G, faults: {loss: 0.01}, pfc-storm: {switch-priority: [3]}}
     routes:
-      - {prefix: 10.1.0.0/16, via: 10.0.0.1, interface: swp0}
+      - {prefix: 10.1.0.0/16, via: 10.0.0.1, interface: swp1}
     neighbors:
-      - {ip: 10.0.0.1, mac: "02:00:00:00:00:01", interface: swp0}
+      - {ip: 10.0.0.1, mac: "02:00:00:00:00:01", interface: swp1}
     qos:
       roce: {mode: lossless}
       congestion-control: {3: {min-threshold: 100KB, max-threshold: 1MB, probability: 50}}
@@ -425,7 +425,7 @@ nodes:
     kind: switch
     ports: 2
     interfaces:
-      swp5: {mtu: 9000}
+      swp6: {mtu: 9000}
     qos:
       roce: {mode: losless}
       congestion-control: {3: {min-threshold: 2MB, max-threshold: 1MB}}
@@ -435,7 +435,7 @@ nodes:
   REQUIRE(!t2.ok());
   const std::string msg = t2.status().message();
   INFO(msg);
-  CHECK(msg.find("bad.yaml:7: nodes.sw1.interfaces.swp5") != std::string::npos);
+  CHECK(msg.find("bad.yaml:7: nodes.sw1.interfaces.swp6") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.roce.mode") != std::string::npos);
   CHECK(msg.find("nodes.sw1.qos.pfc.cable-lenght: unknown field") != std::string::npos);
 }
@@ -483,4 +483,141 @@ TEST_CASE("The YAML example in switch/README.md parses and validates", "[unit][s
   CHECK(cfg.qos.trim.enable);
   CHECK(cfg.interfaces[3].pfc_storm.enable);
   CHECK(cfg.qos.pfc.xoff == uint64_t(100000));
+}
+
+TEST_CASE("Switch ports are numbered as on Cumulus: port 0 is swp1, a bare number is not a name", "[unit][switch]") {
+  CHECK(port_name(0) == "swp1");
+  CHECK(port_name(31) == "swp32");
+  CHECK(parse_port_name("swp1") == uint16_t(0));
+  CHECK(parse_port_name("swp32") == uint16_t(31));
+  for (const char* bad : {"swp0", "swp", "swp01", "3", "swp1x", "eth1", "swp-1", "swp70000"}) {
+    INFO(bad);
+    CHECK(!parse_port_name(bad));
+  }
+  const SwitchConfig cfg = SwitchConfig::with_ports(4);
+  CHECK(cfg.interfaces[0].name == "swp1");
+  CHECK(cfg.interfaces[3].name == "swp4");
+  CHECK(cfg.find_interface("swp1") == 0);
+  CHECK(cfg.find_interface("swp4") == 3);
+  CHECK(cfg.find_interface("swp5") == -1);
+  CHECK(cfg.find_interface("swp0") == -1);
+  CHECK(cfg.find_interface("1") == -1);  // refused: was port 1 (swp2), a bare number reads as either
+  CHECK(cfg.interface_range() == "swp1..swp4");
+
+  // NVUE and the topology's interface keys, routes and neighbours use the same names.
+  SwitchConfig c = cfg;
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1", "link", "mtu", "1500"}).ok());
+  CHECK(c.interfaces[0].mtu == 1500u);
+  const Status s = nv_edit(c, {"set", "interface", "swp0", "link", "mtu", "1500"});
+  CHECK(s.message() == "nv set interface swp0: no interface 'swp0' (swp1..swp4)");
+  CHECK(!nv_edit(c, {"set", "interface", "2", "link", "mtu", "1500"}).ok());
+
+  NodeKindRegistry reg;
+  register_basic_kinds(reg);
+  register_switch_kinds(reg);
+  auto topo = parse_topology(R"(
+nodes:
+  sw1:
+    kind: switch
+    ports: 2
+    interfaces:
+      swp1: {mtu: 1500}
+      swp2: {mtu: 9000}
+    routes:
+      - {prefix: 10.1.0.0/16, interface: swp2}
+)",
+                             "t.yaml", reg);
+  INFO(topo.status().message());
+  REQUIRE(topo.ok());
+  const auto& y = std::any_cast<const SwitchConfig&>(topo.value().nodes[0].config);
+  CHECK(y.interfaces[0].mtu == 1500u);
+  CHECK(y.interfaces[1].mtu == 9000u);
+  CHECK(y.routes.at(0).port == 1);
+  auto bad = parse_topology(
+      "nodes:\n  sw1:\n    kind: switch\n    ports: 2\n    interfaces:\n      swp0: {mtu: 1500}\n",
+      "b.yaml", reg);
+  REQUIRE(!bad.ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("interfaces.swp0: no such port (the switch has swp1..swp2)"));
+}
+
+TEST_CASE("Lists and ranges of ports as NVUE takes them: swp1,swp3, swp1-4, swp1-2,4", "[unit][switch]") {
+  const SwitchConfig cfg = SwitchConfig::with_ports(6);
+  const auto ports = [&](const char* list) {
+    auto r = cfg.find_interfaces(list);
+    INFO(list << ": " << r.status().message());
+    REQUIRE(r.ok());
+    return r.value();
+  };
+  CHECK(ports("swp2") == std::vector<uint16_t>{1});
+  CHECK(ports("swp1,swp3") == std::vector<uint16_t>{0, 2});
+  CHECK(ports("swp1-4") == std::vector<uint16_t>{0, 1, 2, 3});
+  CHECK(ports("swp1-2,5-6") == std::vector<uint16_t>{0, 1, 4, 5});
+  CHECK(ports("swp3,1") == std::vector<uint16_t>{2, 0});
+  CHECK(ports("swp2,swp1-3") == std::vector<uint16_t>{1, 0, 2});  // each once
+  for (const char* bad : {"", "swp0-2", "swp1-7", "swp3-1", "swp1,", "swp1,swp9", "1-2", "swp1-x"}) {
+    INFO(bad);
+    auto r = cfg.find_interfaces(bad);
+    CHECK(!r.ok());
+    if (!r.ok()) CHECK_THAT(r.status().message(), Catch::Contains("(swp1..swp6)"));
+  }
+  // The same words on each port of the list; a bad one changes nothing.
+  SwitchConfig c = cfg;
+  REQUIRE(nv_edit(c, {"set", "interface", "swp1,swp3-4", "link", "mtu", "4200"}).ok());
+  CHECK(c.interfaces[0].mtu == 4200u);
+  CHECK(!c.interfaces[1].mtu);
+  CHECK(c.interfaces[2].mtu == 4200u);
+  CHECK(c.interfaces[3].mtu == 4200u);
+  REQUIRE(nv_edit(c, {"unset", "interface", "swp1-6", "link", "mtu"}).ok());
+  for (const auto& f : c.interfaces) CHECK(!f.mtu);
+  const Status s = nv_edit(c, {"set", "interface", "swp1-9", "link", "mtu", "4200"});
+  CHECK(s.message() == "nv set interface swp1-9: no interface 'swp1-9' (swp1..swp6)");
+}
+
+namespace {
+
+// A switch section with one setting, through the topology reader.
+Status yaml_takes(const std::string& section) {
+  NodeKindRegistry reg;
+  register_basic_kinds(reg);
+  register_switch_kinds(reg);
+  auto t = parse_topology("nodes:\n  sw1:\n    kind: switch\n    ports: 2\n" + section, "f.yaml", reg);
+  return t.ok() ? Status{} : t.status();
+}
+
+}  // namespace
+
+TEST_CASE("One range per setting: YAML, NVUE and validate take the same values", "[unit][switch]") {
+  struct Row {
+    const char* nv;       // nv set words before the value
+    const char* yaml;     // section with {} for the value
+    int64_t lo, hi;
+  };
+  const Row rows[] = {
+      {"interface swp1 link mtu", "    interfaces: {swp1: {mtu: {}}}\n", 68, 9216},
+      {"interface swp1 cable-length", "    interfaces: {swp1: {cable-length: {}}}\n", 0, 100000},
+      {"qos pfc cable-length", "    qos: {pfc: {cable-length: {}}}\n", 0, 100000},
+      {"qos roce cable-length", "    qos: {roce: lossless, pfc: {cable-length: {}}}\n", 0, 100000},
+      {"qos pfc pause-quanta", "    qos: {pfc: {pause-quanta: {}}}\n", 2, 0xffff},
+      {"system forwarding packet-trim size", "    qos: {packet-trim: {size: {}}}\n", 64, 9216},
+      {"qos buffer roce-pool-percent", "    qos: {roce: lossless, buffer: {roce-pool-percent: {}}}\n", 0, 90},
+  };
+  for (const Row& r : rows) {
+    for (const int64_t v : {r.lo - 1, r.lo, r.hi, r.hi + 1}) {
+      const bool in = v >= r.lo && v <= r.hi;
+      std::vector<std::string> words = {"set"};
+      std::istringstream ws(r.nv);
+      for (std::string w; ws >> w;) words.push_back(w);
+      words.push_back(std::to_string(v));
+      SwitchConfig c = SwitchConfig::with_ports(2);
+      c.qos = qos_roce_profile(RoceMode::kLossless);
+      Status nv = nv_edit(c, words);
+      if (nv.ok()) nv = c.validate();
+      std::string y = r.yaml;
+      y.replace(y.find("{}"), 2, std::to_string(v));
+      const Status yaml = yaml_takes(y);
+      INFO(r.nv << " " << v << ": nv says '" << nv.message() << "', yaml says '" << yaml.message() << "'");
+      CHECK(nv.ok() == in);
+      CHECK(yaml.ok() == in);
+    }
+  }
 }

@@ -76,8 +76,8 @@ TEST_CASE("PFC storm: the watchdog detects it in time, drops, and restores", "[s
   CHECK(!s.sw->watchdog_storm(1, 3));
   CHECK(r.received_after_restore > 50);
   const auto show = s.sw->show_pfc_watchdog();
-  CHECK(show["queues"]["swp1"]["3"]["storm-detected"] == 1);
-  CHECK(show["queues"]["swp1"]["3"]["status"] == "operational");
+  CHECK(show["queues"]["swp2"]["3"]["storm-detected"] == 1);
+  CHECK(show["queues"]["swp2"]["3"]["status"] == "operational");
 }
 
 TEST_CASE("PFC storm with action forward: received PFC is ignored while in storm", "[sim][switch]") {
@@ -121,7 +121,8 @@ TEST_CASE("A switch port configured to storm emits PFC continuously", "[sim][swi
   CHECK(s.host(0).sent(0) < 5);  // held off from the start (ARP and a packet or two)
   CHECK(s.host(0).paused_for(3, ms(2)) > ms(1));
   // Unset the storm through the NVUE path: the host resumes.
-  REQUIRE(s.sw->nv({"unset", "interface", "swp0", "pfc-storm"}).ok());
+  REQUIRE(s.sw->nv({"unset", "interface", "swp1", "pfc-storm"}).ok());
+  REQUIRE(s.sw->nv({"config", "apply"}).ok());
   s.engine->run_until(ms(3));
   CHECK(s.host(0).sent(0) > 1000);
 }
