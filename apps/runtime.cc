@@ -65,12 +65,22 @@ int rpc_timeout_ms() {
 int connect_engine(const RuntimePaths& p, std::string& out, ucred* who = nullptr) {
   const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
+  // A hung engine gets the provider's RPC timeout, not a CLI that hangs
+  // (connect waits too, once the backlog of a hung engine is full).
+  const int ms = rpc_timeout_ms();
+  const timeval tv{ms / 1000, (ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", p.socket.c_str());
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int e = errno;
     close(fd);
+    if (e == EAGAIN || e == EWOULDBLOCK) {
+      out = "the engine at " + p.socket + " takes no connections (hung? its log: " + p.log + ")";
+      return -ETIMEDOUT;
+    }
     out = "no rocemu engine is running (socket " + p.socket + "); start one with `rocemu up`";
     return -e;
   }
@@ -83,11 +93,6 @@ int connect_engine(const RuntimePaths& p, std::string& out, ucred* who = nullptr
     return -EACCES;
   }
   if (who != nullptr) *who = cred;
-  // A hung engine gets the provider's RPC timeout, not a CLI that hangs.
-  const int ms = rpc_timeout_ms();
-  const timeval tv{ms / 1000, (ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
 }
 
@@ -108,13 +113,16 @@ std::optional<EngineProcess> running_engine(const RuntimePaths& p) {
   std::string out;
   ucred who{};
   const int fd = connect_engine(p, out, &who);
-  if (fd == -EACCES) return std::nullopt;  // another user's: not ours to clean up
+  // Another user's, or one that takes no connections (hung): not ours to
+  // clean up.
+  if (fd == -EACCES || fd == -ETIMEDOUT) return std::nullopt;
   if (fd >= 0) {
     // The pidfd from the socket itself where the kernel can; else from
     // the PID while the engine is known to be alive (connected).
     int pidfd = -1;
     socklen_t len = sizeof pidfd;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, who.pid, 0));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0 && errno == ENOPROTOOPT)
+      pidfd = int(syscall(SYS_pidfd_open, who.pid, 0));  // a kernel before 6.5
     close(fd);
     // Is it an engine (its socket answers)? One that is alive but hung
     // is still there: its socket is not stale.

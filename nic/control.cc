@@ -70,18 +70,27 @@ void Nic::close_context(HostContext* ctx) {
   });
   for (uint32_t k : keys) ahs_.erase(k);
   keys.clear();
+  // Each given back to the application's quota, which its other contexts
+  // go on using.
   srqs_.for_each([&](const Srq& s) {
     if (s.pd->ctx == ctx) keys.push_back(s.handle);
   });
-  for (uint32_t k : keys) srqs_.erase(k);
+  for (uint32_t k : keys) {
+    refund(ctx, &Usage::srqs, srq_bytes(*srqs_.find(k)));
+    srqs_.erase(k);
+  }
   keys.clear();
   mrs_.for_each([&](const Mr& m) {
-    if (m.pd->ctx == ctx) keys.push_back(m.key);
+    if (m.pd->ctx != ctx) return;
+    keys.push_back(m.key);
+    refund(ctx, &Usage::mrs, 0);
   });
   for (uint32_t k : keys) mrs_.erase(k);
   keys.clear();
   cqs_.for_each([&](const Cq& c) {
-    if (c.ctx() == ctx) keys.push_back(c.handle());
+    if (c.ctx() != ctx) return;
+    keys.push_back(c.handle());
+    refund(ctx, &Usage::cqs, cq_bytes(c));
   });
   for (uint32_t k : keys) cqs_.erase(k);
   keys.clear();

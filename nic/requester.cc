@@ -197,9 +197,10 @@ size_t Nic::sge_pieces(Qp& qp, const SendWork& w, uint32_t offset, uint32_t len,
       continue;
     }
     const uint32_t k = std::min(len, s.length - offset);
-    // The MR may have been deregistered since the WQE was posted.
+    // The MR may have been deregistered or invalidated since the WQE was
+    // fetched.
     Mr* mr = mrs_.find(s.lkey);
-    if (mr == nullptr || mr->pd != qp.pd || !mr->contains(s.addr + offset, k)) return 0;
+    if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !mr->contains(s.addr + offset, k)) return 0;
     pieces[n++] = {mr->host(s.addr + offset), k};
     len -= k;
     offset = 0;

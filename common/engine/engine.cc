@@ -3,6 +3,7 @@
 #include <rte_lcore.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -70,6 +71,12 @@ Node& Engine::add_node(std::unique_ptr<Node> node) {
   Node& n = *nodes_.back();
   watch_fd(n.wake_fd());
   return n;
+}
+
+void drain_eventfd(int fd) {
+  uint64_t v;
+  iovec io{&v, sizeof v};
+  [[maybe_unused]] ssize_t r = preadv2(fd, &io, 1, -1, RWF_NOWAIT);
 }
 
 void Engine::watch_fd(int fd) {
@@ -337,10 +344,7 @@ void Engine::idle(Time t) {
     const int timeout_ms = int((sleep.count() + 999'999'999) / 1'000'000'000);
     n = epoll_wait(epoll_fd_, evs, 8, timeout_ms);
   }
-  for (int i = 0; i < n; i++) {
-    uint64_t v;
-    [[maybe_unused]] ssize_t r = read(evs[i].data.fd, &v, sizeof v);
-  }
+  for (int i = 0; i < n; i++) drain_eventfd(evs[i].data.fd);
 }
 
 void Engine::run(const std::atomic<bool>& stop) {

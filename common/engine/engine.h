@@ -45,6 +45,11 @@ struct EngineOptions {
   Duration max_port_sleep = us(500);
 };
 
+// Reads an eventfd's counter to zero without ever waiting, whatever its
+// flags: O_NONBLOCK belongs to the open file, which an application that
+// was handed the descriptor can clear (RWF_NOWAIT holds for this read).
+void drain_eventfd(int fd);
+
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> create(const EngineOptions& opts);

@@ -25,8 +25,9 @@ ProcessMemory::~ProcessMemory() { close(pidfd_); }
 bool ProcessMemory::alive() {
   if (gone_) return false;
   pollfd p{pidfd_, POLLIN, 0};
-  if (poll(&p, 1, 0) != 0) {  // readable (exited) or an error: not to be reached any more
-    gone_ = true;
+  const int r = poll(&p, 1, 0);
+  if (r < 0 || (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0)) {
+    gone_ = true;  // exited (or the pidfd cannot tell): not to be reached any more
     failures_++;
     return false;
   }

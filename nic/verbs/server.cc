@@ -31,12 +31,15 @@ using SeqPacket = asio::generic::seq_packet_protocol;  // AF_UNIX (Boost 1.74 ha
 Result<SharedRegion> SharedRegion::create(const char* name, size_t bytes) {
   SharedRegion r;
   r.bytes = (bytes + 4095) & ~size_t(4095);
-  r.fd = memfd_create(name, MFD_CLOEXEC);
+  r.fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (r.fd < 0) return Status::error(std::string("memfd_create: ") + std::strerror(errno));
-  if (ftruncate(r.fd, off_t(r.bytes)) != 0) {
+  // Sealed at its size: the application maps the same memfd, and one it
+  // could shrink would make the engine's next access a SIGBUS.
+  if (ftruncate(r.fd, off_t(r.bytes)) != 0 ||
+      fcntl(r.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     const int e = errno;
     close(r.fd);
-    return Status::error(std::string("ftruncate: ") + std::strerror(e));
+    return Status::error(std::string("memfd: ") + std::strerror(e));
   }
   r.addr = mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
   if (r.addr == MAP_FAILED) {
@@ -105,8 +108,11 @@ bool HostAgent::poll(Time now) {
 }
 
 bool HostAgent::prepare_sleep(Time) {
+  // Old wake-ups go first: one written from here on must wake the sleep.
+  for (Session* s : sessions_) drain_eventfd(s->wake);
+  drain_eventfd(wake_fd_);
   // virtio-style: say we sleep, then look once more. An application that
-  // rings after this sees the flag and writes the eventfd.
+  // rings after this sees the flag and writes its eventfd.
   for (Session* s : sessions_) {
     auto* page = static_cast<DoorbellPage*>(s->doorbell.addr);
     page->engine_sleeping.store(1, std::memory_order_seq_cst);
@@ -116,9 +122,6 @@ bool HostAgent::prepare_sleep(Time) {
       return false;
     }
   }
-  uint64_t drained;
-  for (Session* s : sessions_) [[maybe_unused]] ssize_t r = read(s->wake, &drained, sizeof drained);
-  [[maybe_unused]] ssize_t r = read(wake_fd_, &drained, sizeof drained);
   return true;
 }
 
@@ -133,16 +136,20 @@ namespace {
 // The /proc directory of the process at the other end of `sock`, whose
 // PID the kernel reported as `pid`. A PID can be reused once its process
 // has exited and been reaped, so the directory is opened between two
-// facts that pin it: a pidfd of the peer (from the socket itself where
-// the kernel can, else from the PID, which is the peer's then: it is
-// connected), and that pidfd still naming a process that has not been
-// reaped after the open. The directory then belongs to the peer for good:
+// facts that pin it: a pidfd of the peer, and that pidfd still naming a
+// process that has not been reaped after the open. The pidfd comes from
+// the socket itself (SO_PEERPIDFD, Linux 6.5); only on a kernel without
+// it, from the PID -- which can race: the process that connected may have
+// gone and its PID been reused while a child holds the socket. The directory then belongs to the peer for good:
 // once the peer is gone, nothing can be opened through it. The pidfd is
 // kept in `*pidfd` (DMA is guarded by it, process_memory.h).
 int open_peer_proc_dir(int sock, pid_t pid, int* pidfd_out) {
   int pidfd = -1;
   socklen_t len = sizeof pidfd;
-  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) {
+    if (errno != ENOPROTOOPT) return -1;  // e.g. the peer is gone: refused
+    pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+  }
   if (pidfd < 0) return -1;
   const std::string proc = "/proc/" + std::to_string(pid);
   int dir = open(proc.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -479,6 +486,13 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       char node[65] = {};
       std::memcpy(node, req.u.hello.node, 64);
+      auto memory = ProcessMemory::open(s.pidfd, s.pid);
+      if (!memory.ok()) {
+        const int e = errno;  // of the fcntl that failed (EMFILE, ...)
+        log->warn("pid {}: {}", s.pid, memory.status().message());
+        rep.err = e != 0 ? e : EIO;
+        return;
+      }
       auto db = SharedRegion::create("rocemu-doorbell", sizeof(DoorbellPage));
       if (!db.ok()) {
         rep.err = ENOMEM;
@@ -486,12 +500,6 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       new (db->addr) DoorbellPage();
       s.doorbell = *db;
-      auto memory = ProcessMemory::open(s.pidfd, s.pid);
-      if (!memory.ok()) {
-        log->warn("pid {}: {}", s.pid, memory.status().message());
-        rep.err = EACCES;
-        return;
-      }
       s.memory = std::move(memory.value());
       s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       if (s.wake < 0) {

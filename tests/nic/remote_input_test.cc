@@ -589,14 +589,16 @@ TEST_CASE("Every responder and completer state has its own name", "[unit][nic]")
   CHECK(std::string(resp_state_name(RespState(200))) == "?");
 }
 
-TEST_CASE("A send from an invalidated MR is refused when its WQE is fetched: nothing of it goes out",
+TEST_CASE("A send from an invalidated MR goes nowhere, invalidated before its WQE was fetched or after",
           "[protocol][nic][remote]") {
   Bench b;
   SecondQp other(b);
   to_rts(b, b.qp, kProbeAccessAll);
   std::vector<uint8_t> src(2048, 0x3c);
   const uint32_t lk = b.host->reg_mr(src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
-  b.deliver({other.send_inv(b, lk)});  // the peer invalidates the key
+  const bool posted_first = GENERATE(false, true);
+  INFO((posted_first ? "posted, then the key invalidated before it is sent" : "posted after the invalidation"));
+  if (!posted_first) b.deliver({other.send_inv(b, lk)});  // the peer invalidates the key
   ibv_sge s = sge(src.data(), uint32_t(src.size()), lk);
   ibv_send_wr wr{};
   wr.wr_id = 0x66;
@@ -606,7 +608,8 @@ TEST_CASE("A send from an invalidated MR is refused when its WQE is fetched: not
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = 0x10000;
   wr.wr.rdma.rkey = 0x1234;
-  REQUIRE(b.host->post_send(b.qp, &wr) == 0);
+  REQUIRE(b.host->post_send(b.qp, &wr) == 0);  // fetched at once, checked then
+  if (posted_first) b.deliver({other.send_inv(b, lk)});  // in the same burst, ahead of the sending
   b.engine->run_for(us(20));
   CHECK(answers_to(b).responses.empty());  // no WRITE packet to the probe
   ibv_wc wc[8];

@@ -355,9 +355,10 @@ TEST_CASE("A completion channel must be an eventfd: a pipe or socket is refused 
 TEST_CASE("Quotas are per application: a second context of the same process shares the first one's",
           "[unit][verbs]") {
   Server s([](nic::NicConfig& cfg) { cfg.app_quota.cqs = 2; });
-  Client first(s.path), second(s.path);
+  Client first(s.path);
+  auto second = std::make_unique<Client>(s.path);
   first.hello();
-  second.hello();  // ibv_open_device again, as often as it likes
+  second->hello();  // ibv_open_device again, as often as it likes
   auto cq = [](Client& c) {
     Request r = op(Op::kCreateCq);
     r.u.create_cq = {16, 0};
@@ -366,7 +367,38 @@ TEST_CASE("Quotas are per application: a second context of the same process shar
     return rep->err;
   };
   CHECK(cq(first) == 0);
-  CHECK(cq(first) == 0);
-  CHECK(cq(second) == ENOMEM);  // the application has its two
+  CHECK(cq(*second) == 0);
+  CHECK(cq(*second) == ENOMEM);  // the application has its two
   CHECK(cq(first) == ENOMEM);
+  // The second context closes (ibv_close_device, or its socket goes):
+  // what it held goes back to the application, whose first context goes on.
+  second.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s.server->sessions() > 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(s.server->sessions() == 1);
+  CHECK(cq(first) == 0);
+  CHECK(cq(first) == ENOMEM);
+}
+
+TEST_CASE("Shared queue memory cannot be shrunk by the application (the engine would die of SIGBUS)",
+          "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  std::vector<int> fds;
+  auto hello = c.hello("h1", &fds);
+  REQUIRE(hello);
+  REQUIRE(fds.size() == 2);
+  CHECK(ftruncate(fds[0], 0) != 0);  // the doorbell page
+  CHECK(errno == EPERM);
+  Request r = op(Op::kCreateCq);
+  r.u.create_cq = {16, 0};
+  std::vector<int> ring;
+  auto rep = c.call(r, -1, &ring);
+  REQUIRE(rep);
+  REQUIRE(rep->err == 0);
+  REQUIRE(ring.size() == 1);
+  CHECK(ftruncate(ring[0], 0) != 0);  // a CQ ring
+  CHECK(errno == EPERM);
+  for (int f : fds) close(f);
+  for (int f : ring) close(f);
 }
