@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -30,7 +30,7 @@ enum class Op : uint32_t {
   kDeallocPd,
   kRegMr,
   kDeregMr,
-  kCreateChannel,  // fd: the application's eventfd
+  kCreateChannel,  // reply fd: the read end of the channel's pipe (the engine writes the other)
   kDestroyChannel,
   kCreateCq,       // reply fd: ring memory
   kDestroyCq,

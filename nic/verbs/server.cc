@@ -340,13 +340,8 @@ struct VerbsServer::Impl {
     } else {
       handle(*s, req, fds_in, rep, fds_out);
     }
-    for (int f : fds_in) {
-      if (std::find(fds_out.begin(), fds_out.end(), f) == fds_out.end()) {
-        bool kept = false;
-        for (auto& [id, cfd] : s->channels) kept |= cfd == f;
-        if (!kept) close(f);
-      }
-    }
+    // Nothing the application sends is kept (no request takes an fd).
+    for (int f : fds_in) close(f);
     iovec out{&rep, sizeof rep};
     msghdr m2{};
     m2.msg_iov = &out;
@@ -363,11 +358,16 @@ struct VerbsServer::Impl {
     }
     // Never waits: a client that does not read its replies (its socket
     // buffer full) is dropped, so it cannot stall the others.
-    if (sendmsg(fd, &m2, MSG_NOSIGNAL | MSG_DONTWAIT) != ssize_t(sizeof rep)) return dropped(s, "its reply");
+    const bool sent = sendmsg(fd, &m2, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(sizeof rep);
+    // Descriptors made only to be handed over (a channel's read end) are
+    // the application's now, or nobody's.
+    for (int f : s->hand_over) close(f);
+    s->hand_over.clear();
+    if (!sent) return dropped(s, "its reply");
     if (!cli_text.empty()) {
       // The text follows in its own message (SOCK_SEQPACKET keeps it whole).
-      const ssize_t sent = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent != ssize_t(cli_text.size())) return dropped(s, "the text of its reply");
+      const ssize_t n_text = send(fd, cli_text.data(), cli_text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n_text != ssize_t(cli_text.size())) return dropped(s, "the text of its reply");
     }
     return true;
   }
@@ -455,21 +455,16 @@ PortInfo port_info(nic::Nic& nic) {
   return p;
 }
 
-bool is_eventfd(int fd) {
-  char link[64];
-  const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = readlink(path.c_str(), link, sizeof link);
-  return n > 0 && std::string_view(link, size_t(n)) == "anon_inode:[eventfd]";
-}
+// Completion channels one application may hold (each is a pipe).
+constexpr size_t kMaxChannels = 256;
 
 // A completion event for an application's channel, from the engine
-// thread, which must never wait: the eventfd is the application's (it may
-// have made it blocking), and a write blocks when its counter is full. The
-// event is dropped then; the CQ's event count in shared memory still
-// tells the provider which CQ fired.
-void write_eventfd(int fd) {
-  pollfd p{fd, POLLOUT, 0};
-  if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT)) return;
+// thread, which must never wait. The channel is a pipe the engine made:
+// the application holds the read end, the engine the write end, a file of
+// its own whose O_NONBLOCK no application can clear. A full pipe drops the
+// event; the CQ's event count in shared memory still tells the provider
+// which CQ fired.
+void write_channel(int fd) {
   const uint64_t one = 1;
   [[maybe_unused]] ssize_t r = write(fd, &one, sizeof one);
 }
@@ -589,17 +584,28 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     case Op::kDeregMr:
       rep.err = on_engine([&] { return s.nic->dereg_mr(s.ctx, req.u.handle.handle); });
       return;
-    case Op::kCreateChannel:
-      // The engine thread writes 8 bytes to it on each event: only an
-      // eventfd takes that without blocking on a reader or writing into
-      // a file or socket of the application's choosing.
-      if (fds_in.size() != 1 || !is_eventfd(fds_in[0])) {
+    case Op::kCreateChannel: {
+      // The engine makes the channel (see write_channel): an fd of the
+      // application's would be written by the engine thread whatever it is.
+      if (!fds_in.empty()) {
         rep.err = EINVAL;
         return;
       }
+      if (s.channels.size() >= kMaxChannels) {
+        rep.err = ENOMEM;
+        return;
+      }
+      int ends[2];
+      if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) {
+        rep.err = errno;
+        return;
+      }
       rep.u.handle.handle = s.next_channel++;
-      s.channels[rep.u.handle.handle] = fds_in[0];
+      s.channels[rep.u.handle.handle] = ends[1];
+      fds_out.push_back(ends[0]);
+      s.hand_over.push_back(ends[0]);
       return;
+    }
     case Op::kDestroyChannel: {
       auto it = s.channels.find(req.u.handle.handle);
       if (it == s.channels.end()) {
@@ -647,7 +653,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       uint32_t handle = 0;
       rep.err = on_engine([&] {
         const int e = s.nic->create_cq(s.ctx, region->addr, cqe, handle);
-        if (e == 0 && channel_fd >= 0) s.nic->find_cq(s.ctx, handle)->on_event = [channel_fd] { write_eventfd(channel_fd); };
+        if (e == 0 && channel_fd >= 0) s.nic->find_cq(s.ctx, handle)->on_event = [channel_fd] { write_channel(channel_fd); };
         return e;
       });
       if (rep.err != 0) {

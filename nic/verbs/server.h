@@ -61,7 +61,8 @@ struct Session {
   std::vector<uint32_t> qpns;             // the QPs a doorbell rescan looks at
   // Control thread only.
   std::map<uint32_t, SharedRegion> cq_rings, srq_rings, qp_rings;
-  std::map<uint32_t, int> channels;       // id -> the application's eventfd
+  std::map<uint32_t, int> channels;       // id -> the write end of its pipe (the application reads the other)
+  std::vector<int> hand_over;             // fds of the reply being sent, closed once it is
   std::map<uint32_t, uint32_t> cq_channel;  // CQ handle -> the channel it reports to
   uint32_t next_channel = 1;
 };

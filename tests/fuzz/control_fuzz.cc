@@ -205,8 +205,8 @@ std::string fuzz_control_session(const uint8_t* data, size_t size) {
   if (in.byte() & 1) c->hello("h1");  // most sessions attach first
   for (int i = 0; in.n > 0 && i < 64; i++) {
     const Request r = make_request(in, k, w);
-    int efd = -1;
-    if (r.op == Op::kCreateChannel && (in.byte() & 3) != 0) efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int efd = -1;  // no request takes an fd: one sent is refused and closed
+    if (r.op == Op::kCreateChannel && (in.byte() & 3) == 0) efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     const bool sent = in.byte() == 0xfe ? c->send_raw(&r, in.byte() % sizeof r, efd) : c->send(r, efd);
     if (efd >= 0) close(efd);  // the server holds its own copy
     if (!sent) {  // dropped by the server: a new session

@@ -1,5 +1,6 @@
 // Verbs objects: PDs, MRs, completion channels, CQs, SRQs, QPs and AHs,
 // each an RPC to the engine; queue memory arrives as a memfd to map.
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "nic/verbs/provider/provider.h"
 
@@ -107,16 +109,19 @@ int ibv_dereg_mr(ibv_mr* mr) {
 
 ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   if (context == nullptr) return fail<ibv_comp_channel>(EINVAL);
-  const int efd = eventfd(0, EFD_CLOEXEC);
-  if (efd < 0) return nullptr;
   verbs::Request req;
   req.op = verbs::Op::kCreateChannel;
   verbs::Reply rep;
   Context& c = *Context::of(context);
-  if (int e = call(c, req, rep, {efd}); e != 0) {
-    close(efd);
-    return fail<ibv_comp_channel>(e);
+  std::vector<int> fds;
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+    for (int f : fds) close(f);
+    return fail<ibv_comp_channel>(e != 0 ? e : EPROTO);
   }
+  // The read end of a pipe the engine writes an event into; blocking, as
+  // a channel's fd is until the application says otherwise.
+  const int efd = fds[0];
+  fcntl(efd, F_SETFL, fcntl(efd, F_GETFL) & ~O_NONBLOCK);
   auto* ch = new Channel();
   ch->ch.context = context;
   ch->ch.fd = efd;
@@ -226,8 +231,10 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
       errno = EIO;
       return -1;
     }
-    uint64_t v;
-    [[maybe_unused]] ssize_t n = read(channel->fd, &v, sizeof v);
+    // Every event waiting (8 bytes each); which CQs fired is in shared
+    // memory. A non-blocking fd may have nothing left by now.
+    uint64_t v[64];
+    [[maybe_unused]] ssize_t n = read(channel->fd, v, sizeof v);
   }
 }
 
