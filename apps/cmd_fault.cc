@@ -138,11 +138,11 @@ Status set_storm(sw::Switch& s, uint16_t port, const sw::PfcStorm& storm) {
 
 // Takes a switch port's configured faults (topology, NVUE) out of its
 // configuration, so that a later change does not bring them back.
-void clear_switch_port(sw::Switch& s, uint16_t port) {
+Status clear_switch_port(sw::Switch& s, uint16_t port) {
   sw::SwitchConfig cfg = s.config();
   cfg.interfaces[port].faults = FaultConfig{};
   cfg.interfaces[port].pfc_storm = sw::PfcStorm{};
-  [[maybe_unused]] const Status st = s.apply(cfg);
+  return s.apply(cfg);
 }
 
 std::string storm_words(const sw::PfcStorm& s) {
@@ -228,6 +228,15 @@ int add(Engine& engine, const std::vector<std::string>& w, std::string& out) {
     return EINVAL;
   }
   if (parsed->link_up) return link_up(*t, out);
+  // Each frame through a stage meets every fault of it: a bound, so that
+  // a client adding faults in a loop cannot slow the fabric without end.
+  constexpr size_t kMaxFaultsPerStage = 32;
+  for (const FaultStage* st : t->stages)
+    if (st->entries().size() > kMaxFaultsPerStage) {
+      out = t->label + ": already " + std::to_string(kMaxFaultsPerStage) +
+            " faults added; `rocemu fault del ID` or `fault clear` some first";
+      return EBUSY;
+    }
   const Record r{reg.next_id++, *t, config::describe_faults(parsed->faults), false};
   for (FaultStage* st : t->stages) st->add(r.id, parsed->faults);
   reg.records.push_back(r);
@@ -331,7 +340,10 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
       if (auto* s = dynamic_cast<sw::Switch*>(n.get()))
         for (uint16_t p = 0; p < s->num_ports(); p++) {
           s->port_faults(p).clear();
-          clear_switch_port(*s, p);
+          if (Status st = clear_switch_port(*s, p); !st.ok()) {
+            out = s->name() + ": " + st.message();
+            return EIO;
+          }
         }
     out = "every fault cleared";
     return 0;
@@ -355,7 +367,10 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   for (FaultStage* st : t->stages) st->clear();
   if (t->sw != nullptr) {
     t->sw->port_faults(t->port).clear();
-    clear_switch_port(*t->sw, t->port);
+    if (Status st = clear_switch_port(*t->sw, t->port); !st.ok()) {
+      out = t->label + ": " + st.message();
+      return EIO;
+    }
   }
   out = t->label + " (" + t->where + "): faults cleared";
   return 0;

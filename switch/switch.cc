@@ -139,7 +139,14 @@ Status Switch::apply(const SwitchConfig& cfg) {
     cfg_ = cfg;
     return {};
   }
-  return rebuild(cfg, current_time());
+  const SwitchConfig old = cfg_;
+  if (Status s = rebuild(cfg, current_time()); !s.ok()) {
+    // A part that fails past validation (the route table) leaves nothing
+    // of the change behind: the configuration that loaded before, again.
+    [[maybe_unused]] const Status back = rebuild(old, current_time());
+    return s;
+  }
+  return {};
 }
 
 void Switch::on_tx_ready(uint16_t port, Time now) {

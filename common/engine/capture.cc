@@ -65,7 +65,9 @@ Capture::Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const
 }
 
 Capture::~Capture() {
-  drain();
+  // Never waits for a stream's reader (the engine thread destroys it): what
+  // the reader has not taken by now is lost with the stream.
+  flush();
   ::close(fd_);
 }
 
@@ -97,7 +99,7 @@ void Capture::write(uint32_t interface, Time when, std::span<const uint8_t> fram
   const uint32_t caplen = opts_.snaplen == 0 ? len : std::min(len, opts_.snaplen);
   const uint32_t padded = (caplen + 3) & ~3u;
   const uint32_t total = 32 + padded + 12;  // + epb_flags and the end of options
-  if (stream_ && buf_.size() + total > opts_.max_buffer) {
+  if (stream_ && buffered() + total > opts_.max_buffer) {
     dropped_++;
     return;
   }
@@ -112,33 +114,36 @@ void Capture::write(uint32_t interface, Time when, std::span<const uint8_t> fram
   const auto* o = reinterpret_cast<const uint8_t*>(opts);
   buf_.insert(buf_.end(), o, o + sizeof opts);
   packets_++;
-  if (buf_.size() >= kWriteAt) flush();
+  // A slow reader is tried again at the next flush() call, not per frame.
+  if (buffered() >= kWriteAt && !reader_full_) {
+    flush();
+    reader_full_ = buffered() > 0;
+  }
 }
 
 void Capture::flush() {
-  size_t off = 0;
-  while (off < buf_.size() && !broken_) {
-    const ssize_t n = ::write(fd_, buf_.data() + off, buf_.size() - off);
+  reader_full_ = false;
+  while (head_ < buf_.size() && !broken_) {
+    const ssize_t n = ::write(fd_, buf_.data() + head_, buf_.size() - head_);
     if (n > 0) {
-      off += size_t(n);
+      head_ += size_t(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       break;  // a stream's reader is slow: the rest waits
     } else {
       broken_ = true;  // the reader went (EPIPE) or the disk failed
-      off = buf_.size();
+      head_ = buf_.size();
     }
   }
-  buf_.erase(buf_.begin(), buf_.begin() + long(off));
-}
-
-void Capture::drain() {
-  flush();
-  for (int tries = 0; stream_ && !buf_.empty() && !broken_ && tries < 10; tries++) {
-    pollfd p{fd_, POLLOUT, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    flush();
+  // What is written out goes once it is most of the buffer, not on every
+  // partial write (each would move the rest, up to max_buffer bytes).
+  if (head_ == buf_.size()) {
+    buf_.clear();
+    head_ = 0;
+  } else if (head_ > buf_.size() / 2) {
+    buf_.erase(buf_.begin(), buf_.begin() + long(head_));
+    head_ = 0;
   }
 }
 

@@ -44,7 +44,8 @@ class Capture {
   // Declares an interface (e.g. "h1:0 tx"); returns its id.
   uint32_t add_interface(const std::string& name, CaptureDirection dir = CaptureDirection::kUnknown);
   void write(uint32_t interface, Time when, std::span<const uint8_t> frame);
-  // Writes out what is buffered (a stream: what the reader takes now).
+  // Writes out what is buffered (a stream: what the reader takes now,
+  // never waiting for it). The engine calls it every few milliseconds.
   void flush();
   const std::string& path() const { return path_; }
   const CaptureOptions& options() const { return opts_; }
@@ -57,8 +58,7 @@ class Capture {
  private:
   Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const CaptureOptions& opts);
   void block(uint32_t type, const std::vector<uint8_t>& body);
-  // Blocks on the stream (at most a second) until the buffer is out.
-  void drain();
+  size_t buffered() const { return buf_.size() - head_; }
 
   int fd_;
   bool stream_;
@@ -66,6 +66,8 @@ class Capture {
   uint64_t epoch_ns_;
   CaptureOptions opts_;
   std::vector<uint8_t> buf_;
+  size_t head_ = 0;           // buf_ before this is written out
+  bool reader_full_ = false;  // the last write got EAGAIN: wait for the next flush() call
   std::vector<CaptureDirection> dirs_;
   uint64_t packets_ = 0;
   uint64_t dropped_ = 0;

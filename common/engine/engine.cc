@@ -134,14 +134,22 @@ Result<EthdevPort*> Engine::attach_ethdev(Node& node, uint16_t port, const Ethde
 }
 
 Result<uint32_t> Engine::add_capture(
-    const std::string& point, const std::string& path, const CaptureOptions& opts,
+    const std::string& point, const void* tapped, const std::string& path, const CaptureOptions& opts,
     const std::function<void(Capture&, std::vector<std::function<void()>>&)>& attach) {
+  // Each holds a file and up to CaptureOptions::max_buffer bytes.
+  constexpr size_t kMaxCaptures = 256;
+  if (captures_.size() >= kMaxCaptures)
+    return Status::error(std::to_string(kMaxCaptures) + " captures are running: stop one first");
+  for (const ActiveCapture& a : captures_)
+    if (a.tapped == tapped)
+      return Status::error(point + ": capture " + std::to_string(a.id) + " (" + a.point +
+                           ") already captures there: stop it first");
   // Engine time 0 on the wall clock, so each frame is stamped with when it
   // crossed the point.
   const uint64_t epoch = opts_.mode == TimeMode::kReal ? wall_clock_ns() - uint64_t(to_ns(now())) : 0;
   auto cap = Capture::open(path, epoch, opts);
   if (!cap.ok()) return cap.status();
-  ActiveCapture a{next_capture_id_++, point, std::move(cap.value()), kTimeNever, {}};
+  ActiveCapture a{next_capture_id_++, point, std::move(cap.value()), kTimeNever, {}, tapped};
   if (opts.duration.count() > 0) a.deadline = now() + opts.duration;
   attach(*a.capture, a.detach);
   a.capture->flush();  // the headers: a reader can open it at once
@@ -150,7 +158,7 @@ Result<uint32_t> Engine::add_capture(
 }
 
 Result<uint32_t> Engine::capture_link(InternalLink& link, const std::string& path, const CaptureOptions& opts) {
-  return add_capture(link.name(), path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+  return add_capture(link.name(), &link, path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
     for (int side = 0; side < 2; side++) {
       const std::string name = link.end(side).name() + "->" + link.end(1 - side).name();
       link.set_tap(side, Tap{&c, c.add_interface(name, CaptureDirection::kInbound)});
@@ -162,7 +170,9 @@ Result<uint32_t> Engine::capture_link(InternalLink& link, const std::string& pat
 Result<uint32_t> Engine::capture_port(Node& node, uint16_t port, const std::string& path, const CaptureOptions& opts) {
   Port* p = node.port(port);
   if (p == nullptr) return Status::error(node.name() + ":" + std::to_string(port) + " is not connected");
-  return add_capture(p->name(), path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+  const void* tapped = p;
+  if (auto* end = dynamic_cast<LinkEnd*>(p)) tapped = &end->link();
+  return add_capture(p->name(), tapped, path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
     const uint32_t tx = c.add_interface(p->name() + " tx", CaptureDirection::kOutbound);
     const uint32_t rx = c.add_interface(p->name() + " rx", CaptureDirection::kInbound);
     if (auto* end = dynamic_cast<LinkEnd*>(p)) {
