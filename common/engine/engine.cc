@@ -134,22 +134,24 @@ Result<EthdevPort*> Engine::attach_ethdev(Node& node, uint16_t port, const Ethde
 }
 
 Result<uint32_t> Engine::add_capture(
-    const std::string& point, const void* tapped, const std::string& path, const CaptureOptions& opts,
+    const std::string& point, std::vector<std::pair<const void*, int>> taps, const std::string& path,
+    const CaptureOptions& opts,
     const std::function<void(Capture&, std::vector<std::function<void()>>&)>& attach) {
   // Each holds a file and up to CaptureOptions::max_buffer bytes.
   constexpr size_t kMaxCaptures = 256;
   if (captures_.size() >= kMaxCaptures)
     return Status::error(std::to_string(kMaxCaptures) + " captures are running: stop one first");
   for (const ActiveCapture& a : captures_)
-    if (a.tapped == tapped)
-      return Status::error(point + ": capture " + std::to_string(a.id) + " (" + a.point +
-                           ") already captures there: stop it first");
+    for (const auto& t : taps)
+      if (std::find(a.taps.begin(), a.taps.end(), t) != a.taps.end())
+        return Status::error(point + ": capture " + std::to_string(a.id) + " (" + a.point +
+                             ") already captures there: stop it first");
   // Engine time 0 on the wall clock, so each frame is stamped with when it
   // crossed the point.
   const uint64_t epoch = opts_.mode == TimeMode::kReal ? wall_clock_ns() - uint64_t(to_ns(now())) : 0;
   auto cap = Capture::open(path, epoch, opts);
   if (!cap.ok()) return cap.status();
-  ActiveCapture a{next_capture_id_++, point, std::move(cap.value()), kTimeNever, {}, tapped};
+  ActiveCapture a{next_capture_id_++, point, std::move(cap.value()), kTimeNever, {}, std::move(taps)};
   if (opts.duration.count() > 0) a.deadline = now() + opts.duration;
   attach(*a.capture, a.detach);
   a.capture->flush();  // the headers: a reader can open it at once
@@ -158,7 +160,9 @@ Result<uint32_t> Engine::add_capture(
 }
 
 Result<uint32_t> Engine::capture_link(InternalLink& link, const std::string& path, const CaptureOptions& opts) {
-  return add_capture(link.name(), &link, path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+  // A link's taps: 0 and 1 what each side receives, 2 and 3 what it sends.
+  return add_capture(link.name(), {{&link, 0}, {&link, 1}}, path, opts,
+                     [&](Capture& c, std::vector<std::function<void()>>& detach) {
     for (int side = 0; side < 2; side++) {
       const std::string name = link.end(side).name() + "->" + link.end(1 - side).name();
       link.set_tap(side, Tap{&c, c.add_interface(name, CaptureDirection::kInbound)});
@@ -170,9 +174,13 @@ Result<uint32_t> Engine::capture_link(InternalLink& link, const std::string& pat
 Result<uint32_t> Engine::capture_port(Node& node, uint16_t port, const std::string& path, const CaptureOptions& opts) {
   Port* p = node.port(port);
   if (p == nullptr) return Status::error(node.name() + ":" + std::to_string(port) + " is not connected");
-  const void* tapped = p;
-  if (auto* end = dynamic_cast<LinkEnd*>(p)) tapped = &end->link();
-  return add_capture(p->name(), tapped, path, opts, [&](Capture& c, std::vector<std::function<void()>>& detach) {
+  std::vector<std::pair<const void*, int>> taps = {{p, 0}, {p, 1}};
+  if (auto* end = dynamic_cast<LinkEnd*>(p)) {
+    const int side = &end->link().end(0) == end ? 0 : 1;
+    taps = {{&end->link(), 2 + side}, {&end->link(), 1 - side}};  // as in capture_link
+  }
+  return add_capture(p->name(), std::move(taps), path, opts,
+                     [&](Capture& c, std::vector<std::function<void()>>& detach) {
     const uint32_t tx = c.add_interface(p->name() + " tx", CaptureDirection::kOutbound);
     const uint32_t rx = c.add_interface(p->name() + " rx", CaptureDirection::kInbound);
     if (auto* end = dynamic_cast<LinkEnd*>(p)) {

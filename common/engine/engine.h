@@ -153,11 +153,12 @@ class Engine {
     std::unique_ptr<Capture> capture;
     Time deadline;
     std::vector<std::function<void()>> detach;  // clears its taps
-    const void* tapped = nullptr;               // the link or device whose taps it holds
+    std::vector<std::pair<const void*, int>> taps;  // the taps it holds: (link or device, which)
   };
-  // `tapped`: the link or device whose taps the capture takes; one capture
-  // each (a second would take the first one's taps).
-  Result<uint32_t> add_capture(const std::string& point, const void* tapped, const std::string& path,
+  // `taps`: the taps the capture takes; each one capture at a time (a
+  // second would take the first one's taps).
+  Result<uint32_t> add_capture(const std::string& point, std::vector<std::pair<const void*, int>> taps,
+                               const std::string& path,
                                const CaptureOptions& opts,
                                const std::function<void(Capture&, std::vector<std::function<void()>>&)>& attach);
   // Real time, every kCaptureInterval and before a sleep: writes out what

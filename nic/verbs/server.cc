@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -835,6 +836,9 @@ VerbsServer::VerbsServer(Engine& engine, HostAgent& agent, std::string socket_pa
 VerbsServer::~VerbsServer() { stop(); }
 
 Status VerbsServer::start() {
+  // A channel whose application closed its end makes the engine's write
+  // fail with EPIPE, not kill the engine.
+  signal(SIGPIPE, SIG_IGN);
   ::unlink(path_.c_str());
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

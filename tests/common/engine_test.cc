@@ -192,3 +192,22 @@ TEST_CASE("Fault config validation names the field", "[unit][engine]") {
   fc.drop.push_back(DropRule{.every_nth = 0});
   CHECK(fc.validate().message().find("every_nth") != std::string::npos);
 }
+
+TEST_CASE("Captures share a link only where their taps differ: the two ends yes, the link and an end no",
+          "[unit][engine]") {
+  auto engine = test::make_engine();
+  auto& a = engine->add<Sink>("a", 1, true);
+  auto& b = engine->add<Sink>("b", 1, true);
+  auto link = engine->connect(a, 0, b, 0, LinkParams{});
+  REQUIRE(link.ok());
+  const std::string dir = std::string(ROCEMU_BINARY_DIR) + "/taps-";
+  auto at_a = engine->capture_port(a, 0, dir + "a.pcapng", CaptureOptions{});
+  REQUIRE(at_a.ok());
+  CHECK(engine->capture_port(b, 0, dir + "b.pcapng").ok());     // the other end's taps
+  CHECK_FALSE(engine->capture_port(a, 0, dir + "a2.pcapng").ok());  // a's again
+  const auto whole = engine->capture_link(*link.value(), dir + "link.pcapng");
+  REQUIRE_FALSE(whole.ok());
+  CHECK_THAT(whole.message(), Catch::Contains("already captures there"));
+  REQUIRE(engine->stop_capture(*at_a));
+  CHECK(engine->capture_port(a, 0, dir + "a3.pcapng").ok());  // free again
+}
