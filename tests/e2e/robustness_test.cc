@@ -38,7 +38,8 @@ int attached(const Fabric& f) {
   return std::atoi(out.substr(out.find(',') + 2).c_str());
 }
 
-// What the engine process holds: open descriptors and mappings.
+// What the engine process holds: open descriptors and mappings of queue
+// memory.
 struct Holdings {
   size_t fds = 0, maps = 0;
   bool operator==(const Holdings&) const = default;
@@ -47,8 +48,11 @@ Holdings holdings(int pid) {
   Holdings h;
   const std::string proc = "/proc/" + std::to_string(pid);
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(proc + "/fd")) h.fds++;
+  // Its mappings of application queue memory (the memfds it shares with
+  // them: doorbells, rings). Not every mapping: a sanitizer's runtime maps
+  // and unmaps memory of its own as it goes.
   std::ifstream maps(proc + "/maps");
-  for (std::string line; std::getline(maps, line);) h.maps++;
+  for (std::string line; std::getline(maps, line);) h.maps += line.find("/memfd:rocemu-") != std::string::npos;
   return h;
 }
 

@@ -216,6 +216,7 @@ TEST_CASE("Destroying one completion channel leaves the CQs of another attached"
   CHECK(read(ends[1], &v, sizeof v) == sizeof v);
   CHECK(v == 1);
   for (int f : ends) close(f);
+  CHECK(s.server->sessions() == 1);  // orders this thread's NIC accesses before the teardown
 }
 
 TEST_CASE("A completion event never blocks the engine thread, whatever the application does to its channel fd",
@@ -246,6 +247,9 @@ TEST_CASE("A completion event never blocks the engine thread, whatever the appli
   for (ssize_t n; (n = read(fds[0], v, sizeof v)) > 0;) got += int(n / 8);
   CHECK(got == pipe_events);  // the rest were dropped, not waited for
   close(fds[0]);
+  // This thread touched the NIC directly (the server's thread runs the
+  // engine's side here): order that before the session's teardown there.
+  CHECK(s.server->sessions() == 1);
 }
 
 TEST_CASE("A completion channel is a pipe the engine makes: an fd the application sends is refused; at most 256",
