@@ -56,6 +56,20 @@ Holdings holdings(int pid) {
   return h;
 }
 
+// A byte-checked pair with 1 MiB messages and no end in sight (h2 serves,
+// h1 connects), once the client has finished its first iteration.
+std::pair<Process, Process> start_endless_pair(const Fabric& f) {
+  const int port = pick_port();
+  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
+                                 "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  Process client = f.exec("h1", {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port),
+                                 "--size", "1048576", "--iters", "100000"});
+  REQUIRE(wait_until([&] { return client.output.find("iteration 1 done") != std::string::npos; },
+                     std::chrono::seconds(60), {&client}));
+  return {server, client};
+}
+
 }  // namespace
 
 TEST_CASE("rocemu-verify: every byte of WRITE, READ, SEND and atomics checked", "[e2e][verify]") {
@@ -140,14 +154,8 @@ TEST_CASE("An application killed mid-transfer: resources freed, the peer sees er
 TEST_CASE("The engine killed: applications get errors, not hangs; rocemu up starts cleanly again",
           "[e2e][robustness]") {
   Fabric f;
-  const int port = pick_port();
-  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
-                                 "1048576", "--iters", "100000"});
-  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
-  Process client = f.exec("h1", {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port),
-                                 "--size", "1048576", "--iters", "100000"});
-  REQUIRE(wait_until([&] { return client.output.find("iteration 1 done") != std::string::npos; },
-                     std::chrono::seconds(60), {&client}));
+  auto pair = start_endless_pair(f);
+  Process &server = pair.first, &client = pair.second;
   kill(f.engine_pid(), SIGKILL);
   f.forget_engine();
   // Both notice within seconds and exit with an error.
@@ -250,14 +258,8 @@ TEST_CASE("An application leaving QPs in every state, work in flight, two contex
 TEST_CASE("rocemu down while traffic runs: the engine stops cleanly, applications get errors, up starts again",
           "[e2e][robustness]") {
   Fabric f;
-  const int port = pick_port();
-  Process server = f.exec("h2", {bin("rocemu-verify"), "--server", "--port", std::to_string(port), "--size",
-                                 "1048576", "--iters", "100000"});
-  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
-  Process client = f.exec("h1", {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(port),
-                                 "--size", "1048576", "--iters", "100000"});
-  REQUIRE(wait_until([&] { return client.output.find("iteration 1 done") != std::string::npos; },
-                     std::chrono::seconds(60), {&client}));
+  auto pair = start_endless_pair(f);
+  Process &server = pair.first, &client = pair.second;
   const int engine = f.engine_pid();
   const auto [down, out] = f.rocemu({"down"});
   INFO(out);
