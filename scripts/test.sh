@@ -18,6 +18,10 @@ quick=0
 start=$(date +%s)
 scripts/setup.sh --werror
 
+# The sanitizer builds exist for their tests: line tables are enough for
+# their reports and compile about a fifth faster than full -g.
+line_tables="-Dcpp_args=-gline-tables-only"
+
 tsan_build_pid=
 if [ "$quick" = 0 ]; then
   # The TSan build (step 3) is independent of step 1's tests: it builds
@@ -26,7 +30,7 @@ if [ "$quick" = 0 ]; then
   if [ ! -f build-meson-tsan/build.ninja ]; then
     rm -rf build-meson-tsan
     CC=clang CXX=clang++ meson setup build-meson-tsan --buildtype=debug -Dwerror=true \
-      -Db_sanitize=thread -Db_lundef=false >/dev/null
+      -Db_sanitize=thread -Db_lundef=false $line_tables >/dev/null
   fi
   nice -n 19 ninja -C build-meson-tsan >build-meson-tsan/build.log 2>&1 &
   tsan_build_pid=$!
@@ -46,7 +50,7 @@ echo "== meson build (clang, ASan+UBSan, libFuzzer) and its tests"
 if [ ! -f build-meson-asan/build.ninja ]; then
   rm -rf build-meson-asan
   CC=clang CXX=clang++ meson setup build-meson-asan --buildtype=debug -Dwerror=true \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true >/dev/null
+    -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true $line_tables >/dev/null
 fi
 ninja -C build-meson-asan
 
