@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ECMP balance on RoCE entropy: a leaf-spine made by `rocemu topo` (2 leaves,
-# 4 spines, 4 hosts per leaf, 100 Gbit/s, 1:1), every host of leaf1 writing
-# to one host of leaf2 with 16, 64 and 256 QPs in all (each QP carrying the
+# 4 spines, 4 hosts per leaf, 100 Gbit/s, 1:1), host i of leaf1 writing to
+# host i of leaf2 (h1 -> h5, ..., h4 -> h8) with 16, 64 and 256 QPs in all (each QP carrying the
 # same bytes: 4 messages of 64 KiB), run by `rocemu sim` in virtual time.
 # The QPs' UDP source ports (the NIC's flow-label formula of the QPNs) are
 # the only thing that differs between them, so leaf1's choice of uplink is
@@ -36,7 +36,10 @@ topology_file: $topo
 duration: 10ms
 sample_interval: 100us
 workloads:
-  - {name: w, from: [h1, h2, h3, h4], to: h5, message_size: 64KiB, count: $((per * 4)), qps: $per, mtu: 4096, window: 2}
+  - {name: w1, from: [h1], to: h5, message_size: 64KiB, count: $((per * 4)), qps: $per, mtu: 4096, window: 2}
+  - {name: w2, from: [h2], to: h6, message_size: 64KiB, count: $((per * 4)), qps: $per, mtu: 4096, window: 2}
+  - {name: w3, from: [h3], to: h7, message_size: 64KiB, count: $((per * 4)), qps: $per, mtu: 4096, window: 2}
+  - {name: w4, from: [h4], to: h8, message_size: 64KiB, count: $((per * 4)), qps: $per, mtu: 4096, window: 2}
 expectations:
   - {name: done, metric: flow_stats.all_completed, op: "==", value: true}
 EOF
