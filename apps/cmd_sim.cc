@@ -113,9 +113,11 @@ int usage_error(const std::string& message) {
 }
 
 // The EAL, sized for the topology's packet pool (an mbuf takes about 5 KB
-// with its frame) and the rest (route tables, rings) with room to spare.
+// with its frame), each switch's route table (rte_lpm's 64 MiB tbl24) and
+// the rest (rings) with room to spare.
 Status start_dpdk(const sim::Scenario& s) {
-  const uint32_t memory_mb = uint32_t(uint64_t(s.topology.engine.mbufs) * 5200 / (1 << 20)) + 512;
+  const uint32_t memory_mb = uint32_t(uint64_t(s.topology.engine.mbufs) * 5200 / (1 << 20)) + 512 +
+                             switch_memory_mb(s.topology);
   return dpdk::init_eal({.hugepages = false, .memory_mb = memory_mb, .extra_args = {}});
 }
 

@@ -331,7 +331,8 @@ int cmd_up(const UpOptions& o) {
   }
   if (o.verbose > 0) set_log_level(o.verbose > 1 ? spdlog::level::debug : spdlog::level::info);
 
-  const uint32_t memory_mb = uint32_t(uint64_t(topo->engine.mbufs) * 4800 / (1 << 20)) + 256;
+  const uint32_t memory_mb = uint32_t(uint64_t(topo->engine.mbufs) * 4800 / (1 << 20)) + 256 +
+                             switch_memory_mb(*topo);
   if (Status s = dpdk::init_eal({.hugepages = o.hugepages, .memory_mb = memory_mb, .extra_args = {}}); !s.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;

@@ -39,6 +39,21 @@ struct DoctorOptions {
 };
 int cmd_doctor(const DoctorOptions& o);
 
+struct TopoOptions {
+  bool fat_tree = false;
+  uint32_t leaves = 4, spines = 2, hosts_per_leaf = 4, k = 0;
+  std::string oversubscription = "1:1";
+  std::string rate = "400G";
+  std::string roce = "lossless";
+  std::string load_balancing = "hash";
+  std::string loss_recovery = "go-back-n";
+  std::string delay = "1us";
+  uint32_t mtu = 9000;
+  std::string output;  // empty: standard output
+  std::string command_line;
+};
+int cmd_topo(const TopoOptions& o);
+
 struct TopOptions {
   bool once = false;     // one frame, then exit
   int count = 0;         // -n: frames, then exit; 0: until interrupted

@@ -51,4 +51,11 @@ Result<Topology> load(const std::string& path) {
   return load_topology(path, registry());
 }
 
+uint32_t switch_memory_mb(const Topology& topo) {
+  constexpr uint32_t kPerSwitchMb = 80;
+  uint32_t n = 0;
+  for (const NodeSpec& node : topo.nodes) n += node.kind->name() == "switch" ? 1 : 0;
+  return n * kPerSwitchMb;
+}
+
 }  // namespace rocemu::app

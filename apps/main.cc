@@ -93,6 +93,20 @@ const Command kCommands[] = {
     {"sim", "SCENARIO.yaml [-o DIR] [--junit FILE] [--baseline FILE] [--write-baseline FILE] [--seed N] [--no-plots]",
      "run a scenario in virtual time: summary.json, CSVs, plots, verdict", nullptr,
      "--output --junit --baseline --write-baseline --seed --no-plots --help"},
+    {"topo", "leaf-spine [--leaves N] [--spines N] [--hosts-per-leaf N] [--rate RATE] [--oversubscription H:U] "
+             "[-o FILE] | fat-tree --k K [--rate RATE] [-o FILE]",
+     "write a leaf-spine (or two-tier fat-tree) topology file: addresses, ECMP routes, the RoCE profile",
+     "Every leaf reaches the other leaves' hosts over an ECMP group of its uplinks (one next hop per\n"
+     "spine, hashed on the 5-tuple with RoCE's UDP source port); spines route each leaf down. The\n"
+     "uplinks' rate follows from --oversubscription (host bandwidth : uplink bandwidth of a leaf).\n"
+     "  rocemu topo leaf-spine --leaves 4 --spines 2 --hosts-per-leaf 4 --rate 400G -o fabric.yaml\n"
+     "  rocemu up fabric.yaml        (or a scenario's topology_file: for rocemu sim)\n"
+     "fat-tree --k K is the leaf-spine of K-port switches: K leaves, K/2 spines, K/2 hosts per leaf.\n"
+     "Other options: --roce lossless|lossy (default lossless), --load-balancing hash|per-packet (the\n"
+     "leaves' ECMP, default hash), --loss-recovery go-back-n|selective-repeat (every NIC's, default\n"
+     "go-back-n), --delay TIME (1us), --mtu N (9000).\n",
+     "leaf-spine fat-tree --leaves --spines --hosts-per-leaf --rate --oversubscription --k --roce --load-balancing "
+     "--loss-recovery --delay --mtu --output --help"},
     {"doctor", "[-o text|json] [--interval SECONDS] [--list]",
      "check the running fabric for RoCE misconfigurations: each finding with its evidence and fix",
      "Checks (rocemu doctor --list): host DSCP vs the switch's RoCE DSCP, CNP class, PFC priorities at\n"
@@ -212,6 +226,30 @@ int run_typed(const Command& c, int argc, char** argv) {
     if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
     if (seed_opt->count() > 0) o.seed = seed;
     return cmd_sim(o);
+  }
+  if (std::strcmp(c.name, "topo") == 0) {
+    TopoOptions o;
+    app.require_subcommand(1);
+    CLI::App* ls = app.add_subcommand("leaf-spine", "a two-tier leaf-spine Clos");
+    CLI::App* ft = app.add_subcommand("fat-tree", "the two-tier fat-tree of K-port switches");
+    ls->add_option("--leaves", o.leaves, "leaf switches (default 4)");
+    ls->add_option("--spines", o.spines, "spine switches (default 2)");
+    ls->add_option("--hosts-per-leaf", o.hosts_per_leaf, "hosts on each leaf (default 4)");
+    ls->add_option("--oversubscription", o.oversubscription, "host : uplink bandwidth of a leaf (default 1:1)");
+    ft->add_option("--k", o.k, "ports per switch (even)")->required();
+    for (CLI::App* sub : {ls, ft}) {
+      sub->add_option("--rate", o.rate, "host link rate (default 400G)");
+      sub->add_option("--roce", o.roce, "qos roce mode of every switch: lossless or lossy");
+      sub->add_option("--load-balancing", o.load_balancing, "the leaves' ECMP: hash (default) or per-packet");
+      sub->add_option("--loss-recovery", o.loss_recovery, "every NIC's: go-back-n (default) or selective-repeat");
+      sub->add_option("--delay", o.delay, "propagation delay of every link (default 1us)");
+      sub->add_option("--mtu", o.mtu, "MTU of every link (default 9000)");
+      sub->add_option("-o,--output", o.output, "write the file here (default: standard output)");
+    }
+    if (int rc = parse(app, c, argc, argv, stop); stop) return rc;
+    o.fat_tree = ft->parsed();
+    for (int i = 0; i < argc; i++) o.command_line += std::string(i == 0 ? "rocemu " : " ") + argv[i];
+    return cmd_topo(o);
   }
   if (std::strcmp(c.name, "doctor") == 0) {
     DoctorOptions o;

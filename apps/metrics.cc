@@ -9,6 +9,7 @@
 #include "common/engine/engine.h"
 #include "common/engine/port.h"
 #include "nic/counters.h"
+#include "switch/ecmp.h"
 #include "switch/switch_counters.h"
 
 namespace rocemu::app {
@@ -126,6 +127,7 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
       }
     } else {
       help = help_in<sw::PortCounters>(name);
+      if (!help) help = help_in<sw::EcmpCounters>(name);
     }
   } else if (kind == "nic") {
     help = help_in<nic::NicCounters>(name);

@@ -21,6 +21,12 @@ Layout layout_of(const Topology& topo) {
     Layout::SwitchPorts sp{n.name, {}};
     const auto& cfg = std::any_cast<const sw::SwitchConfig&>(n.config);
     for (const sw::InterfaceConfig& f : cfg.interfaces) sp.interfaces.push_back(f.name);
+    std::vector<bool> ecmp(cfg.interfaces.size(), false);
+    for (const sw::Route& r : cfg.routes)
+      for (const sw::Route& o : cfg.routes)
+        if (&o != &r && o.prefix.same_as(r.prefix)) ecmp[r.port] = true;
+    for (size_t i = 0; i < ecmp.size(); i++)
+      if (ecmp[i]) sp.ecmp_ports.push_back(cfg.interfaces[i].name);
     l.switches.push_back(std::move(sp));
   }
   for (const LinkSpec& k : topo.links) {

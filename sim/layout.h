@@ -16,6 +16,7 @@ struct Layout {
   struct SwitchPorts {
     std::string name;
     std::vector<std::string> interfaces;  // by port index: "swp1", ...
+    std::vector<std::string> ecmp_ports;  // interfaces that are next hops of an ECMP group, by port index
   };
   struct PortInfo {
     std::string name;  // "node:port", as the engine names link ends

@@ -308,6 +308,51 @@ Json watchdog_json(const Layout& l, const Counters& c) {
   return j;
 }
 
+// ---- ECMP ----
+
+// Per switch with ECMP groups: what load balancing sent to each member
+// port (bytes over every group), each port's share and Jain's index of the
+// bytes across them (1: even; 1/n: all on one port).
+Json ecmp_json(const Layout& l, const Counters& c) {
+  Json switches = Json::object();
+  double min_jain = 1, max_share = 0;
+  uint64_t idle = 0;
+  for (const auto& s : l.switches) {
+    if (s.ecmp_ports.empty()) continue;
+    std::vector<uint64_t> bytes;
+    for (const auto& f : s.ecmp_ports) bytes.push_back(c.delta(s.name + "/" + f, "ecmp.tx-bytes"));
+    double total = 0, sq = 0;
+    for (uint64_t b : bytes) total += double(b), sq += double(b) * double(b);
+    Json ports = Json::object();
+    double top = 0;
+    uint64_t zero = 0;
+    for (size_t i = 0; i < bytes.size(); i++) {
+      const std::string scope = s.name + "/" + s.ecmp_ports[i];
+      const double share = total > 0 ? double(bytes[i]) / total : 0;
+      top = std::max(top, share);
+      zero += bytes[i] == 0 ? 1 : 0;
+      ports[s.ecmp_ports[i]] =
+          Json{{"packets", c.delta(scope, "ecmp.tx-packets")}, {"bytes", bytes[i]}, {"share", fixed(share, 4)}};
+    }
+    const double jain = sq > 0 ? total * total / (double(bytes.size()) * sq) : 0;
+    if (total > 0) {
+      min_jain = std::min(min_jain, jain);
+      max_share = std::max(max_share, top);
+      idle += zero;
+    }
+    switches[s.name] = Json{{"bytes", uint64_t(total)},
+                            {"jain_bytes", fixed(jain, 4)},
+                            {"max_share", fixed(top, 4)},
+                            {"idle_ports", zero},
+                            {"ports", ports}};
+  }
+  // Over the switches whose groups carried something.
+  return Json{{"min_jain_bytes", fixed(min_jain, 4)},
+              {"max_share", fixed(max_share, 4)},
+              {"idle_ports", idle},
+              {"switches", switches}};
+}
+
 // ---- losses ----
 
 // Every way a packet is lost, by reason: the switch's discards.* list,
@@ -408,6 +453,7 @@ Json build_summary(const Scenario& s, const Layout& l, const Measurements& m) {
   j["dcqcn"] = dcqcn_json(m, c);
   j["pfc"] = pfc_json(l, c);
   j["pfc_watchdog"] = watchdog_json(l, c);
+  j["ecmp"] = ecmp_json(l, c);
   j["drops"] = drops_json(l, c);
   j["trims"] = trims_json(l, c);
   j["retransmissions"] = retransmissions_json(l, c);

@@ -188,6 +188,12 @@ YAML::Node switch_config_yaml(const SwitchConfig& cfg) {
   n["ports"] = cfg.num_ports;
   n["mac"] = cfg.mac.str();
   n["proxy-arp"] = cfg.proxy_arp;
+  YAML::Node fw;
+  for (size_t i = 0; i < EcmpHashField::kCount; i++)
+    fw["ecmp-hash"][std::string(EcmpHashField::kNames[i])] = cfg.ecmp.hashes(EcmpHashField::Id(i)) ? "on" : "off";
+  fw["hash-seed"] = cfg.ecmp.hash_seed;
+  fw["load-balancing"] = std::string(load_balancing_name(cfg.ecmp.load_balancing));
+  n["forwarding"] = fw;
   n["interfaces"] = YAML::Node(YAML::NodeType::Map);
   for (uint16_t i = 0; i < cfg.interfaces.size(); i++) {
     YAML::Node f = interface_yaml(cfg.interfaces[i], i);

@@ -2,10 +2,30 @@
 
 #include <rte_errno.h>
 
+#include <algorithm>
+#include <tuple>
+
 namespace rocemu::sw {
 namespace {
 
 constexpr uint32_t kMaxRules = 8192;
+
+NextHop static_next_hop(const Route& r) {
+  NextHop nh;
+  nh.port = r.port;
+  if (r.mac) {
+    nh.mac = *r.mac;
+    nh.resolved = true;
+  } else if (r.via) {
+    nh.ip = *r.via;
+  } else {
+    nh.glean = true;
+  }
+  return nh;
+}
+
+// An ECMP member's identity across reloads: prefix, port, gateway.
+using MemberKey = std::tuple<std::string, uint16_t, wire::IpAddr>;
 
 }  // namespace
 
@@ -79,11 +99,33 @@ Status RouteTable::install_neighbor(const wire::IpAddr& ip, NeighborEntry& e) {
   return {};
 }
 
+Status RouteTable::add_static(const std::vector<const Route*>& same_prefix) {
+  const IpPrefix& prefix = same_prefix.front()->prefix;
+  if (same_prefix.size() == 1) return add(prefix, new_next_hop(static_next_hop(*same_prefix.front())));
+  EcmpGroup g;
+  g.prefix = prefix;
+  g.first = uint32_t(members_.size());
+  g.count = uint16_t(same_prefix.size());
+  for (const Route* r : same_prefix) members_.push_back(EcmpMember{new_next_hop(static_next_hop(*r)), {}});
+  groups_.push_back(g);
+  return add(prefix, kGroupBit | uint32_t(groups_.size() - 1));
+}
+
 Status RouteTable::load(const SwitchConfig& cfg) {
+  // A member that stays (same prefix, port and gateway) keeps its counters.
+  std::map<MemberKey, EcmpCounters> kept;
+  for (const EcmpGroup& g : groups_)
+    for (uint32_t i = g.first; i < g.first + g.count; i++)
+      kept[{g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip}] =
+          members_[i].counters;
   rte_lpm_delete_all(lpm_);
   if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
   next_hops_.clear();
   next_hops_.reserve(256);
+  groups_.clear();
+  members_.clear();
+  ecmp_ = cfg.ecmp;
+  pick_ = ecmp_pick(cfg.ecmp.load_balancing);
   routes_ = cfg.routes;
   num_ports_ = cfg.num_ports;
   local_.clear();
@@ -106,19 +148,22 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     nh.local = true;
     if (Status s = add(IpPrefix{a->addr, uint8_t(a->is_v4() ? 32 : 128)}, new_next_hop(nh)); !s.ok()) return s;
   }
+  // Static routes by prefix, in the order of their first route: one next
+  // hop, or an ECMP group of them.
+  std::vector<std::vector<const Route*>> by_prefix;
   for (const Route& r : cfg.routes) {
-    NextHop nh;
-    nh.port = r.port;
-    if (r.mac) {
-      nh.mac = *r.mac;
-      nh.resolved = true;
-    } else if (r.via) {
-      nh.ip = *r.via;
-    } else {
-      nh.glean = true;
-    }
-    if (Status s = add(r.prefix, new_next_hop(nh)); !s.ok()) return s;
+    auto it = std::find_if(by_prefix.begin(), by_prefix.end(),
+                           [&](const auto& same) { return same.front()->prefix.same_as(r.prefix); });
+    if (it == by_prefix.end()) by_prefix.push_back({&r});
+    else it->push_back(&r);
   }
+  for (const auto& same : by_prefix)
+    if (Status s = add_static(same); !s.ok()) return s;
+  for (const EcmpGroup& g : groups_)
+    for (uint32_t i = g.first; i < g.first + g.count; i++)
+      if (auto it = kept.find({g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip});
+          it != kept.end())
+        members_[i].counters = it->second;
   // Neighbours: learned ones survive if their port does; static ones are
   // replaced.
   std::map<wire::IpAddr, NeighborEntry> old;

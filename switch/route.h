@@ -4,7 +4,9 @@
 // ARP, are installed as host routes (/32, /128), as a switch ASIC's host
 // table does, so one lookup gives the rewrite. A connected route (no
 // gateway) whose destination is not yet a neighbour "gleans": the caller
-// ARPs for it and drops the packet.
+// ARPs for it and drops the packet. A static route with several next hops
+// is an ECMP group: its LPM entry names the group, and route() picks the
+// member (switch/ecmp.h) and counts it.
 #pragma once
 
 #include <rte_lpm.h>
@@ -13,11 +15,13 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/engine/time.h"
 #include "common/status.h"
+#include "switch/ecmp.h"
 #include "switch/switch_config.h"
 
 namespace rocemu::sw {
@@ -29,6 +33,19 @@ struct NextHop {
   bool glean = false;  // connected route: the destination is the neighbour
   bool local = false;  // one of the switch's own addresses
   wire::IpAddr ip;     // neighbour to resolve when !glean
+};
+
+// The next hops of one prefix: next_hops_ of members_[first, first + count).
+struct EcmpGroup {
+  IpPrefix prefix;
+  uint32_t first = 0;
+  uint16_t count = 0;
+  uint32_t turn = 0;  // per-packet load balancing: the next member
+};
+
+struct EcmpMember {
+  uint32_t next_hop = 0;
+  EcmpCounters counters;
 };
 
 struct NeighborEntry {
@@ -50,14 +67,30 @@ class RouteTable {
   // neighbours are kept if their port still exists.
   Status load(const SwitchConfig& cfg);
 
-  // Data path. nullptr: no route.
+  // Data path: the next hop toward `v`'s destination (`len` bytes), nullptr
+  // if there is no route. For an ECMP group, the member the load balancing
+  // picks, counted.
+  const NextHop* route(const wire::PacketView& v, uint32_t len) {
+    uint32_t id;
+    const int rc = v.is_ipv4() ? rte_lpm_lookup(lpm_, v.ipv4().dst.get(), &id)
+                   : lpm6_ != nullptr ? rte_lpm6_lookup(lpm6_, v.ipv6().dst.data(), &id)
+                                      : -1;
+    if (rc != 0) return nullptr;
+    if ((id & kGroupBit) == 0) return &next_hops_[id];
+    EcmpGroup& g = groups_[id & ~kGroupBit];
+    EcmpMember& m = members_[g.first + pick_(ecmp_, v, g.count, g.turn)];
+    m.counters[EcmpCounters::packets]++;
+    m.counters[EcmpCounters::bytes] += len;
+    return &next_hops_[m.next_hop];
+  }
+  // Without a packet (proxy ARP, tools): an ECMP group's first member.
   const NextHop* lookup_v4(uint32_t dst_host_order) const {
-    uint32_t nh;
-    return rte_lpm_lookup(lpm_, dst_host_order, &nh) == 0 ? &next_hops_[nh] : nullptr;
+    uint32_t id;
+    return rte_lpm_lookup(lpm_, dst_host_order, &id) == 0 ? &first_hop(id) : nullptr;
   }
   const NextHop* lookup_v6(const uint8_t* dst) const {
-    uint32_t nh;
-    return lpm6_ != nullptr && rte_lpm6_lookup(lpm6_, dst, &nh) == 0 ? &next_hops_[nh] : nullptr;
+    uint32_t id;
+    return lpm6_ != nullptr && rte_lpm6_lookup(lpm6_, dst, &id) == 0 ? &first_hop(id) : nullptr;
   }
   const NextHop* lookup(const wire::IpAddr& dst) const {
     return dst.is_v4() ? lookup_v4(dst.v4_host_order()) : lookup_v6(dst.b.data());
@@ -73,10 +106,25 @@ class RouteTable {
   const std::map<wire::IpAddr, NeighborEntry>& neighbors() const { return neighbors_; }
   const std::vector<Route>& routes() const { return routes_; }
   const NextHop& next_hop(uint32_t i) const { return next_hops_[i]; }
+  const std::vector<EcmpGroup>& ecmp_groups() const { return groups_; }
+  const EcmpMember& ecmp_member(uint32_t i) const { return members_[i]; }
+  // Of every member, or of those out of `port`.
+  void clear_ecmp_counters(std::optional<uint16_t> port = std::nullopt) {
+    for (EcmpMember& m : members_)
+      if (!port || next_hops_[m.next_hop].port == *port) m.counters.clear();
+  }
 
  private:
+  // An LPM entry with this bit names an ECMP group, not a next hop (it fits
+  // the next-hop width of both rte_lpm, 24 bits, and rte_lpm6, 21 bits).
+  static constexpr uint32_t kGroupBit = 1u << 20;
+
   RouteTable(std::string name, rte_lpm* lpm) : name_(std::move(name)), lpm_(lpm) {}
+  const NextHop& first_hop(uint32_t id) const {
+    return (id & kGroupBit) == 0 ? next_hops_[id] : next_hops_[members_[groups_[id & ~kGroupBit].first].next_hop];
+  }
   Status add(const IpPrefix& p, uint32_t nh);
+  Status add_static(const std::vector<const Route*>& same_prefix);
   Status ensure_lpm6();
   uint32_t new_next_hop(const NextHop& nh);
   Status install_neighbor(const wire::IpAddr& ip, NeighborEntry& e);
@@ -85,6 +133,10 @@ class RouteTable {
   rte_lpm* lpm_ = nullptr;
   rte_lpm6* lpm6_ = nullptr;
   std::vector<NextHop> next_hops_;
+  std::vector<EcmpGroup> groups_;
+  std::vector<EcmpMember> members_;
+  EcmpConfig ecmp_;
+  EcmpPick pick_ = ecmp_pick(LoadBalancing::kHash);
   std::map<wire::IpAddr, NeighborEntry> neighbors_;
   std::vector<Route> routes_;
   std::vector<wire::IpAddr> local_;

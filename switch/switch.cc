@@ -181,6 +181,7 @@ void Switch::clear_counters(uint16_t port) {
   p.pfc_tx.fill(0);
   for (auto& t : p.pause) t.clear_counters(now);
   for (auto& t : p.xoff) t.clear_counters(now);
+  if (routes_ != nullptr) routes_->clear_ecmp_counters(port);
 }
 
 void Switch::clear_counters() {
@@ -188,11 +189,31 @@ void Switch::clear_counters() {
   mmu_.clear_watermarks();
 }
 
+// What ECMP sent to each port, over every group the port is a member of;
+// nullopt for a port in no group.
+std::vector<std::optional<EcmpCounters>> Switch::ecmp_port_counters() const {
+  std::vector<std::optional<EcmpCounters>> out(ports_.size());
+  if (routes_ == nullptr) return out;
+  for (const EcmpGroup& g : routes_->ecmp_groups()) {
+    for (uint32_t i = g.first; i < g.first + g.count; i++) {
+      const EcmpMember& m = routes_->ecmp_member(i);
+      const uint16_t port = routes_->next_hop(m.next_hop).port;
+      if (port >= out.size()) continue;
+      if (!out[port]) out[port].emplace();
+      for (size_t c = 0; c < EcmpCounters::kCount; c++) out[port]->v[c] += m.counters.v[c];
+    }
+  }
+  return out;
+}
+
 void Switch::report_counters(CounterSink& sink) const {
   const Time now = current_time();
+  const std::vector<std::optional<EcmpCounters>> ecmp = ecmp_port_counters();
   for (const auto& p : ports_) {
     const std::string scope = name() + "/" + cfg_.interfaces[p->index].name;
     for (size_t i = 0; i < PortCounters::kCount; i++) sink.counter(scope, PortCounters::kNames[i], p->counters.v[i]);
+    if (const auto& e = ecmp[p->index])
+      for (size_t i = 0; i < EcmpCounters::kCount; i++) sink.counter(scope, EcmpCounters::kNames[i], e->v[i]);
     // An external port's device counts its own drops (rings, buffers).
     if (const rocemu::Port* attached = port(p->index)) attached->report_device(sink, scope);
     for (int prio = 0; prio < kNumPriorities; prio++) {

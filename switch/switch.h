@@ -98,6 +98,8 @@ class Switch final : public Node {
   uint32_t port_cable_length(uint16_t port) const { return ports_[port]->cable_length; }
   bool port_watchdog(uint16_t port) const { return ports_[port]->watchdog; }
   const RouteTable* routes() const { return routes_.get(); }
+  // ECMP's choices summed per egress port (nullopt: the port is in no group).
+  std::vector<std::optional<EcmpCounters>> ecmp_port_counters() const;
   // The fault stage of what a port receives (rocemu fault on an external port).
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
 

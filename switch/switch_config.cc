@@ -162,6 +162,23 @@ Status SwitchConfig::validate() const {
     if (r.via && r.via->is_v4() != r.prefix.is_v4()) return err(at + ".via", "address family differs from the prefix");
     if (r.mac && r.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
   }
+  for (size_t i = 0; i < routes.size(); i++) {
+    size_t members = 1;
+    for (size_t j = 0; j < i; j++) {
+      const Route& a = routes[j];
+      const Route& b = routes[i];
+      if (!a.prefix.same_as(b.prefix)) continue;
+      members++;
+      if (a.port == b.port && a.via == b.via)
+        return err("routes[" + std::to_string(i) + "]", "the same next hop as routes[" + std::to_string(j) + "] for " +
+                                                            b.prefix.str());
+    }
+    if (members > kMaxEcmpMembers)
+      return err("routes[" + std::to_string(i) + "]", "more than " + std::to_string(kMaxEcmpMembers) +
+                                                          " next hops for " + routes[i].prefix.str());
+  }
+  if (ecmp.hash_fields == 0 && ecmp.load_balancing == LoadBalancing::kHash)
+    return err("forwarding.ecmp-hash", "at least one field must be hashed");
   if (routes.size() + neighbors.size() + interfaces.size() > 8000)
     return err("routes", "at most 8000 routes, neighbors and interface addresses in all");
   for (size_t i = 0; i < neighbors.size(); i++) {

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/wire/ethernet.h"
 #include "common/wire/ip.h"
+#include "switch/ecmp.h"
 #include "switch/qos_config.h"
 
 namespace rocemu::sw {
@@ -24,6 +25,8 @@ struct IpPrefix {
   static std::optional<IpPrefix> parse(std::string_view text);
   bool is_v4() const { return addr.is_v4(); }
   bool contains(const wire::IpAddr& a) const;
+  // The same network (the host bits aside): 10.0.1.0/24 and 10.0.1.7/24.
+  bool same_as(const IpPrefix& o) const { return length == o.length && contains(o.addr); }
   std::string str() const;
 };
 
@@ -50,7 +53,10 @@ struct InterfaceConfig {
 
 // A static route: to `prefix` out of `port`, to the neighbour `via` (or to
 // the destination itself when `via` is unset: a connected route), with the
-// next-hop MAC given or learned by ARP.
+// next-hop MAC given or learned by ARP. Routes to the same prefix are one
+// route with several next hops, an ECMP group (as two `ip route` lines in
+// FRR are), in the order given; at most kMaxEcmpMembers of them.
+constexpr size_t kMaxEcmpMembers = 64;
 struct Route {
   IpPrefix prefix;
   uint16_t port = 0;
@@ -78,6 +84,7 @@ struct SwitchConfig {
   std::vector<Route> routes;
   std::vector<Neighbor> neighbors;
   bool proxy_arp = true;  // answer ARP for any routed address (hosts may ARP for their peer)
+  EcmpConfig ecmp;        // system forwarding: ecmp-hash, hash-seed, load balancing
   QosConfig qos = qos_default_global();
 
   // A configuration with `ports` interfaces named swp1..swpN (port_name).

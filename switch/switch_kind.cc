@@ -1,5 +1,7 @@
 #include "switch/switch_kind.h"
 
+#include <span>
+
 #include "switch/nvue.h"
 #include "switch/switch_fields.h"
 #include "switch/switch.h"
@@ -230,6 +232,26 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
   if (const YAML::Node s = n["pfc-storm"]) i.pfc_storm = parse_pfc_storm(s, f + ".pfc-storm", ctx);
 }
 
+// `forwarding`: NVUE's `system forwarding` (ecmp-hash fields, hash-seed)
+// and the load balancing of ECMP groups.
+void parse_forwarding(const YAML::Node& n, const std::string& f, Context& ctx, EcmpConfig& e) {
+  ctx.check_keys(n, f, {"ecmp-hash", "hash-seed", "load-balancing"});
+  if (const YAML::Node h = n["ecmp-hash"]) {
+    const std::string hf = f + ".ecmp-hash";
+    ctx.check_keys(h, hf, std::span<const std::string_view>(EcmpHashField::kNames));
+    for (size_t i = 0; i < EcmpHashField::kCount; i++) {
+      const std::string key(EcmpHashField::kNames[i]);
+      bool on = e.hashes(EcmpHashField::Id(i));
+      read_bool(h, key.c_str(), hf, ctx, on);
+      e.hash_fields = uint8_t(on ? e.hash_fields | 1u << i : e.hash_fields & ~(1u << i));
+    }
+  }
+  read_int(n, "hash-seed", f, ctx, e.hash_seed, 0, UINT32_MAX);
+  if (n["load-balancing"])
+    if (auto lb = ctx.choice(n["load-balancing"], f + ".load-balancing", {"hash", "per-packet"}))
+      e.load_balancing = *parse_load_balancing(*lb);
+}
+
 std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& field, const SwitchConfig& cfg,
                                       Context& ctx) {
   auto s = ctx.str(n, field);
@@ -240,6 +262,70 @@ std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& fi
     return std::nullopt;
   }
   return uint16_t(idx);
+}
+
+// A next hop of a route: interface, and via (a gateway) or mac.
+bool parse_next_hop(const YAML::Node& r, const std::string& rf, Context& ctx, const SwitchConfig& cfg, Route& route) {
+  bool ok = true;
+  if (auto port = interface_ref(r["interface"], rf + ".interface", cfg, ctx)) route.port = *port;
+  else ok = false;
+  if (r["via"]) {
+    auto v = ctx.str(r["via"], rf + ".via");
+    if (v && !(route.via = wire::IpAddr::parse(*v))) {
+      ctx.error(r["via"], rf + ".via", "'" + *v + "' is not an address");
+      ok = false;
+    }
+  }
+  if (r["mac"]) {
+    auto v = ctx.str(r["mac"], rf + ".mac");
+    if (v && !(route.mac = wire::MacAddr::parse(*v))) {
+      ctx.error(r["mac"], rf + ".mac", "'" + *v + "' is not a MAC address");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// {prefix, interface, via?, mac?}, or {prefix, next-hops: [{interface,
+// via?, mac?}, ...]}: several next hops make an ECMP group, as several
+// routes to the same prefix do.
+void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, SwitchConfig& cfg) {
+  ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac", "next-hops"});
+  const YAML::Node hops = r["next-hops"];
+  if (!r["prefix"] || (!r["interface"] && !hops)) {
+    ctx.error(r, rf, "a route needs prefix and interface (or next-hops)");
+    return;
+  }
+  if (hops && (r["interface"] || r["via"] || r["mac"])) {
+    ctx.error(hops, rf + ".next-hops", "give next-hops or interface/via/mac, not both");
+    return;
+  }
+  Route route;
+  auto s = ctx.str(r["prefix"], rf + ".prefix");
+  auto p = s ? IpPrefix::parse(*s) : std::nullopt;
+  if (!p) {
+    if (s) ctx.error(r["prefix"], rf + ".prefix", "'" + *s + "' is not a prefix (10.0.1.0/24)");
+    return;
+  }
+  route.prefix = *p;
+  if (!hops) {
+    if (parse_next_hop(r, rf, ctx, cfg, route)) cfg.routes.push_back(route);
+    return;
+  }
+  if (!hops.IsSequence() || hops.size() == 0) {
+    ctx.error(hops, rf + ".next-hops", "expected a list of {interface, via} next hops");
+    return;
+  }
+  for (size_t i = 0; i < hops.size(); i++) {
+    const std::string hf = rf + ".next-hops[" + std::to_string(i) + "]";
+    ctx.check_keys(hops[i], hf, {"interface", "via", "mac"});
+    if (!hops[i]["interface"]) {
+      ctx.error(hops[i], hf, "a next hop needs an interface");
+      continue;
+    }
+    Route member = route;
+    if (parse_next_hop(hops[i], hf, ctx, cfg, member)) cfg.routes.push_back(member);
+  }
 }
 
 }  // namespace
@@ -261,7 +347,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
   const std::string f(field);
   // Errors recorded before (elsewhere in the file) are not this switch's.
   const size_t errors_before = ctx.error_count();
-  ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "interfaces", "routes", "neighbors", "qos"});
+  ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "forwarding", "interfaces", "routes", "neighbors", "qos"});
   uint16_t ports = 4;
   read_int(n, "ports", f, ctx, ports, 1, 256);
   SwitchConfig cfg = SwitchConfig::with_ports(ports);
@@ -272,6 +358,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     else if (s) ctx.error(n["mac"], f + ".mac", "'" + *s + "' is not a MAC address");
   }
   read_bool(n, "proxy-arp", f, ctx, cfg.proxy_arp);
+  if (const YAML::Node fw = n["forwarding"]) parse_forwarding(fw, f + ".forwarding", ctx, cfg.ecmp);
   if (const YAML::Node ifs = n["interfaces"]) {
     if (!ifs.IsMap()) {
       ctx.error(ifs, f + ".interfaces", "expected a mapping of interface names (swp1, ...) to settings");
@@ -288,42 +375,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     }
   }
   if (const YAML::Node rs = n["routes"]) {
-    for (size_t i = 0; rs.IsSequence() && i < rs.size(); i++) {
-      const std::string rf = f + ".routes[" + std::to_string(i) + "]";
-      const YAML::Node r = rs[i];
-      ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac"});
-      Route route;
-      bool ok = true;
-      if (!r["prefix"] || !r["interface"]) {
-        ctx.error(r, rf, "a route needs prefix and interface");
-        continue;
-      }
-      auto s = ctx.str(r["prefix"], rf + ".prefix");
-      auto p = s ? IpPrefix::parse(*s) : std::nullopt;
-      if (!p) {
-        if (s) ctx.error(r["prefix"], rf + ".prefix", "'" + *s + "' is not a prefix (10.0.1.0/24)");
-        ok = false;
-      } else {
-        route.prefix = *p;
-      }
-      if (auto port = interface_ref(r["interface"], rf + ".interface", cfg, ctx)) route.port = *port;
-      else ok = false;
-      if (r["via"]) {
-        auto v = ctx.str(r["via"], rf + ".via");
-        if (v && !(route.via = wire::IpAddr::parse(*v))) {
-          ctx.error(r["via"], rf + ".via", "'" + *v + "' is not an address");
-          ok = false;
-        }
-      }
-      if (r["mac"]) {
-        auto v = ctx.str(r["mac"], rf + ".mac");
-        if (v && !(route.mac = wire::MacAddr::parse(*v))) {
-          ctx.error(r["mac"], rf + ".mac", "'" + *v + "' is not a MAC address");
-          ok = false;
-        }
-      }
-      if (ok) cfg.routes.push_back(route);
-    }
+    for (size_t i = 0; rs.IsSequence() && i < rs.size(); i++) parse_route(rs[i], f + ".routes[" + std::to_string(i) + "]", ctx, cfg);
     if (!rs.IsSequence()) ctx.error(rs, f + ".routes", "expected a list of routes");
   }
   if (const YAML::Node ns = n["neighbors"]) {

@@ -171,7 +171,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
   }
 
   // route
-  const NextHop* nh = v.is_ipv4() ? routes_->lookup_v4(v.ipv4().dst.get()) : routes_->lookup_v6(v.ipv6().dst.data());
+  const NextHop* nh = routes_->route(v, len);
   if (nh == nullptr || nh->local) {
     in.counters[nh == nullptr ? PortCounters::drop_no_route : PortCounters::drop_to_switch]++;
     rte_pktmbuf_free(m);

@@ -307,6 +307,21 @@ json Switch::show_routes() const {
                        {"interface", cfg_.interfaces[e.port].name},
                        {"type", e.is_static ? "static" : "learned"}});
     out["neighbors"] = neigh;
+    json groups = json::array();
+    for (const EcmpGroup& g : routes_->ecmp_groups()) {
+      json members = json::array();
+      for (uint32_t i = g.first; i < g.first + g.count; i++) {
+        const EcmpMember& m = routes_->ecmp_member(i);
+        const NextHop& nh = routes_->next_hop(m.next_hop);
+        json j = {{"interface", cfg_.interfaces[nh.port].name}};
+        if (!nh.glean) j["via"] = nh.ip.str();
+        for (size_t c = 0; c < EcmpCounters::kCount; c++) j[std::string(EcmpCounters::kNames[c])] = m.counters.v[c];
+        members.push_back(j);
+      }
+      groups.push_back({{"prefix", g.prefix.str()}, {"next-hops", members}});
+    }
+    out["ecmp-groups"] = groups;
+    out["load-balancing"] = std::string(load_balancing_name(cfg_.ecmp.load_balancing));
   }
   out["routes"] = routes;
   return out;
