@@ -8,88 +8,191 @@ Timer::~Timer() {
   if (wheel_ != nullptr) wheel_->cancel(*this);
 }
 
+TimerWheel::TimerWheel(Time start) : cur_tick_(tick_of(start)), now_(start) {}
+
 TimerWheel::~TimerWheel() {
-  for (Entry& e : heap_) e.t->wheel_ = nullptr;
-}
-
-// Moves `e` from the hole at `i` towards the root to its place.
-void TimerWheel::sift_up(uint32_t i, Entry e) {
-  while (i > 0) {
-    const uint32_t parent = (i - 1) / 2;
-    if (heap_[parent].key <= e.key) break;
-    heap_[i] = heap_[parent];
-    heap_[i].t->pos_ = i;
-    i = parent;
+  for (Timer* head : heads_) {
+    for (Timer* t = head; t != nullptr;) {
+      Timer* next = t->next_;
+      t->wheel_ = nullptr;
+      t->prev_ = t->next_ = nullptr;
+      t = next;
+    }
   }
-  heap_[i] = e;
-  e.t->pos_ = i;
 }
 
-// Moves `e` from the hole at `i` towards the leaves to its place.
-void TimerWheel::sift_down(uint32_t i, Entry e) {
-  const uint32_t n = uint32_t(heap_.size());
-  for (;;) {
-    uint32_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && heap_[child + 1].key < heap_[child].key) child++;
-    if (e.key <= heap_[child].key) break;
-    heap_[i] = heap_[child];
-    heap_[i].t->pos_ = i;
-    i = child;
+void TimerWheel::link(Timer& t, int16_t slot) {
+  t.slot_ = slot;
+  t.prev_ = nullptr;
+  t.next_ = heads_[size_t(slot)];
+  if (t.next_ != nullptr) t.next_->prev_ = &t;
+  heads_[size_t(slot)] = &t;
+  if (slot != kOverflowSlot) {
+    const int level = slot / kSlots, idx = slot % kSlots;
+    bitmap_[size_t(level)][size_t(idx / 64)] |= 1ull << (idx % 64);
   }
-  heap_[i] = e;
-  e.t->pos_ = i;
 }
 
-void TimerWheel::remove_at(uint32_t i) {
-  const Entry last = heap_.back();
-  heap_.pop_back();
-  if (i == heap_.size()) return;
-  // The last entry fills the hole, up or down from there.
-  if (i > 0 && last.key < heap_[(i - 1) / 2].key) {
-    sift_up(i, last);
+void TimerWheel::unlink(Timer& t) {
+  const int16_t slot = t.slot_;
+  if (t.prev_ != nullptr) {
+    t.prev_->next_ = t.next_;
   } else {
-    sift_down(i, last);
+    heads_[size_t(slot)] = t.next_;
   }
+  if (t.next_ != nullptr) t.next_->prev_ = t.prev_;
+  t.prev_ = t.next_ = nullptr;
+  if (slot != kOverflowSlot && heads_[size_t(slot)] == nullptr) {
+    const int level = slot / kSlots, idx = slot % kSlots;
+    bitmap_[size_t(level)][size_t(idx / 64)] &= ~(1ull << (idx % 64));
+  }
+}
+
+void TimerWheel::place(Timer& t) {
+  uint64_t tick = tick_of(t.expiry_);
+  if (tick < cur_tick_) tick = cur_tick_;  // overdue: fire at the current tick
+  const uint64_t diff = tick ^ cur_tick_;
+  int level = 0;
+  if (diff != 0) level = (63 - __builtin_clzll(diff)) / kSlotBits;
+  if (level >= kLevels) {
+    link(t, kOverflowSlot);
+    return;
+  }
+  const int idx = int((tick >> (level * kSlotBits)) & (kSlots - 1));
+  link(t, int16_t(level * kSlots + idx));
 }
 
 void TimerWheel::schedule(Timer& t, Time when) {
-  const Entry e{key_of(when, seq_++), &t};
+  if (t.wheel_ != nullptr) {
+    assert(t.wheel_ == this);
+    unlink(t);
+    size_--;
+  }
+  t.wheel_ = this;
   t.expiry_ = when;
-  if (t.wheel_ == nullptr) {
-    t.wheel_ = this;
-    heap_.push_back(e);
-    sift_up(uint32_t(heap_.size() - 1), e);
-    return;
-  }
-  assert(t.wheel_ == this);
-  const uint32_t i = t.pos_;
-  // Re-armed: a later key sinks, an earlier one rises.
-  if (e.key > heap_[i].key) {
-    sift_down(i, e);
-  } else {
-    sift_up(i, e);
-  }
+  t.seq_ = seq_++;
+  place(t);
+  size_++;
 }
 
 void TimerWheel::cancel(Timer& t) {
   if (t.wheel_ == nullptr) return;
   assert(t.wheel_ == this);
+  unlink(t);
   t.wheel_ = nullptr;
-  remove_at(t.pos_);
+  size_--;
+}
+
+int TimerWheel::find_slot(int level, int from) const {
+  for (int w = from / 64; w < kSlots / 64; w++) {
+    uint64_t bits = bitmap_[size_t(level)][size_t(w)];
+    if (w == from / 64) bits &= ~0ull << (from % 64);
+    if (bits != 0) return w * 64 + __builtin_ctzll(bits);
+  }
+  return -1;
+}
+
+uint64_t TimerWheel::next_tick_bound() const {
+  for (int level = 0; level < kLevels; level++) {
+    const int shift = level * kSlotBits;
+    const int cur_idx = int((cur_tick_ >> shift) & (kSlots - 1));
+    // Level 0 holds the current tick itself; higher levels start after it.
+    const int idx = find_slot(level, level == 0 ? cur_idx : cur_idx + 1);
+    if (idx < 0) continue;
+    const uint64_t prefix = (shift + kSlotBits >= 64) ? 0 : (cur_tick_ >> (shift + kSlotBits)) << (shift + kSlotBits);
+    return prefix | (uint64_t(idx) << shift);
+  }
+  uint64_t best = ~0ull;
+  for (Timer* t = heads_[kOverflowSlot]; t != nullptr; t = t->next_) {
+    const uint64_t tick = tick_of(t->expiry_);
+    if (tick < best) best = tick;
+  }
+  return best;
+}
+
+Time TimerWheel::next_expiry() const {
+  if (size_ == 0) return kTimeNever;
+  const uint64_t bound = next_tick_bound();
+  // The earliest timer is in the slot that holds `bound` (or overflow).
+  Time best = kTimeNever;
+  auto scan = [&](int16_t slot) {
+    for (Timer* t = heads_[size_t(slot)]; t != nullptr; t = t->next_)
+      if (t->expiry_ < best) best = t->expiry_;
+  };
+  for (int level = 0; level < kLevels; level++) {
+    const int shift = level * kSlotBits;
+    const uint64_t diff = bound ^ cur_tick_;
+    const int bound_level = diff == 0 ? 0 : (63 - __builtin_clzll(diff)) / kSlotBits;
+    if (bound_level != level) continue;
+    scan(int16_t(level * kSlots + int((bound >> shift) & (kSlots - 1))));
+    return best;
+  }
+  scan(kOverflowSlot);
+  return best;
+}
+
+void TimerWheel::move_to(uint64_t tick) {
+  if (tick <= cur_tick_) return;
+  const uint64_t diff = tick ^ cur_tick_;
+  const int top = (63 - __builtin_clzll(diff)) / kSlotBits;
+  cur_tick_ = tick;
+  // Every slot skipped over is empty (we never move past a non-empty one),
+  // so only the slot the new tick lands in at the highest changed level
+  // needs its timers spread to lower levels.
+  if (top >= kLevels) {
+    Timer* list = heads_[kOverflowSlot];
+    heads_[kOverflowSlot] = nullptr;
+    while (list != nullptr) {
+      Timer* next = list->next_;
+      place(*list);
+      list = next;
+    }
+    return;
+  }
+  if (top == 0) return;
+  const int idx = int((tick >> (top * kSlotBits)) & (kSlots - 1));
+  const int16_t slot = int16_t(top * kSlots + idx);
+  Timer* list = heads_[size_t(slot)];
+  heads_[size_t(slot)] = nullptr;
+  bitmap_[size_t(top)][size_t(idx / 64)] &= ~(1ull << (idx % 64));
+  while (list != nullptr) {
+    Timer* next = list->next_;
+    place(*list);
+    list = next;
+  }
 }
 
 size_t TimerWheel::advance(Time now) {
   if (now < now_) now = now_;
   now_ = now;
+  const uint64_t target = tick_of(now);
   size_t fired = 0;
-  // One at a time: a callback may arm another timer that is due even sooner.
-  while (!heap_.empty() && heap_.front().t->expiry_ <= now) {
-    Timer& t = *heap_.front().t;
-    t.wheel_ = nullptr;
-    remove_at(0);
-    fired++;
-    t.cb_(t.ctx_, now);
+  for (;;) {
+    // Fire the earliest due timer in the current tick's slot, one at a
+    // time: a callback may arm another timer that is due even sooner.
+    const int16_t slot = int16_t(cur_tick_ & (kSlots - 1));
+    Timer* best = nullptr;
+    for (Timer* t = heads_[size_t(slot)]; t != nullptr; t = t->next_) {
+      if (t->expiry_ > now) continue;
+      if (best == nullptr || t->expiry_ < best->expiry_ ||
+          (t->expiry_ == best->expiry_ && t->seq_ < best->seq_))
+        best = t;
+    }
+    if (best != nullptr) {
+      unlink(*best);
+      best->wheel_ = nullptr;
+      size_--;
+      fired++;
+      best->cb_(best->ctx_, now);
+      continue;
+    }
+    if (cur_tick_ >= target) break;
+    uint64_t next = next_tick_bound();
+    if (next == cur_tick_) {
+      // Only not-yet-due timers (later picoseconds of the same tick) here.
+      next = cur_tick_ + 1;
+    }
+    move_to(next < target ? next : target);
   }
   return fired;
 }

@@ -1,19 +1,15 @@
-// The engine's timers: an indexed binary min-heap with exact expiries.
+// Hierarchical timer wheel (Varghese & Lauck) with exact expiries.
 //
-// Expiries are kept in picoseconds; timers fire in (expiry, order of
-// arming) order, so virtual-time runs are deterministic, and
-// next_expiry() is the exact time of the earliest timer, which is how
-// virtual time jumps from event to event. The heap holds each timer's key
-// next to its pointer (one cache line per two entries, no pointer chasing
-// to compare), and each timer knows its place in it, so re-arming and
-// cancelling are O(log n) and never allocate once the heap has grown to
-// the number of timers armed at once. (It replaced a hierarchical timer
-// wheel: the earliest timer had to be searched for in the wheel's bitmaps
-// on every event, twice per event in the virtual-time loop.)
+// Six levels of 256 slots over ticks of 4.096 ns; a timer sits in the
+// lowest level whose slot range contains its tick. Expiries are kept in
+// picoseconds, and timers that fall in the same tick fire in (expiry,
+// insertion) order, so virtual-time runs are deterministic. next_expiry()
+// gives the exact time of the earliest timer, which is how virtual time
+// jumps from event to event.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <vector>
 
 #include "common/engine/time.h"
 
@@ -55,13 +51,21 @@ class Timer {
   Callback cb_ = nullptr;
   void* ctx_ = nullptr;
   TimerWheel* wheel_ = nullptr;
+  Timer* prev_ = nullptr;
+  Timer* next_ = nullptr;
   Time expiry_{0};
-  uint32_t pos_ = 0;  // index in the heap while armed
+  uint64_t seq_ = 0;
+  int16_t slot_ = -1;  // level * 256 + index, or kOverflowSlot
 };
 
 class TimerWheel {
  public:
-  explicit TimerWheel(Time start = kTimeZero) : now_(start) {}
+  static constexpr int kTickShift = 12;  // 4096 ps per tick
+  static constexpr int kLevels = 6;
+  static constexpr int kSlotBits = 8;
+  static constexpr int kSlots = 1 << kSlotBits;
+
+  explicit TimerWheel(Time start = kTimeZero);
   TimerWheel(const TimerWheel&) = delete;
   TimerWheel& operator=(const TimerWheel&) = delete;
   ~TimerWheel();
@@ -76,29 +80,30 @@ class TimerWheel {
   size_t advance(Time now);
 
   // Exact expiry of the earliest armed timer, or kTimeNever.
-  Time next_expiry() const { return heap_.empty() ? kTimeNever : heap_.front().t->expiry_; }
+  Time next_expiry() const;
 
-  size_t size() const { return heap_.size(); }
+  size_t size() const { return size_; }
   Time now() const { return now_; }
 
  private:
-  // (expiry, arming order) as one unsigned number: the expiry's sign bit
-  // flipped keeps signed order, the sequence breaks ties.
-  using Key = unsigned __int128;
-  struct Entry {
-    Key key;
-    Timer* t;
-  };
-  static Key key_of(Time when, uint64_t seq) {
-    return Key(uint64_t(when.count()) ^ (uint64_t(1) << 63)) << 64 | seq;
-  }
-  void sift_up(uint32_t i, Entry e);
-  void sift_down(uint32_t i, Entry e);
-  void remove_at(uint32_t i);
+  static constexpr int16_t kOverflowSlot = kLevels * kSlots;
+  static constexpr int kNumLists = kLevels * kSlots + 1;
 
-  std::vector<Entry> heap_;
+  static uint64_t tick_of(Time t) { return uint64_t(t.count()) >> kTickShift; }
+  void place(Timer& t);
+  void link(Timer& t, int16_t slot);
+  void unlink(Timer& t);
+  // Lowest tick any armed timer may have (a slot's lower bound), or ~0.
+  uint64_t next_tick_bound() const;
+  void move_to(uint64_t tick);
+  int find_slot(int level, int from) const;  // first non-empty index >= from, or -1
+
+  std::array<Timer*, kNumLists> heads_{};
+  std::array<std::array<uint64_t, kSlots / 64>, kLevels> bitmap_{};
+  uint64_t cur_tick_;
   Time now_;
   uint64_t seq_ = 0;
+  size_t size_ = 0;
 };
 
 }  // namespace rocemu
