@@ -188,7 +188,8 @@ void Nic::ack_up_to(Qp& qp, uint32_t psn, Time now, bool from_response) {
   if (progress) {
     qp.req.retry_left = qp.retry_cnt;
     qp.req.rnr_left = qp.rnr_retry;
-    std::erase_if(qp.lr.resend_psns, [&](uint32_t p) { return wire::psn_lt(p, qp.req.una_psn); });
+    if (!qp.lr.resend_psns.empty())
+      std::erase_if(qp.lr.resend_psns, [&](uint32_t p) { return wire::psn_lt(p, qp.req.una_psn); });
   }
   complete_send_queue(qp, now);
   if (qp.state == IBV_QPS_ERR) return;

@@ -3,6 +3,7 @@
 #include "nic/nic.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/engine/engine.h"
 #include "nic/cc/cc_config.h"
@@ -131,7 +132,15 @@ rte_mbuf* Nic::new_frame() {
 }
 
 bool Nic::is_local_ip(const wire::IpAddr& ip) const {
-  return std::find(cfg_.ips.begin(), cfg_.ips.end(), ip) != cfg_.ips.end();
+  // Per received packet: two 64-bit compares per address, not a memcmp call.
+  uint64_t a[2];
+  std::memcpy(a, ip.b.data(), sizeof a);
+  for (const wire::IpAddr& own : cfg_.ips) {
+    uint64_t b[2];
+    std::memcpy(b, own.b.data(), sizeof b);
+    if (((a[0] ^ b[0]) | (a[1] ^ b[1])) == 0) return true;
+  }
+  return false;
 }
 
 // ------------------------------------------------------------- receive ----
@@ -170,6 +179,7 @@ bool Nic::dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* sr
 }
 
 void Nic::flush_dma() {
+  if (dirty_.empty() && held_.empty() && dma_owners_.empty()) return;  // an ACK, a CNP: nothing was written
   // Reads and immediate writes flush too: what failed then is collected here.
   for (HostMemory* mem : dirty_) {
     mem->flush();
@@ -214,6 +224,7 @@ void Nic::handle_dma_failures(Time now) {
   // to ERR; the pending ACK, which may cover later PSNs of the burst, is
   // replaced by the NAK. UC and UD have no ACK: their receive completion
   // already carries the error.
+  if (dma_failed_.empty()) return;
   for (const DmaOwner& o : std::exchange(dma_failed_, {})) {
     Qp& qp = *o.qp;
     if (qp.type != QpType::kRc || qp.state == IBV_QPS_ERR) continue;
