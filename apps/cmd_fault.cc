@@ -145,6 +145,18 @@ Status clear_switch_port(sw::Switch& s, uint16_t port) {
   return s.apply(cfg);
 }
 
+// The same for every port of a switch, in one change.
+Status clear_switch_ports(sw::Switch& s) {
+  sw::SwitchConfig cfg = s.config();
+  bool any = false;
+  for (auto& f : cfg.interfaces) {
+    any |= f.faults.any() || f.pfc_storm.enable;
+    f.faults = FaultConfig{};
+    f.pfc_storm = sw::PfcStorm{};
+  }
+  return any ? s.apply(cfg) : Status{};
+}
+
 std::string storm_words(const sw::PfcStorm& s) {
   std::string prios;
   for (int p = 0; p < 8; p++)
@@ -301,9 +313,10 @@ int list(Engine& engine, std::string& out) {
   return 0;
 }
 
-void remove_record(const Record& r) {
+Status remove_record(const Record& r) {
   for (FaultStage* st : r.target.stages) st->remove(r.id);
-  if (r.storm) [[maybe_unused]] const Status s = set_storm(*r.target.sw, r.target.port, sw::PfcStorm{});
+  if (r.storm) return set_storm(*r.target.sw, r.target.port, sw::PfcStorm{});
+  return {};
 }
 
 int del(const std::vector<std::string>& w, std::string& out) {
@@ -319,10 +332,45 @@ int del(const std::vector<std::string>& w, std::string& out) {
     out = "no fault " + w[2] + " (faults: " + (ids.empty() ? "none" : joined(ids)) + ")";
     return EINVAL;
   }
-  remove_record(*it);
+  const Status removed = remove_record(*it);
   out = "fault " + w[2] + " removed: " + it->target.label + ": " + it->what;
   recs.erase(it);
+  if (!removed.ok()) {
+    out += " (but " + removed.message() + ")";
+    return EIO;
+  }
   return 0;
+}
+
+std::string failures(const std::vector<std::string>& failed) {
+  std::string s;
+  for (const auto& f : failed) s += (s.empty() ? "" : "; ") + f;
+  return s;
+}
+
+// Every fault everywhere: each link, each switch (its ports' configured
+// faults and storms in one change), whatever fails on the way; the
+// failures are named and make it exit 1.
+int clear_all(Engine& engine, std::string& out) {
+  std::vector<std::string> failed;
+  auto& recs = registry().records;
+  for (const Record& r : recs)
+    if (Status st = remove_record(r); !st.ok()) failed.push_back(r.target.label + ": " + st.message());
+  recs.clear();
+  for (const auto& l : engine.links())
+    for (int side = 0; side < 2; side++) l->faults(side).clear();
+  for (const auto& n : engine.nodes()) {
+    auto* s = dynamic_cast<sw::Switch*>(n.get());
+    if (s == nullptr) continue;
+    for (uint16_t p = 0; p < s->num_ports(); p++) s->port_faults(p).clear();
+    if (Status st = clear_switch_ports(*s); !st.ok()) failed.push_back(s->name() + ": " + st.message());
+  }
+  if (failed.empty()) {
+    out = "every fault cleared";
+    return 0;
+  }
+  out = "every fault cleared but: " + failures(failed);
+  return EIO;
 }
 
 int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
@@ -330,24 +378,8 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
     out = "usage: rocemu fault clear [TARGET]";
     return EINVAL;
   }
+  if (w.size() == 2) return clear_all(engine, out);
   auto& recs = registry().records;
-  if (w.size() == 2) {
-    for (const Record& r : recs) remove_record(r);
-    recs.clear();
-    for (const auto& l : engine.links())
-      for (int side = 0; side < 2; side++) l->faults(side).clear();
-    for (const auto& n : engine.nodes())
-      if (auto* s = dynamic_cast<sw::Switch*>(n.get()))
-        for (uint16_t p = 0; p < s->num_ports(); p++) {
-          s->port_faults(p).clear();
-          if (Status st = clear_switch_port(*s, p); !st.ok()) {
-            out = s->name() + ": " + st.message();
-            return EIO;
-          }
-        }
-    out = "every fault cleared";
-    return 0;
-  }
   auto t = resolve_target(engine, w[2], "both", out);
   if (!t) return EINVAL;
   const auto touches = [&](const Record& r) {
@@ -356,9 +388,10 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
       return std::find(t->stages.begin(), t->stages.end(), s) != t->stages.end();
     });
   };
+  std::vector<std::string> failed;
   for (auto it = recs.begin(); it != recs.end();) {
     if (touches(*it)) {
-      remove_record(*it);
+      if (Status st = remove_record(*it); !st.ok()) failed.push_back("fault " + std::to_string(it->id) + ": " + st.message());
       it = recs.erase(it);
     } else {
       ++it;
@@ -367,13 +400,12 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   for (FaultStage* st : t->stages) st->clear();
   if (t->sw != nullptr) {
     t->sw->port_faults(t->port).clear();
-    if (Status st = clear_switch_port(*t->sw, t->port); !st.ok()) {
-      out = t->label + ": " + st.message();
-      return EIO;
-    }
+    if (Status st = clear_switch_port(*t->sw, t->port); !st.ok()) failed.push_back(t->label + ": " + st.message());
   }
   out = t->label + " (" + t->where + "): faults cleared";
-  return 0;
+  if (failed.empty()) return 0;
+  out += " but: " + failures(failed);
+  return EIO;
 }
 
 }  // namespace

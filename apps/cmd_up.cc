@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -28,6 +29,7 @@
 #include "apps/ports.h"
 #include "apps/runtime.h"
 #include "apps/snapshot.h"
+#include "apps/telemetry.h"
 #include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
@@ -63,42 +65,6 @@ struct Lines final : CounterSink {
 };
 
 }  // namespace
-
-// A port as the user names it (apps/ports.h).
-std::vector<std::string> port_names(Node& n) {
-  std::vector<std::string> names;
-  const auto* sw = dynamic_cast<const sw::Switch*>(&n);
-  for (uint16_t i = 0; i < n.num_ports(); i++)
-    names.push_back(sw != nullptr && i < sw->config().interfaces.size() ? sw->config().interfaces[i].name
-                                                                         : std::to_string(i));
-  return names;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-std::optional<PortRef> resolve_port(Engine& engine, const std::string& spec, std::string& err) {
-  const auto colon = spec.find(':');
-  const std::string node = spec.substr(0, colon);
-  Node* n = engine.find_node(node);
-  if (n == nullptr || n->kind() == "host-agent") {
-    std::vector<std::string> nodes;
-    for (const auto& x : engine.nodes())
-      if (x->kind() != "host-agent") nodes.push_back(x->name());
-    err = "no node named '" + node + "' (nodes: " + joined(nodes) + ")";
-    return std::nullopt;
-  }
-  if (colon == std::string::npos) return PortRef{n, 0, node + ":" + port_names(*n).front()};
-  const std::string want = spec.substr(colon + 1);
-  const std::vector<std::string> names = port_names(*n);
-  for (uint16_t i = 0; i < names.size(); i++)
-    if (want == names[i] || want == std::to_string(i)) return PortRef{n, i, node + ":" + names[i]};
-  err = "no port '" + want + "' on " + node + " (ports: " + joined(names) + ")";
-  return std::nullopt;
-}
 
 namespace {
 
@@ -212,6 +178,15 @@ int handle_nic(Engine& engine, const std::vector<std::string>& w, std::string& o
   return 0;
 }
 
+// Where DPDK telemetry listens, and the command that reads it.
+std::string telemetry_line() {
+  const std::string sock = dpdk::telemetry_socket();
+  if (sock.empty()) return "";
+  std::string env;
+  if (const char* rd = std::getenv("RUNTIME_DIRECTORY")) env = std::string("RUNTIME_DIRECTORY=") + rd + " ";
+  return "telemetry: " + sock + " (" + env + "dpdk-telemetry.py -f " + dpdk::file_prefix() + ")";
+}
+
 // CLI commands, on the engine thread.
 int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std::string>& w, std::string& out) {
   if (w.empty()) {
@@ -247,6 +222,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
       os << "\n";
     }
     for (const auto& l : engine.links()) os << "  link " << l->name() << "\n";
+    if (const std::string t = telemetry_line(); !t.empty()) os << t << "\n";
     out = os.str();
     return 0;
   }
@@ -333,7 +309,9 @@ int cmd_up(const UpOptions& o) {
 
   const uint32_t memory_mb = uint32_t(uint64_t(topo->engine.mbufs) * 4800 / (1 << 20)) + 256 +
                              switch_memory_mb(*topo);
-  if (Status s = dpdk::init_eal({.hugepages = o.hugepages, .memory_mb = memory_mb, .extra_args = {}}); !s.ok()) {
+  if (Status s = dpdk::init_eal(
+          {.hugepages = o.hugepages, .memory_mb = memory_mb, .telemetry = true, .extra_args = {}});
+      !s.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
   }
@@ -375,6 +353,11 @@ int cmd_up(const UpOptions& o) {
       return 1;
     }
   }
+  // DPDK telemetry: the same counters, taken on the engine thread per request.
+  if (Status s = Telemetry::start([&engine](std::function<void()> job) { engine.post([job](Engine&) { job(); }); },
+                                  [&engine] { return collect_counters(engine); });
+      !s.ok())
+    std::fprintf(stderr, "rocemu up: %s (telemetry is off)\n", s.message().c_str());
   if (Status s = write_private_file(paths.pid, std::to_string(getpid()) + "\n"); !s.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;
@@ -392,6 +375,7 @@ int cmd_up(const UpOptions& o) {
   std::printf("rocemu: engine up (pid %d) on %s; NICs %s; socket %s\n", int(getpid()), topo->file.c_str(),
               names.c_str(), paths.socket.c_str());
   if (o.metrics_port != 0) std::printf("rocemu: metrics at http://127.0.0.1:%u/metrics\n", unsigned(metrics.port()));
+  if (const std::string t = telemetry_line(); !t.empty()) std::printf("rocemu: %s\n", t.c_str());
   if (!o.daemon) std::printf("rocemu: run programs with `rocemu exec NODE -- PROGRAM`; Ctrl-C stops\n");
   std::fflush(stdout);
   if (o.daemon) {
@@ -409,6 +393,7 @@ int cmd_up(const UpOptions& o) {
       std::fprintf(stderr, "rocemu: engine thread stays at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
   }
   engine.run(g_stop);
+  Telemetry::stop();
   metrics.stop();
   server.engine_stopped();
   server.stop();

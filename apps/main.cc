@@ -71,16 +71,19 @@ const Command kCommands[] = {
      "faults on a link or switch port in tc-netem's forms, each with an id and counters",
      "TARGET is a port (h1, sw1:swp1: the link at it) or a link by name (h1:0-sw1:0);\n"
      "out: what the port sends, in: what it receives, both (the default). Faults add up.\n"
-     "  loss 1%  |  loss gemodel P% [R% [1-H% [1-K%]]]   Bernoulli or Gilbert-Elliott loss\n"
-     "  delay 100us [10us]                               delay and jitter\n"
-     "  rate 10gbit        duplicate 1%        corrupt 0.1%\n"
-     "  reorder 25% [5us]                                hold 25% of frames back 5us\n"
+     "  loss 1% [25%]  |  loss gemodel P% [R% [1-H% [1-K%]]]   Bernoulli or Gilbert-Elliott loss\n"
+     "  delay 100us [10us [25%]]                         delay, give or take the jitter (uniform)\n"
+     "  rate 10gbit        duplicate 1% [25%]        corrupt 0.1% [25%]\n"
+     "  reorder 25% [50%] [gap N] [5us]                  with a delay: 25% of frames skip it;\n"
+     "                                                   without: they are held back 5us\n"
+     "  (a second percentage is netem's correlation: how often a draw repeats the last)\n"
      "  drop match [qpn=N] [psn=N] [opcode=N] [every=N] [times=N]\n"
      "  link down | link up                              pfc-storm prio 3 [quanta N] [interval T]\n"
      "Every value carries its unit (a bare 5 is refused). `fault list` shows each fault's\n"
      "id and what it dropped, delayed, duplicated and corrupted; `fault del ID` removes one,\n"
      "`fault clear [TARGET]` all of them (the topology's too).\n",
-     "add list del clear out in both loss gemodel delay rate duplicate reorder corrupt drop match link down up "
+     "add list del clear out in both loss gemodel random delay distribution uniform rate duplicate reorder gap "
+     "corrupt drop match link down up "
      "pfc-storm prio --help"},
     {"capture", "PORT|LINK -w FILE|- [-c COUNT] [--duration TIME] [-s SNAPLEN] | stop [ID] | list",
      "capture a port or link to pcapng while traffic runs",

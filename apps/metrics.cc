@@ -48,6 +48,7 @@ struct Unit {
 };
 constexpr Unit kUnits[] = {
     {"-duration-us", "_duration_seconds", 1e-6, false},
+    {"_pause_duration", "_pause_duration_seconds", 1e-6, false},  // a NIC's rx_prioN_pause_duration, in us
     {"_time_ps", "_seconds", 1e-12, false},
     {"_rate_kbps", "_rate_bits_per_second", 1e3, true},
     {"_alpha_ppm", "_alpha_ratio", 1e-6, true},
@@ -103,6 +104,7 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
   std::string_view name = c.name;
   std::optional<std::string_view> help;
   std::string group;  // the part of the family name from a prefix (pfc_, queue_)
+  std::string prio_name;  // what `name` views for a per-priority NIC counter
   const auto numbered = [&](std::string_view prefix, const char* label) {
     if (name.substr(0, prefix.size()) != prefix || name.size() < prefix.size() + 2 ||
         !std::isdigit(static_cast<unsigned char>(name[prefix.size()])) || name[prefix.size() + 1] != '.')
@@ -130,7 +132,17 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
       if (!help) help = help_in<sw::EcmpCounters>(name);
     }
   } else if (kind == "nic") {
-    help = help_in<nic::NicCounters>(name);
+    // ethtool's per-priority counters: rx_prio3_pause -> prio_rx_pause{priority="3"}
+    if (name.size() > 9 && (name.substr(0, 7) == "rx_prio" || name.substr(0, 7) == "tx_prio") &&
+        std::isdigit(static_cast<unsigned char>(name[7])) && name[8] == '_') {
+      labels.emplace_back("priority", std::string(1, name[7]));
+      prio_name = std::string(name.substr(0, 3)) + std::string(name.substr(9));
+      name = prio_name;
+      group = "prio_";
+      help = help_in<nic::NicPrioCounters>(name);
+    } else {
+      help = help_in<nic::NicCounters>(name);
+    }
   } else if (kind == "port") {
     help = help_in<PortCounters>(name);
   } else if (kind == "qp") {

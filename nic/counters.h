@@ -3,6 +3,9 @@
 // equivalent say so in their help text.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 #include "common/counters.h"
 
 namespace rocemu::nic {
@@ -62,5 +65,19 @@ namespace rocemu::nic {
   X(rx_ud_qkey_violation, "UD messages dropped for a wrong Q_Key (no mlx5 name)")
 
 ROCEMU_COUNTER_SET(NicCounters, ROCEMU_NIC_COUNTERS);
+
+// Per priority, as ethtool -S shows them on mlx5: the name with `prioN_`
+// after its direction (rx_pause -> rx_prio3_pause).
+#define ROCEMU_NIC_PRIO_COUNTERS(X)                                                                       \
+  X(rx_pause, "PFC frames received for the priority")                                                     \
+  X(rx_pause_duration, "microseconds the priority has been paused by PFC received")                      \
+  X(rx_pause_transition, "times the priority went from paused (XOFF) to not paused (XON)")               \
+  X(tx_pause, "always 0: the NIC sends no PFC (it never runs out of receive buffer)")                    \
+  X(tx_pause_duration, "always 0: the NIC sends no PFC")
+
+ROCEMU_COUNTER_SET(NicPrioCounters, ROCEMU_NIC_PRIO_COUNTERS);
+
+// "rx_pause", 3 -> "rx_prio3_pause"
+std::string prio_counter_name(std::string_view name, int prio);
 
 }  // namespace rocemu::nic

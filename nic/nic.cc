@@ -346,15 +346,23 @@ void Nic::handle_pfc(const wire::PacketView& v, Time now) {
   const uint64_t rate = link_rate_bps();
   Time earliest = kTimeNever;
   for (int p = 0; p < wire::kNumPriorities; p++) {
-    if (!pfc.enabled(p) || ((cfg_.pfc_priorities >> p) & 1) == 0) continue;
+    if (!pfc.enabled(p)) continue;
+    prio_counters_[size_t(p)][NicPrioCounters::rx_pause]++;
+    if (((cfg_.pfc_priorities >> p) & 1) == 0) continue;
     const uint32_t quanta = pfc.time[p].get();
     const Time until = now + serialization_time(uint64_t(quanta) * wire::kBitsPerQuantum / 8, rate);
-    if (pause_until_[size_t(p)] > now) {
-      counters_[NicCounters::tx_pfc_paused_time_ps] -= uint64_t((pause_until_[size_t(p)] - now).count());
-    }
+    // A new pause replaces what was left of the last one.
+    const Duration left = pause_until_[size_t(p)] > now ? pause_until_[size_t(p)] - now : Duration(0);
+    counters_[NicCounters::tx_pfc_paused_time_ps] += uint64_t((until - now).count()) - uint64_t(left.count());
+    pause_granted_[size_t(p)] += (until - now) - left;
     pause_until_[size_t(p)] = until;
-    counters_[NicCounters::tx_pfc_paused_time_ps] += uint64_t((until - now).count());
-    if (until > now) earliest = std::min(earliest, until);
+    if (until > now) {
+      xoff_ |= uint8_t(1u << p);
+      earliest = std::min(earliest, until);
+    } else if ((xoff_ >> p) & 1) {  // XON: quanta 0
+      xoff_ &= uint8_t(~(1u << p));
+      prio_counters_[size_t(p)][NicPrioCounters::rx_pause_transition]++;
+    }
   }
   for (int p = 0; p < wire::kNumPriorities; p++)
     if (pause_until_[size_t(p)] > now) earliest = std::min(earliest, pause_until_[size_t(p)]);
@@ -366,6 +374,11 @@ void Nic::handle_pfc(const wire::PacketView& v, Time now) {
 }
 
 void Nic::on_unpause(Time now) {
+  for (int p = 0; p < wire::kNumPriorities; p++)
+    if (((xoff_ >> p) & 1) && pause_until_[size_t(p)] <= now) {  // the pause ran out
+      xoff_ &= uint8_t(~(1u << p));
+      prio_counters_[size_t(p)][NicPrioCounters::rx_pause_transition]++;
+    }
   for (Qp* qp : sched_.take_paused()) {
     if (priority_paused(qp->priority, now)) {
       sched_.wait_pause(*qp);
@@ -631,9 +644,25 @@ void Nic::send_cnp(Qp& qp, Time now) {
   }
 }
 
+uint64_t Nic::prio_counter(NicPrioCounters::Id id, int prio, Time now) const {
+  const size_t p = size_t(prio);
+  if (id != NicPrioCounters::rx_pause_duration) return prio_counters_[p][id];
+  // What was granted, less what is still to come.
+  const Duration left = pause_until_[p] > now ? pause_until_[p] - now : Duration(0);
+  return uint64_t((pause_granted_[p] - left).count() / 1'000'000);
+}
+
+std::string prio_counter_name(std::string_view name, int prio) {
+  return std::string(name.substr(0, 3)) + "prio" + std::to_string(prio) + "_" + std::string(name.substr(3));
+}
+
 void Nic::report_counters(CounterSink& sink) const {
   counters_.report(sink, name());
   const Time now = engine().now();
+  for (int p = 0; p < wire::kNumPriorities; p++)
+    for (size_t i = 0; i < NicPrioCounters::kCount; i++)
+      sink.counter(name(), prio_counter_name(NicPrioCounters::kNames[i], p),
+                   prio_counter(NicPrioCounters::Id(i), p, now));
   for (const auto& [qpn, qp] : qps_) {
     const std::string scope = name() + "/qp" + std::to_string(qpn);
     sink.counter(scope, "retransmitted_packets", qp->req.retransmitted);

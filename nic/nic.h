@@ -108,6 +108,8 @@ class Nic final : public Node {
   void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override;
   void on_tx_ready(uint16_t port, Time now) override;
   void report_counters(CounterSink& sink) const override;
+  // ethtool's per-priority counter, e.g. (rx_pause_duration, 3): rx_prio3_pause_duration.
+  uint64_t prio_counter(NicPrioCounters::Id id, int prio, Time now) const;
 
   // ---- device ----
   const NicConfig& config() const { return cfg_; }
@@ -425,6 +427,9 @@ class Nic final : public Node {
   };
   std::deque<ControlFrame> control_q_;       // ARP, CNP: sent before QP traffic
   std::array<Time, 8> pause_until_{};        // PFC received per priority
+  std::array<NicPrioCounters, 8> prio_counters_{};  // rx_prioN_pause_duration is made when reported:
+  std::array<Duration, 8> pause_granted_{};  // pause PFC gave each priority, up to pause_until_
+  uint8_t xoff_ = 0;                         // priorities paused now (for the XON transitions)
   Duration pace_burst_{0};                   // real time: how late a paced QP may catch up
   Timer pump_timer_;
   Timer unpause_timer_;

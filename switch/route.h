@@ -62,6 +62,8 @@ class RouteTable {
   ~RouteTable();
   RouteTable(const RouteTable&) = delete;
   RouteTable& operator=(const RouteTable&) = delete;
+  // The name of its DPDK LPM table.
+  const std::string& name() const { return name_; }
 
   // Replaces every route and static neighbour with those of `cfg`; learned
   // neighbours are kept if their port still exists.

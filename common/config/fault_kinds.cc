@@ -14,15 +14,21 @@ using U = FaultUnit;
 
 // clang-format off
 constexpr FaultKind kKinds[] = {
-    {"loss",          U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.loss = p; }},
-    {"corrupt",       U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.corrupt = p; }},
-    {"duplicate",     U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.duplicate = p; }},
-    {"reorder",       U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.reorder = p; }},
-    {"delay",         U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.delay = t; }},
-    {"jitter",        U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.jitter = t; }},
-    {"reorder_delay", U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.reorder_delay = t; }},
-    {"rate",          U::kRate,        [](FaultConfig& f, double, Duration, uint64_t r, bool) { f.rate_bps = r; }},
-    {"link_down",     U::kFlag,        [](FaultConfig& f, double, Duration, uint64_t, bool b) { f.link_down = b; }},
+    {"loss",                  U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.loss = p; }},
+    {"corrupt",               U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.corrupt = p; }},
+    {"duplicate",             U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.duplicate = p; }},
+    {"reorder",               U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.reorder = p; }},
+    {"loss_correlation",      U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.loss_correlation = p; }},
+    {"corrupt_correlation",   U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.corrupt_correlation = p; }},
+    {"duplicate_correlation", U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.duplicate_correlation = p; }},
+    {"reorder_correlation",   U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.reorder_correlation = p; }},
+    {"delay_correlation",     U::kProbability, [](FaultConfig& f, double p, Duration, uint64_t, bool) { f.delay_correlation = p; }},
+    {"delay",                 U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.delay = t; }},
+    {"jitter",                U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.jitter = t; }},
+    {"reorder_delay",         U::kTime,        [](FaultConfig& f, double, Duration t, uint64_t, bool) { f.reorder_delay = t; }},
+    {"reorder_gap",           U::kCount,       [](FaultConfig& f, double, Duration, uint64_t n, bool) { f.reorder_gap = uint32_t(n); }},
+    {"rate",                  U::kRate,        [](FaultConfig& f, double, Duration, uint64_t r, bool) { f.rate_bps = r; }},
+    {"link_down",             U::kFlag,        [](FaultConfig& f, double, Duration, uint64_t, bool b) { f.link_down = b; }},
 };
 // clang-format on
 
@@ -58,6 +64,8 @@ class Words {
   const std::string& peek() const { return w_[i_]; }
   std::string take() { return w_[i_++]; }
   bool next_is_number() const { return !done() && starts_with_digit(peek()); }
+  // netem's optional correlation after a value: the next word a percentage.
+  bool next_is_percent() const { return next_is_number() && peek().back() == '%'; }
 
   Status value(std::string_view kind, std::string& out) {
     if (done()) return Status::error(std::string(kind) + ": needs a value");
@@ -85,6 +93,16 @@ class Words {
     const auto d = parse_duration(v);
     if (!d) return Status::error(std::string(kind) + ": '" + v + "' is not a time (e.g. 100us, 5ms)");
     t = *d;
+    return {};
+  }
+  Status count(std::string_view kind, uint64_t& n) {
+    std::string v;
+    if (Status s = value(kind, v); !s.ok()) return s;
+    char* end = nullptr;
+    const unsigned long long c = std::strtoull(v.c_str(), &end, 10);
+    if (!bare_number(v) || end != v.c_str() + v.size() || c < 1 || c > (1u << 30))
+      return Status::error(std::string(kind) + ": '" + v + "' is not a count from 1");
+    n = c;
     return {};
   }
   Status rate(std::string_view kind, uint64_t& r) {
@@ -117,6 +135,51 @@ Status read_gemodel(Words& w, FaultConfig& fc) {
     if (Status s = w.probability("loss gemodel", *slot); !s.ok()) return s;
   }
   fc.burst = ge;
+  return {};
+}
+
+// P% [C%]: a probability and netem's optional correlation (a bare number
+// after it is a correlation without its unit, unless `time_may_follow`).
+Status read_chance(Words& w, std::string_view kind, double& p, double& correlation, bool time_may_follow = false) {
+  if (Status s = w.probability(kind, p); !s.ok()) return s;
+  if (w.next_is_percent() || (w.next_is_number() && !time_may_follow))
+    return w.probability(std::string(kind) + " correlation", correlation);
+  return {};
+}
+
+// delay TIME [JITTER [C%]] [distribution uniform]
+Status read_delay(Words& w, FaultConfig& fc) {
+  if (Status s = w.time("delay", fc.delay); !s.ok()) return s;
+  if (w.next_is_percent())
+    return Status::error("delay: a correlation (" + w.peek() + ") follows a jitter (delay 100us 10us 25%)");
+  if (w.next_is_number()) {
+    if (Status s = w.time("delay jitter", fc.jitter); !s.ok()) return s;
+    if (w.next_is_percent())
+      if (Status s = w.probability("delay correlation", fc.delay_correlation); !s.ok()) return s;
+  }
+  if (!w.done() && w.peek() == "distribution") {
+    w.take();
+    const std::string d = w.done() ? "" : w.take();
+    if (d != "uniform")
+      return Status::error("delay distribution: '" + d + "': the jitter is uniform only (distribution uniform)");
+  }
+  return {};
+}
+
+// reorder P% [C%] [gap N] [TIME], the last rocemu's: without a delay
+// netem cannot reorder; rocemu holds the chosen frames back TIME instead.
+Status read_reorder(Words& w, FaultConfig& fc, bool& hold_back_given) {
+  if (Status s = read_chance(w, "reorder", fc.reorder, fc.reorder_correlation, true); !s.ok()) return s;
+  if (!w.done() && w.peek() == "gap") {
+    w.take();
+    uint64_t n = 0;
+    if (Status s = w.count("reorder gap", n); !s.ok()) return s;
+    fc.reorder_gap = uint32_t(n);
+  }
+  if (w.next_is_number()) {
+    hold_back_given = true;
+    return w.time("reorder delay", fc.reorder_delay);
+  }
   return {};
 }
 
@@ -172,6 +235,7 @@ Result<FaultWords> parse_fault_words(std::span<const std::string> words) {
   FaultWords out;
   FaultConfig& fc = out.faults;
   Words w(words);
+  bool reorder_given = false, gap_given = false, hold_back_given = false;
   if (w.done()) return Status::error("no fault given (" + kind_names() + ")");
   while (!w.done()) {
     std::string kind = w.take();
@@ -183,14 +247,22 @@ Result<FaultWords> parse_fault_words(std::span<const std::string> words) {
         s = read_gemodel(w, fc);
       } else {
         if (!w.done() && w.peek() == "random") w.take();
-        s = w.probability("loss", fc.loss);
+        s = read_chance(w, "loss", fc.loss, fc.loss_correlation);
       }
+    } else if (kind == "corrupt") {
+      s = read_chance(w, "corrupt", fc.corrupt, fc.corrupt_correlation);
+    } else if (kind == "duplicate") {
+      s = read_chance(w, "duplicate", fc.duplicate, fc.duplicate_correlation);
     } else if (kind == "delay") {
-      s = w.time("delay", fc.delay);
-      if (s.ok() && w.next_is_number()) s = w.time("delay jitter", fc.jitter);
+      s = read_delay(w, fc);
     } else if (kind == "reorder") {
-      s = w.probability("reorder", fc.reorder);
-      if (s.ok() && w.next_is_number()) s = w.time("reorder delay", fc.reorder_delay);
+      reorder_given = true;
+      s = read_reorder(w, fc, hold_back_given);
+    } else if (kind == "gap") {  // netem takes it apart from reorder too
+      uint64_t n = 0;
+      s = w.count("gap", n);
+      fc.reorder_gap = uint32_t(n);
+      gap_given = true;
     } else if (kind == "drop") {
       s = read_drop_match(w, fc);
     } else if (kind == "link") {
@@ -201,21 +273,26 @@ Result<FaultWords> parse_fault_words(std::span<const std::string> words) {
     } else if (const FaultKind* k = find_fault_kind(kind)) {
       double p = 0;
       Duration t{0};
-      uint64_t r = 0;
+      uint64_t n = 0;
       bool b = true;
       switch (k->unit) {
         case FaultUnit::kProbability: s = w.probability(k->key, p); break;
         case FaultUnit::kTime: s = w.time(k->key, t); break;
-        case FaultUnit::kRate: s = w.rate(k->key, r); break;
+        case FaultUnit::kRate: s = w.rate(k->key, n); break;
+        case FaultUnit::kCount: s = w.count(k->key, n); break;
         case FaultUnit::kFlag: break;
       }
-      if (s.ok()) k->set(fc, p, t, r, b);
+      if (s.ok()) k->set(fc, p, t, n, b);
     } else {
       s = Status::error("unknown fault '" + kind + "' (faults: " + kind_names() + ")");
     }
     if (!s.ok()) return s;
   }
   if (out.link_up && fc.any()) return Status::error("link up: removes link-down faults; give it alone");
+  if (gap_given && !reorder_given) return Status::error("gap: needs reorder P% (as netem: reorder 25% gap 5)");
+  if (hold_back_given && fc.delay.count() > 0)
+    return Status::error("reorder: with a delay the frames reordered go at once (netem); a hold-back time is for "
+                         "reorder without a delay");
   if (Status s = fc.validate(); !s.ok()) return s;
   return out;
 }
@@ -223,8 +300,12 @@ Result<FaultWords> parse_fault_words(std::span<const std::string> words) {
 std::string describe_faults(const FaultConfig& fc) {
   std::string s;
   auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  // P% and its correlation, if any
+  auto chance = [](double p, double correlation) {
+    return percent(p) + (correlation > 0 ? " " + percent(correlation) : "");
+  };
   if (fc.link_down) add("link down");
-  if (fc.loss > 0) add("loss " + percent(fc.loss));
+  if (fc.loss > 0) add("loss " + chance(fc.loss, fc.loss_correlation));
   if (fc.burst) {
     const GilbertElliott& g = *fc.burst;
     add("loss gemodel " + percent(g.p_good_to_bad) + " " + percent(g.p_bad_to_good) + " " + percent(g.loss_bad) +
@@ -239,11 +320,22 @@ std::string describe_faults(const FaultConfig& fc) {
     if (r.times != 0) m += " times=" + std::to_string(r.times);
     add(m);
   }
-  if (fc.delay.count() > 0 || fc.jitter.count() > 0)
-    add("delay " + format_duration(fc.delay) + (fc.jitter.count() > 0 ? " " + format_duration(fc.jitter) : ""));
-  if (fc.reorder > 0) add("reorder " + percent(fc.reorder) + " " + format_duration(fc.reorder_delay));
-  if (fc.duplicate > 0) add("duplicate " + percent(fc.duplicate));
-  if (fc.corrupt > 0) add("corrupt " + percent(fc.corrupt));
+  if (fc.delay.count() > 0 || fc.jitter.count() > 0) {
+    std::string d = "delay " + format_duration(fc.delay);
+    if (fc.jitter.count() > 0) {
+      d += " " + format_duration(fc.jitter);
+      if (fc.delay_correlation > 0) d += " " + percent(fc.delay_correlation);
+    }
+    add(d);
+  }
+  if (fc.reorder > 0) {
+    std::string r = "reorder " + chance(fc.reorder, fc.reorder_correlation);
+    if (fc.reorder_gap > 1) r += " gap " + std::to_string(fc.reorder_gap);
+    if (fc.delay.count() == 0) r += " " + format_duration(fc.reorder_delay);
+    add(r);
+  }
+  if (fc.duplicate > 0) add("duplicate " + chance(fc.duplicate, fc.duplicate_correlation));
+  if (fc.corrupt > 0) add("corrupt " + chance(fc.corrupt, fc.corrupt_correlation));
   if (fc.rate_bps) add("rate " + netem_rate(*fc.rate_bps));
   return s.empty() ? "none" : s;
 }

@@ -16,14 +16,16 @@ namespace rocemu::config {
 
 // How a kind's value is written. On the command line every value carries
 // its unit (a probability as a percentage, `1%`): netem, tc and the
-// topology read bare numbers differently, so none is guessed.
-enum class FaultUnit { kProbability, kTime, kRate, kFlag };
+// topology read bare numbers differently, so none is guessed. A count
+// (netem's gap) is a plain number.
+enum class FaultUnit { kProbability, kTime, kRate, kCount, kFlag };
 
 // A fault kind with one value.
 struct FaultKind {
   std::string_view key;  // topology/scenario key; on the command line `_` may be `-`
   FaultUnit unit;
-  void (*set)(FaultConfig& fc, double probability, Duration time, uint64_t rate_bps, bool flag);
+  // `number`: a rate in bit/s or a count
+  void (*set)(FaultConfig& fc, double probability, Duration time, uint64_t number, bool flag);
 };
 
 std::span<const FaultKind> fault_kinds();
@@ -31,10 +33,13 @@ const FaultKind* find_fault_kind(std::string_view key);
 // Every key a `faults:` mapping takes (the table's and `burst`, `drop`).
 std::span<const std::string_view> fault_keys();
 
-// What `rocemu fault add` reads after its target, in netem's forms:
-//   loss [random] P%          loss gemodel P% [R% [1-H% [1-K%]]]
-//   delay TIME [JITTER]       rate RATE            duplicate P%   corrupt P%
-//   reorder P% [DELAY]        drop match [qpn=N] [psn=N] [opcode=N] [every=N] [times=N]
+// What `rocemu fault add` reads after its target, in netem's forms (C%:
+// netem's correlation, see FaultConfig):
+//   loss [random] P% [C%]     loss gemodel P% [R% [1-H% [1-K%]]]
+//   delay TIME [JITTER [C%]] [distribution uniform]
+//   rate RATE                 duplicate P% [C%]    corrupt P% [C%]
+//   reorder P% [C%] [gap N] [TIME]  (TIME: the hold-back without a delay)
+//   drop match [qpn=N] [psn=N] [opcode=N] [every=N] [times=N]
 //   link down                 and every key of the table with its value
 // Several kinds may follow each other (`delay 100us loss 1%`). `link up`
 // is not a fault: it sets `link_up` (the caller removes link-down faults).

@@ -141,6 +141,9 @@ FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Co
       case config::FaultUnit::kRate:
         if (auto r = ctx.rate(v, kf)) k.set(fc, 0, {}, *r, false);
         break;
+      case config::FaultUnit::kCount:
+        if (auto c = ctx.integer(v, kf, 1, 1 << 30)) k.set(fc, 0, {}, uint64_t(*c), false);
+        break;
       case config::FaultUnit::kFlag:
         if (auto b = ctx.boolean(v, kf)) k.set(fc, 0, {}, 0, *b);
         break;

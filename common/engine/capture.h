@@ -54,6 +54,8 @@ class Capture {
   // The count is reached, or the stream's reader has gone.
   bool done() const { return broken_ || (opts_.count != 0 && packets_ >= opts_.count); }
   bool broken() const { return broken_; }
+  // Everything written is out (or can never be: the reader went).
+  bool drained() const { return broken_ || buffered() == 0; }
 
  private:
   Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const CaptureOptions& opts);

@@ -3,10 +3,14 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <sched.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +25,7 @@ namespace {
 std::mutex g_eal_mutex;
 bool g_eal_started = false;
 Status g_eal_status;
+bool g_telemetry = false;
 
 // "0-3" style list of the CPUs this thread may run on.
 std::string allowed_cpus() {
@@ -40,6 +45,21 @@ std::string allowed_cpus() {
   return out.empty() ? "0" : out;
 }
 
+// Where the EAL makes its runtime directory (as eal_create_runtime_dir
+// does), so that telemetry, whose socket lives there and whose failure
+// fails the whole EAL, is only asked for where it can work.
+Status telemetry_possible() {
+  const char* dir = std::getenv("RUNTIME_DIRECTORY");
+  if (dir == nullptr) dir = getuid() == 0 ? "/var/run" : std::getenv("XDG_RUNTIME_DIR");
+  if (dir == nullptr) dir = "/tmp";
+  const std::string base = std::string(dir) + "/dpdk";
+  if (mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) return Status::error(base + ": " + std::strerror(errno));
+  if (access(base.c_str(), W_OK | X_OK) != 0) return Status::error(base + ": " + std::strerror(errno));
+  const std::string sock = base + "/" + file_prefix() + "/dpdk_telemetry.v2";
+  if (sock.size() >= sizeof(sockaddr_un{}.sun_path)) return Status::error(sock + ": too long for a socket");
+  return {};
+}
+
 }  // namespace
 
 bool hugepages_available() {
@@ -53,7 +73,8 @@ bool hugepages_available() {
 }
 
 std::vector<std::string> eal_args(const EalOptions& opts) {
-  std::vector<std::string> args = {"rocemu", "--log-level=lib.*:error", "--log-level=pmd.*:error", "--no-telemetry"};
+  std::vector<std::string> args = {"rocemu", "--log-level=lib.*:error", "--log-level=pmd.*:error"};
+  if (!opts.telemetry) args.push_back("--no-telemetry");
   if (!opts.pci) args.push_back("--no-pci");
   // One lcore (the caller's thread). Pinned only when asked: EAL would
   // otherwise tie the engine, and every thread it starts later, to CPU 0.
@@ -67,9 +88,17 @@ std::vector<std::string> eal_args(const EalOptions& opts) {
     args.push_back("-m");
     args.push_back(std::to_string(opts.memory_mb));
   }
-  args.push_back("--file-prefix=rocemu-" + std::to_string(getpid()));
+  args.push_back("--file-prefix=" + file_prefix());
   for (const auto& a : opts.extra_args) args.push_back(a);
   return args;
+}
+
+std::string file_prefix() { return "rocemu-" + std::to_string(getpid()); }
+
+std::string telemetry_socket() {
+  std::lock_guard lock(g_eal_mutex);
+  if (!g_eal_started || !g_eal_status.ok() || !g_telemetry) return "";
+  return std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2";
 }
 
 Status init_eal(const EalOptions& opts) {
@@ -78,7 +107,15 @@ Status init_eal(const EalOptions& opts) {
   g_eal_started = true;
   if (opts.hugepages && !hugepages_available())
     logger("engine")->warn("no free hugepages: the EAL starts without them (--no-huge)");
-  std::vector<std::string> args = eal_args(opts);
+  EalOptions o = opts;
+  if (o.telemetry) {
+    if (Status s = telemetry_possible(); !s.ok()) {
+      logger("engine")->warn("DPDK telemetry is off: {}", s.message());
+      o.telemetry = false;
+    }
+  }
+  g_telemetry = o.telemetry;
+  std::vector<std::string> args = eal_args(o);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -26,6 +26,9 @@ struct EalOptions {
   // Probe PCI devices (NICs bound to vfio-pci); off by default, so the EAL
   // touches no hardware. Select devices with extra_args {"-a", "BDF"}.
   bool pci = false;
+  // DPDK telemetry: its socket (dpdk-telemetry.py -f PREFIX) in the EAL's
+  // runtime directory and its thread. Off by default (tests start many EALs).
+  bool telemetry = false;
   std::vector<std::string> extra_args;  // e.g. {"--vdev", "net_null0"}
 };
 
@@ -35,6 +38,10 @@ Status init_eal(const EalOptions& opts = {});
 bool eal_running();
 // The EAL arguments init_eal uses for `opts` (for logs and tests).
 std::vector<std::string> eal_args(const EalOptions& opts);
+// The EAL's --file-prefix (rocemu-PID) and, if telemetry is on, its socket
+// (empty otherwise, or before init_eal).
+std::string file_prefix();
+std::string telemetry_socket();
 // Whether the kernel has free hugepages of any size.
 bool hugepages_available();
 

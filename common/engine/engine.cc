@@ -60,6 +60,7 @@ Engine::~Engine() {
   ethdevs_.clear();
   nodes_.clear();
   captures_.clear();
+  closing_.clear();
   if (wake_fd_ >= 0) close(wake_fd_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
 }
@@ -207,8 +208,13 @@ bool Engine::stop_capture(uint32_t id) {
   const auto it = std::find_if(captures_.begin(), captures_.end(), [&](const ActiveCapture& a) { return a.id == id; });
   if (it == captures_.end()) return false;
   for (auto& d : it->detach) d();
-  captures_.erase(it);  // writes what it holds and closes
-  return true;
+  std::unique_ptr<Capture> c = std::move(it->capture);
+  captures_.erase(it);
+  c->flush();
+  // A stream's reader may hold part of a block: the rest follows when it
+  // takes more (service_captures), else the stream would end mid-block.
+  if (!c->drained()) closing_.push_back({std::move(c), now() + kCaptureCloseGrace});
+  return true;  // else `c` closes now
 }
 
 std::vector<Engine::CaptureInfo> Engine::captures() const {
@@ -220,6 +226,7 @@ std::vector<Engine::CaptureInfo> Engine::captures() const {
 
 void Engine::flush_captures() {
   for (auto& c : captures_) c.capture->flush();
+  for (auto& c : closing_) c.capture->flush();
 }
 
 void Engine::service_captures(Time t) {
@@ -231,6 +238,10 @@ void Engine::service_captures(Time t) {
     if (a.capture->done() || t >= a.deadline) finished.push_back(a.id);
   }
   for (uint32_t id : finished) stop_capture(id);
+  std::erase_if(closing_, [&](ClosingCapture& c) {
+    c.capture->flush();
+    return c.capture->drained() || t >= c.give_up;
+  });
 }
 
 void Engine::start() {
@@ -328,7 +339,7 @@ bool Engine::poll_once(Time t) {
     apply_posted();
     busy = true;
   }
-  if (!captures_.empty() && t >= next_capture_service_) service_captures(t);
+  if (has_captures() && t >= next_capture_service_) service_captures(t);
   return busy;
 }
 
@@ -339,7 +350,7 @@ void Engine::idle(Time t) {
     if (!n->prepare_sleep(t)) return;
   // Nothing stays unwritten while the engine sleeps; a capture's count or
   // duration, or a slow stream, keep the sleep short.
-  if (!captures_.empty()) service_captures(t);
+  if (has_captures()) service_captures(t);
   // Without external ports only a wake fd (host doorbell, post(), wake())
   // or the next timer ends the sleep. DPDK ports here raise no RX
   // interrupts, so with ports the sleep backs off from 10 us to the cap.
@@ -352,7 +363,7 @@ void Engine::idle(Time t) {
   Time next = wheel_.next_expiry();
   for (const auto& e : ethdevs_) next = std::min(next, e->tx_resume_time());  // a paced port's next slot
   if (next != kTimeNever) sleep = std::min(sleep, next - t);
-  if (!captures_.empty()) sleep = std::min(sleep, next_capture_service_ - t);
+  if (has_captures()) sleep = std::min(sleep, next_capture_service_ - t);
   if (sleep <= Duration(0)) return;
   sleeps_.store(sleeps_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   epoll_event evs[8];

@@ -80,6 +80,10 @@ class Engine {
   }
   Result<uint32_t> capture_port(Node& node, uint16_t port, const std::string& path, const CaptureOptions& opts);
   // Stops a capture: its taps go, what it holds is written, the file closes.
+  // A stream whose reader has not taken it all yet closes once it has (the
+  // engine tries again at each service, never waiting): a reader never
+  // sees a block cut short, unless it takes nothing for kCaptureCloseGrace.
+  static constexpr Duration kCaptureCloseGrace = ms(2000);
   bool stop_capture(uint32_t id);
   struct CaptureInfo {
     uint32_t id;
@@ -164,7 +168,14 @@ class Engine {
   // Real time, every kCaptureInterval and before a sleep: writes out what
   // captures hold and stops those that are done (count, duration, reader gone).
   void service_captures(Time now);
+  bool has_captures() const { return !captures_.empty() || !closing_.empty(); }
   std::vector<ActiveCapture> captures_;
+  // Stopped streams still writing out what they hold, and when to give up.
+  struct ClosingCapture {
+    std::unique_ptr<Capture> capture;
+    Time give_up;
+  };
+  std::vector<ClosingCapture> closing_;
   uint32_t next_capture_id_ = 1;
   Time next_capture_service_{0};
   bool started_ = false;

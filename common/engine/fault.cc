@@ -1,5 +1,7 @@
 #include "common/engine/fault.h"
 
+#include <algorithm>
+
 #include "common/wire/packet.h"
 
 namespace rocemu {
@@ -14,7 +16,10 @@ Status check_probability(double p, const char* field) {
 
 Status FaultConfig::validate() const {
   for (auto [p, name] : {std::pair{loss, "loss"}, {corrupt, "corrupt"}, {reorder, "reorder"},
-                         {duplicate, "duplicate"}}) {
+                         {duplicate, "duplicate"}, {loss_correlation, "loss_correlation"},
+                         {corrupt_correlation, "corrupt_correlation"}, {delay_correlation, "delay_correlation"},
+                         {reorder_correlation, "reorder_correlation"},
+                         {duplicate_correlation, "duplicate_correlation"}}) {
     if (Status s = check_probability(p, name); !s.ok()) return s;
   }
   if (burst) {
@@ -33,6 +38,7 @@ Status FaultConfig::validate() const {
   if (delay.count() < 0) return Status::error("delay: must not be negative");
   if (jitter.count() < 0) return Status::error("jitter: must not be negative");
   if (reorder_delay.count() < 0) return Status::error("reorder_delay: must not be negative");
+  if (reorder_gap == 0) return Status::error("reorder_gap: must be at least 1");
   if (rate_bps && *rate_bps == 0) return Status::error("rate: must be above 0");
   return {};
 }
@@ -71,17 +77,35 @@ FaultDecision FaultInjector::decide(const uint8_t* frame, uint32_t len) {
       return d;
     }
   }
-  if (rng_.bernoulli(cfg_.loss)) {
+  if (loss_.chance(rng_, cfg_.loss, cfg_.loss_correlation)) {
     d.drop = true;
     return d;
   }
-  d.corrupt = rng_.bernoulli(cfg_.corrupt);
-  d.duplicate = rng_.bernoulli(cfg_.duplicate);
-  d.extra_delay = cfg_.delay;
-  if (cfg_.jitter.count() > 0) d.extra_delay += Duration(int64_t(rng_.below(uint64_t(cfg_.jitter.count()))));
-  if (rng_.bernoulli(cfg_.reorder)) d.extra_delay += cfg_.reorder_delay;
+  d.corrupt = corrupt_.chance(rng_, cfg_.corrupt, cfg_.corrupt_correlation);
+  d.duplicate = duplicate_.chance(rng_, cfg_.duplicate, cfg_.duplicate_correlation);
+  const Duration delay = jittered_delay();
+  if (reordered()) d.extra_delay = cfg_.delay.count() > 0 ? Duration(0) : cfg_.reorder_delay;
+  else d.extra_delay = delay;
   d.delayed = d.extra_delay.count() > 0;
   return d;
+}
+
+Duration FaultInjector::jittered_delay() {
+  const int64_t j = cfg_.jitter.count();
+  if (j <= 0) return cfg_.delay;
+  // netem's default (uniform) distribution: delay +- jitter.
+  const int64_t offset = int64_t(jitter_.next(rng_, cfg_.delay_correlation) * double(2 * j)) - j;
+  return std::max(Duration(0), cfg_.delay + Duration(offset));
+}
+
+bool FaultInjector::reordered() {
+  if (cfg_.reorder <= 0) return false;
+  // netem's gap: after a reordered frame, the next gap - 1 go the normal way.
+  if (since_reorder_ < cfg_.reorder_gap) since_reorder_++;
+  if (since_reorder_ < cfg_.reorder_gap) return false;
+  if (!reorder_.chance(rng_, cfg_.reorder, cfg_.reorder_correlation)) return false;
+  since_reorder_ = 0;
+  return true;
 }
 
 void FaultInjector::corrupt(uint8_t* frame, uint32_t len) {

@@ -111,6 +111,7 @@ TEST_CASE("The topology's faults mapping and rocemu fault add share one table of
     const std::string value = k.unit == config::FaultUnit::kProbability ? "1%"
                               : k.unit == config::FaultUnit::kTime      ? "1us"
                               : k.unit == config::FaultUnit::kRate      ? "1gbit"
+                              : k.unit == config::FaultUnit::kCount     ? "5"
                                                                         : "";
     std::vector<std::string> w = {std::string(k.key)};
     if (!value.empty()) w.push_back(value);

@@ -1,11 +1,13 @@
 // The rocemu command as a user meets it: help everywhere, exit statuses,
 // ports by the names the user sees, fault values in tc's forms.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -129,6 +131,12 @@ TEST_CASE("Fault values in tc's forms; a value without its unit is refused in on
   INFO(out);
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("loss 1% delay 5us rate 10gbit"));
+  // netem's correlations and its reordering, read back as written.
+  std::tie(st, out) = f.rocemu({"fault", "add", "h2", "delay", "100us", "10us", "25%", "reorder", "25%", "50%", "gap",
+                                "5", "loss", "1%", "25%"});
+  INFO(out);
+  CHECK(st == 0);
+  CHECK_THAT(out, Catch::EndsWith("loss 1% 25% delay 100us 10us 25% reorder 25% 50% gap 5\n"));
   std::tie(st, out) = f.rocemu({"fault", "add", "h1", "bogus", "1"});
   CHECK(st == 2);
   CHECK_THAT(out, Catch::StartsWith("rocemu fault: unknown fault 'bogus' (faults: loss,"));
@@ -340,6 +348,54 @@ TEST_CASE("rocemu capture -w - streams pcapng into a pipe: tshark -r - reads it 
   CHECK_THAT(f.rocemu({"capture", "list"}).second, Catch::Contains("no capture is running"));
 }
 
+TEST_CASE("A capture into a FIFO that -c ends while its reader lags: the reader still gets every block whole",
+          "[e2e][cli]") {
+  Fabric f;
+  const std::string fifo = f.dir() + "/lagging.fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(reader >= 0);
+  constexpr int kCount = 3000;  // some 500 KB of blocks: far more than the pipe holds (64 KiB)
+  auto [st, out] = f.rocemu({"capture", "h2", "-w", fifo, "-c", std::to_string(kCount)});
+  INFO(out);
+  REQUIRE(st == 0);
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "300", "-s", "65536"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  // The count is reached while nobody reads: the pipe is full, part of a
+  // block in it. Only now does the reader read, to the end of the stream.
+  REQUIRE(wait_until([&] { return f.rocemu({"capture", "list"}).second.find("no capture is running") == 0; },
+                     std::chrono::seconds(20)));
+  std::string bytes;
+  const bool ended = wait_until(
+      [&] {
+        char buf[65536];
+        for (;;) {
+          const ssize_t n = read(reader, buf, sizeof buf);
+          if (n == 0) return true;  // the engine closed it
+          if (n < 0) return false;  // EAGAIN: more to come
+          bytes.append(buf, size_t(n));
+        }
+      },
+      std::chrono::seconds(20));
+  close(reader);
+  REQUIRE(ended);
+  const std::string file = f.dir() + "/lagging.pcapng";
+  {
+    std::ofstream o(file, std::ios::binary);
+    o << bytes;
+  }
+  const auto [tst, tout] = run({"/usr/bin/tshark", "-n", "-r", file, "-T", "fields", "-e", "frame.number"});
+  INFO(tout.substr(tout.size() > 2000 ? tout.size() - 2000 : 0));
+  CHECK_THAT(tout, !Catch::Contains("cut short"));
+  CHECK(tst == 0);
+  CHECK(std::count(tout.begin(), tout.end(), '\n') == kCount);  // every frame the count let in
+}
+
 TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
   CHECK(complete("rocemu si") == "sim\n");
   CHECK(complete("rocemu fault add h1 dela") == "delay\n");
@@ -356,6 +412,10 @@ TEST_CASE("rocemu nic: the device, its counters, DCQCN knobs read and set live b
   std::tie(st, out) = f.rocemu({"nic", "show", "h1", "counters"});
   CHECK(st == 0);
   CHECK_THAT(out, Catch::Contains("np_cnp_sent 0") && Catch::Contains("rp_cnp_handled 0"));
+  // and ethtool's per-priority PFC counters, by mlx5's names
+  CHECK_THAT(out, Catch::Contains("\nrx_prio3_pause 0\n") && Catch::Contains("\nrx_prio3_pause_duration 0\n") &&
+                      Catch::Contains("\nrx_prio3_pause_transition 0\n") && Catch::Contains("\ntx_prio3_pause 0\n") &&
+                      Catch::Contains("\nrx_prio7_pause 0\n"));
   std::tie(st, out) = f.rocemu({"nic", "show", "h1", "cc"});
   CHECK_THAT(out, Catch::Contains("rpg_ai_rate 5\n") && Catch::Contains("roce_rp_enable [0,1,2,3,4,5,6,7]\n"));
   std::tie(st, out) = f.rocemu({"nic", "set", "h1", "cc", "rpg_ai_rate", "10", "roce_rp_enable", "3"});

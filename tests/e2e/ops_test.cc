@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -101,6 +102,64 @@ TEST_CASE("rocemu up --metrics-port: every counter at 127.0.0.1:PORT/metrics, re
   const auto [nv_rc, nv_out] = f.rocemu({"nv", "show", "interface", *ports.begin()});
   INFO(nv_out);
   CHECK(nv_rc == 0);
+}
+
+namespace {
+
+// One telemetry command through DPDK's own client (dpdk-telemetry.py reads
+// commands from standard input and prints each reply as JSON).
+nlohmann::json telemetry(const std::string& prefix, const std::string& command) {
+  const auto [rc, out] =
+      run({"/bin/sh", "-c", "echo '" + command + "' | /usr/bin/dpdk-telemetry.py -f " + prefix}, {},
+          std::chrono::seconds(30));
+  INFO(command << ": " << out.substr(0, 2000));
+  REQUIRE(rc == 0);
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  const std::string key = command.substr(0, command.find(','));
+  REQUIRE(j.contains(key));
+  return j[key];
+}
+
+}  // namespace
+
+TEST_CASE("DPDK telemetry: dpdk-telemetry.py -f PREFIX, as rocemu status gives it, reads counters that move",
+          "[e2e][metrics]") {
+  Fabric f;
+  const auto [st, status] = f.rocemu({"status"});
+  INFO(status);
+  REQUIRE(st == 0);
+  const std::string want = "dpdk-telemetry.py -f rocemu-" + std::to_string(f.engine_pid()) + ")";
+  REQUIRE_THAT(status, Catch::Contains("telemetry: ") && Catch::Contains(want));
+  const std::string prefix = "rocemu-" + std::to_string(f.engine_pid());
+
+  const auto nodes = telemetry(prefix, "/rocemu/nodes");
+  CHECK(nodes == nlohmann::json::array({"h1", "h2", "sw1"}));
+  const auto scopes = telemetry(prefix, "/rocemu/scopes");
+  CHECK(std::find(scopes.begin(), scopes.end(), "sw1/swp1") != scopes.end());
+  const auto before = telemetry(prefix, "/rocemu/counters,h1");
+  REQUIRE(before.contains("tx_roce_packets"));
+  CHECK(before.contains("rx_prio3_pause_duration"));
+
+  const int port = pick_port();
+  const std::vector<std::string> srv = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-n",
+                                        "100", "-s", "4096"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  REQUIRE(r.client == 0);
+  const auto after = telemetry(prefix, "/rocemu/counters,h1");
+  INFO(before.dump() << "\n" << after.dump());
+  CHECK(after["tx_roce_packets"].get<uint64_t>() >= before["tx_roce_packets"].get<uint64_t>() + 100);
+  // The same as the engine's own view.
+  const auto [cst, counters] = f.rocemu({"counters", "h1"});
+  CHECK_THAT(counters, Catch::Contains("h1 tx_roce_packets " + std::to_string(after["tx_roce_packets"].get<uint64_t>()) + "\n"));
+  // A switch port's counters, names as telemetry keys; a prefix narrows them.
+  const auto q3 = telemetry(prefix, "/rocemu/counters,sw1/swp1,queue3");
+  REQUIRE(q3.is_object());
+  CHECK(q3.contains("queue3/ecn_marked_packets"));
+  for (const auto& item : q3.items()) CHECK(item.key().rfind("queue3/", 0) == 0);
+  CHECK(telemetry(prefix, "/rocemu/counters,bogus").get<std::string>() == "no scope 'bogus' (/rocemu/scopes lists them)");
 }
 
 namespace {

@@ -77,6 +77,23 @@ TEST_CASE("Lossless incast with real NICs: PFC pauses the NICs, nothing is lost,
     INFO("paused " << paused * 1e6 << " us, switch XOFF " << xoff * 1e6 << " us of " << active * 1e6);
     CHECK(xoff > 0.2 * active);
     CHECK(paused == Approx(xoff).margin(0.01 * active));
+    // ethtool's per-priority view of the same (mlx5 rx_prio3_pause ...):
+    // the frames, the pause in microseconds, one XON transition at most
+    // per frame; nothing on the other priorities.
+    const nic::Nic& n = s.nic(i);
+    using PC3 = nic::NicPrioCounters;
+    CHECK(n.prio_counter(PC3::rx_pause, 3, s.now()) == s.sw->pfc_tx_frames(port, 3));
+    const double paused_us = double(n.prio_counter(PC3::rx_pause_duration, 3, s.now()));
+    CHECK(paused_us == Approx(xoff * 1e6).margin(0.01 * active * 1e6 + 1));
+    CHECK(paused_us == Approx(paused * 1e6).margin(1));  // the pause has run out: all of it is past
+    const uint64_t xon = n.prio_counter(PC3::rx_pause_transition, 3, s.now());
+    CHECK(xon >= 1);
+    CHECK(xon <= s.sw->pfc_tx_frames(port, 3));
+    for (int prio = 0; prio < 8; prio++) {
+      if (prio == 3) continue;
+      CHECK(n.prio_counter(PC3::rx_pause, prio, s.now()) == 0);
+      CHECK(n.prio_counter(PC3::rx_pause_duration, prio, s.now()) == 0);
+    }
   }
   CHECK(s.nic_counter(4, NC::rx_pfc_frames) == 0);  // the receiver's link was never congested
   CHECK(s.sw->show_roce_counters(0)["tx-pfc-stats"]["pause-packets"] == s.sw->pfc_tx_frames(0, 3));

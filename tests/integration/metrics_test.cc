@@ -117,6 +117,13 @@ TEST_CASE("metrics: every counter of a fabric after an incast, as the Prometheus
   CHECK((*paused)[2].get<double>() ==
         Approx(double(star->nic_counter(0, nic::NicCounters::tx_pfc_paused_time_ps)) * 1e-12));
   CHECK((*paused)[2].get<double>() > 0);
+  // ethtool's per-priority counters, labelled by priority, the duration in seconds.
+  const auto* prio3 = sample(fams, "rocemu_nic_prio_rx_pause_duration_seconds", {{"node", "h0"}, {"priority", "3"}});
+  REQUIRE(prio3 != nullptr);
+  CHECK((*prio3)[2].get<double>() ==
+        Approx(double(star->nics[0]->prio_counter(nic::NicPrioCounters::rx_pause_duration, 3, star->now())) * 1e-6));
+  CHECK(fams["rocemu_nic_prio_rx_pause"]["help"] ==
+        std::string(nic::NicPrioCounters::kHelp[nic::NicPrioCounters::rx_pause]));
   // A level is a gauge, in bytes.
   REQUIRE(fams.contains("rocemu_switch_queue_watermark_bytes"));
   CHECK(fams["rocemu_switch_queue_watermark_bytes"]["type"] == "gauge");
