@@ -1,6 +1,8 @@
 #include "switch/nvue.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 
 #include "common/config/config.h"
 #include "switch/switch_fields.h"
@@ -11,31 +13,41 @@ namespace {
 // Walks the words of one command, remembering the path for messages.
 class Cursor {
  public:
-  Cursor(const std::vector<std::string>& w) : w_(w) {}
-  bool done() const { return i_ >= w_.size(); }
-  const std::string& peek() const { return w_[i_]; }
+  explicit Cursor(const std::vector<std::string>& w) : w_(&w) {}
+  bool done() const { return i_ >= w_->size(); }
+  const std::string& peek() const { return (*w_)[i_]; }
   bool accept(std::string_view s) {
-    if (done() || w_[i_] != s) return false;
+    if (done() || (*w_)[i_] != s) return false;
     i_++;
+    return true;
+  }
+  // Every space-separated word of `words`, or none (the cursor stays).
+  bool accept_words(std::string_view words) {
+    Cursor at = *this;
+    for (size_t b = 0, e; b < words.size(); b = e + 1) {
+      e = std::min(words.find(' ', b), words.size());
+      if (!at.accept(words.substr(b, e - b))) return false;
+    }
+    *this = at;
     return true;
   }
   std::string path() const {
     std::string p = "nv";
-    for (size_t k = 0; k < i_ && k < w_.size(); k++) p += " " + w_[k];
+    for (size_t k = 0; k < i_ && k < w_->size(); k++) p += " " + (*w_)[k];
     return p;
   }
   Status error(const std::string& expected) const {
-    return Status::error(path() + ": expected " + expected + (done() ? "" : ", got '" + w_[i_] + "'"));
+    return Status::error(path() + ": expected " + expected + (done() ? "" : ", got '" + (*w_)[i_] + "'"));
   }
   // The next word as a value, or an error naming what was expected.
   bool value(std::string& out) {
     if (done()) return false;
-    out = w_[i_++];
+    out = (*w_)[i_++];
     return true;
   }
 
  private:
-  const std::vector<std::string>& w_;
+  const std::vector<std::string>* w_;
   size_t i_ = 0;
 };
 
@@ -46,17 +58,46 @@ std::optional<int64_t> to_int(std::string_view s) {
   return v;
 }
 
+// The next word as a value of `range` (switch_fields.h), refused in the
+// table's words: "nv set qos pfc cable-length: '100001' is out of range (0..100000 m)".
 template <typename T>
-Status read_int(Cursor& c, T& out, int64_t lo, int64_t hi, std::string_view what) {
-  const std::string w(what);
+Status read_in(Cursor& c, T& out, const FieldRange& range) {
+  const std::string where = c.path();
   std::string s;
-  if (!c.value(s)) return c.error(w);
-  auto v = to_int(s);
-  if (!v || *v < lo || *v > hi)
-    return Status::error(c.path() + ": '" + s + "' is not " + w + " (" + std::to_string(lo) + ".." +
-                         std::to_string(hi) + ")");
-  out = T(*v);
+  if (!c.value(s)) return c.error(std::string(range.expected()) + " (" + range.str() + ")");
+  const Result<int64_t> v = range.read(s);
+  if (!v.ok()) return Status::error(where + ": " + v.status().message());
+  out = T(v.value());
   return {};
+}
+
+// Sets or unsets one setting of the table.
+Status field_value(SwitchConfig& cfg, Cursor& c, bool set, const SwitchField& f) {
+  if (!set) {
+    f.unset(cfg);
+    return {};
+  }
+  int64_t v = 0;
+  if (Status s = read_in(c, v, f.range); !s.ok()) return s;
+  f.set(cfg, v);
+  return {};
+}
+
+const SwitchField& field_named(std::string_view yaml) {
+  for (const SwitchField& f : switch_fields())
+    if (f.yaml == yaml) return f;
+  std::abort();  // a row this file names is missing from switch_fields.cc
+}
+
+// A setting of the table after the words `group` ("qos pfc"), if the next
+// words name one: the status of setting it; nullopt if they name none.
+std::optional<Status> table_field(SwitchConfig& cfg, Cursor& c, bool set, std::string_view group) {
+  for (const SwitchField& f : switch_fields()) {
+    if (f.nvue.size() <= group.size() + 1 || !f.nvue.starts_with(group) || f.nvue[group.size()] != ' ') continue;
+    if (!c.accept_words(f.nvue.substr(group.size() + 1))) continue;
+    return field_value(cfg, c, set, f);
+  }
+  return std::nullopt;
 }
 
 Status read_size(Cursor& c, uint64_t& out) {
@@ -128,14 +169,8 @@ Status qos_roce(SwitchConfig& cfg, Cursor& c, bool set) {
     cfg.qos = qos_roce_profile(*m, cfg.qos.buffer);
     return {};
   }
-  if (c.accept("cable-length")) {
-    if (!set) {
-      cfg.qos.pfc.cable_length = 100;
-      return {};
-    }
-    return read_int(c, cfg.qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
-                    "a cable length in metres");
-  }
+  // NVUE's short form of `qos pfc default-global cable-length`.
+  if (c.accept("cable-length")) return field_value(cfg, c, set, field_named("qos.pfc.cable-length"));
   return c.error("mode or cable-length");
 }
 
@@ -154,27 +189,18 @@ Status qos_mapping(SwitchConfig& cfg, Cursor& c, bool set) {
     m.trust = *t;
     return {};
   }
-  if (c.accept("port-default-sp")) {
-    if (!set) {
-      m.port_default_sp = 0;
-      return {};
-    }
-    return read_int(c, m.port_default_sp, 0, 7, "a switch priority");
-  }
+  if (auto r = table_field(cfg, c, set, "qos mapping")) return *r;
   const bool dscp = c.accept("dscp");
   if (dscp || c.accept("pcp")) {
-    std::string s;
-    if (!c.value(s)) return c.error(dscp ? "a DSCP value (0..63)" : "a PCP value (0..7)");
-    auto v = to_int(s);
-    if (!v || *v < 0 || *v > (dscp ? 63 : 7))
-      return Status::error(c.path() + ": '" + s + "' is not a " + (dscp ? "DSCP (0..63)" : "PCP (0..7)"));
-    uint8_t& slot = dscp ? m.dscp_to_sp[size_t(*v)] : m.pcp_to_sp[size_t(*v)];
+    size_t v = 0;
+    if (Status s = read_in(c, v, dscp ? kDscpRange : kPcpRange); !s.ok()) return s;
+    uint8_t& slot = dscp ? m.dscp_to_sp[v] : m.pcp_to_sp[v];
     if (!set) {
-      slot = dscp ? def.dscp_to_sp[size_t(*v)] : def.pcp_to_sp[size_t(*v)];
+      slot = dscp ? def.dscp_to_sp[v] : def.pcp_to_sp[v];
       return {};
     }
     if (!c.accept("switch-priority")) return c.error("switch-priority");
-    return read_int(c, slot, 0, 7, "a switch priority");
+    return read_in(c, slot, kSwitchPriorityRange);
   }
   return c.error("trust, dscp, pcp or port-default-sp");
 }
@@ -186,7 +212,7 @@ Status qos_egress_queue_mapping(SwitchConfig& cfg, Cursor& c, bool set) {
   uint8_t tc = 0;
   if (set) {
     if (!c.accept("traffic-class")) return c.error("traffic-class");
-    if (Status s = read_int(c, tc, 0, 7, "a traffic class"); !s.ok()) return s;
+    if (Status s = read_in(c, tc, kTrafficClassRange); !s.ok()) return s;
   }
   for_each_bit(sps, [&](int sp) { cfg.qos.sp_to_tc[sp] = set ? tc : uint8_t(sp); });
   return {};
@@ -210,7 +236,7 @@ Status qos_egress_scheduler(SwitchConfig& cfg, Cursor& c, bool set) {
       for_each_bit(tcs, [&](int tc) { cfg.qos.scheduler[tc].mode = *m; });
     } else if (c.accept("bw-percent")) {
       uint32_t bw;
-      if (Status s = read_int(c, bw, 0, 100, "a percentage"); !s.ok()) return s;
+      if (Status s = read_in(c, bw, kPercentRange); !s.ok()) return s;
       for_each_bit(tcs, [&](int tc) {
         cfg.qos.scheduler[tc].mode = SchedulerMode::kDwrr;
         cfg.qos.scheduler[tc].bw_percent = bw;
@@ -252,7 +278,7 @@ Status qos_congestion_control(SwitchConfig& cfg, Cursor& c, bool set) {
     } else if (c.accept("probability")) {
       uint32_t p = 100;
       if (set)
-        if (Status s = read_int(c, p, 0, 100, "a percentage"); !s.ok()) return s;
+        if (Status s = read_in(c, p, kPercentRange); !s.ok()) return s;
       for_each_bit(tcs, [&](int tc) { cfg.qos.congestion[tc].wred.probability = p; });
     } else {
       return c.error("ecn, red, min-threshold, max-threshold or probability");
@@ -269,19 +295,14 @@ Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
     return {};
   }
   while (!c.done()) {
-    if (c.accept("switch-priority")) {
+    if (auto r = table_field(cfg, c, set, "qos pfc")) {
+      if (!r->ok()) return *r;
+    } else if (c.accept("switch-priority")) {
       if (!set) {
         p.switch_priorities = 0;
         continue;
       }
       if (Status s = read_list(c, p.switch_priorities, "switch priorities"); !s.ok()) return s;
-    } else if (c.accept("cable-length")) {
-      p.cable_length = 100;
-      if (set)
-        if (Status s = read_int(c, p.cable_length, kCableLengthRange.lo, kCableLengthRange.hi,
-                                "a cable length in metres");
-            !s.ok())
-          return s;
     } else if (c.accept("tx") || c.accept("rx")) {
       const bool tx = c.path().ends_with("tx");
       bool on = true;
@@ -298,12 +319,6 @@ Status qos_pfc(SwitchConfig& cfg, Cursor& c, bool set) {
       uint64_t v;
       if (Status s = read_size(c, v); !s.ok()) return s;
       slot = v;
-    } else if (c.accept("pause-quanta")) {
-      p.pause_quanta = 0xffff;
-      if (set)
-        if (Status s = read_int(c, p.pause_quanta, kPauseQuantaRange.lo, kPauseQuantaRange.hi, "a number of quanta");
-            !s.ok())
-          return s;
     } else {
       return c.error("switch-priority, cable-length, tx, rx, xoff-threshold, xon-threshold or pause-quanta");
     }
@@ -323,18 +338,8 @@ Status qos_watchdog(SwitchConfig& cfg, Cursor& c, bool set) {
     return {};
   }
   while (!c.done()) {
-    if (c.accept("polling-interval")) {
-      w.polling_interval = def.polling_interval;
-      if (set)
-        if (Status s = read_duration(c, w.polling_interval); !s.ok()) return s;
-    } else if (c.accept("detection-time")) {
-      w.detection_time = def.detection_time;
-      if (set)
-        if (Status s = read_duration(c, w.detection_time); !s.ok()) return s;
-    } else if (c.accept("restoration-time")) {
-      w.restoration_time = def.restoration_time;
-      if (set)
-        if (Status s = read_duration(c, w.restoration_time); !s.ok()) return s;
+    if (auto r = table_field(cfg, c, set, "qos pfc-watchdog")) {
+      if (!r->ok()) return *r;
     } else if (c.accept("action")) {
       w.action = def.action;
       if (!set) continue;
@@ -357,15 +362,7 @@ Status qos_watchdog(SwitchConfig& cfg, Cursor& c, bool set) {
 Status qos_buffer(SwitchConfig& cfg, Cursor& c, bool set) {
   BufferConfig& b = cfg.qos.buffer;
   const BufferConfig def;
-  if (c.accept("size")) {
-    b.size = def.size;
-    return set ? read_size(c, b.size) : Status{};
-  }
-  if (c.accept("roce-pool-percent")) {
-    b.roce_pool_percent = cfg.qos.roce.enable && cfg.qos.roce.mode == RoceMode::kLossless ? 50 : 0;
-    return set ? read_int(c, b.roce_pool_percent, kRocePoolPercentRange.lo, kRocePoolPercentRange.hi, "a percentage")
-               : Status{};
-  }
+  if (auto r = table_field(cfg, c, set, "qos buffer")) return *r;
   for (auto [word, slot, d] : {std::tuple{"ingress-lossy-alpha", &b.ingress_lossy_alpha, def.ingress_lossy_alpha},
                                {"ingress-lossless-alpha", &b.ingress_lossless_alpha, def.ingress_lossless_alpha},
                                {"egress-lossy-alpha", &b.egress_lossy_alpha, def.egress_lossy_alpha}}) {
@@ -379,11 +376,6 @@ Status qos_buffer(SwitchConfig& cfg, Cursor& c, bool set) {
     if (end != s.c_str() + s.size()) return Status::error(c.path() + ": '" + s + "' is not a number");
     *slot = v;
     return {};
-  }
-  for (auto [word, slot] : {std::pair{"pg-reserved", &b.pg_reserved}, {"queue-reserved", &b.queue_reserved}}) {
-    if (!c.accept(word)) continue;
-    *slot = 0;
-    return set ? read_size(c, *slot) : Status{};
   }
   return c.error("size, roce-pool-percent, ingress-lossy-alpha, ingress-lossless-alpha, egress-lossy-alpha, "
                  "pg-reserved or queue-reserved");
@@ -463,7 +455,7 @@ Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
     slot.reset();
     if (!set) return {};
     uint32_t v;
-    if (Status s = read_int(at, v, row.range.lo, row.range.hi, row.what); !s.ok()) return s;
+    if (Status s = read_in(at, v, row.range); !s.ok()) return s;
     slot = v;
     return {};
   }
@@ -514,7 +506,7 @@ Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
       if (c.accept("switch-priority")) {
         if (Status s = read_list(c, f.pfc_storm.priorities, "switch priorities"); !s.ok()) return s;
       } else if (c.accept("quanta")) {
-        if (Status s = read_int(c, f.pfc_storm.quanta, 1, 0xffff, "a number of quanta"); !s.ok()) return s;
+        if (Status s = read_in(c, f.pfc_storm.quanta, kStormQuantaRange); !s.ok()) return s;
       } else if (c.accept("interval")) {
         if (Status s = read_duration(c, f.pfc_storm.interval); !s.ok()) return s;
       } else {
@@ -551,19 +543,7 @@ Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
     t.enable = false;
     return set ? read_bool(c, t.enable) : Status{};
   }
-  if (c.accept("size")) {
-    t.size = def.size;
-    return set ? read_int(c, t.size, kTrimSizeRange.lo, kTrimSizeRange.hi, "a trim size in bytes") : Status{};
-  }
-  if (c.accept("remark")) {
-    if (!c.accept("dscp")) return c.error("dscp");
-    t.remark_dscp = def.remark_dscp;
-    return set ? read_int(c, t.remark_dscp, 0, 63, "a DSCP") : Status{};
-  }
-  if (c.accept("switch-priority")) {
-    t.switch_priority = def.switch_priority;
-    return set ? read_int(c, t.switch_priority, 0, 7, "a switch priority") : Status{};
-  }
+  if (auto r = table_field(cfg, c, set, "system forwarding packet-trim")) return *r;
   if (c.accept("traffic-class") || (c.accept("egress-eligibility") && c.accept("traffic-class"))) {
     t.eligible_tc = def.eligible_tc;
     return set ? read_list(c, t.eligible_tc, "traffic classes") : Status{};

@@ -17,6 +17,35 @@ Status Switch::nv_stage(const std::vector<std::string>& words) {
   return {};
 }
 
+void Switch::rebase_pending(const SwitchConfig& before) {
+  SwitchConfig& mine = *pending_;
+  // Per interface: whole if the pending copy left it as it was, else its
+  // faults and storm each (what rocemu fault changes) if left as they were.
+  for (uint16_t i = 0; i < cfg_.interfaces.size(); i++) {
+    const InterfaceConfig& was = before.interfaces[i];
+    const InterfaceConfig& now = cfg_.interfaces[i];
+    InterfaceConfig& staged = mine.interfaces[i];
+    if (interface_text(staged, i) == interface_text(was, i)) {
+      staged = now;
+      continue;
+    }
+    if (faults_text(staged.faults) == faults_text(was.faults)) staged.faults = now.faults;
+    if (storm_text(staged.pfc_storm) == storm_text(was.pfc_storm)) staged.pfc_storm = now.pfc_storm;
+  }
+  // Everything else as one: taken if the pending copy left it as it was.
+  const auto rest = [&](SwitchConfig c) {
+    c.interfaces = before.interfaces;
+    return switch_config_text(c);
+  };
+  if (rest(mine) == rest(before)) {
+    std::vector<InterfaceConfig> interfaces = std::move(mine.interfaces);
+    mine = cfg_;
+    mine.interfaces = std::move(interfaces);
+  }
+  // Nothing left to apply: nothing staged.
+  if (switch_config_text(mine) == switch_config_text(cfg_)) pending_.reset();
+}
+
 Status Switch::nv_config(const std::vector<std::string>& words, nlohmann::json* out) {
   const auto at = [&](size_t i) { return i < words.size() ? words[i] : std::string(); };
   const std::string what = at(1);
@@ -40,7 +69,7 @@ Status Switch::nv_config(const std::vector<std::string>& words, nlohmann::json* 
   if (what == "apply") {
     if (Status s = only(2, {"-y", "--assume-yes"}); !s.ok()) return s;
     if (!pending_) return reply("no pending changes");
-    if (Status s = apply(*pending_); !s.ok())
+    if (Status s = apply_running(*pending_); !s.ok())
       return Status::error("nv config apply: " + s.message() +
                            "; nothing was applied (the pending changes are kept: nv config diff)");
     pending_.reset();

@@ -226,6 +226,29 @@ std::string switch_config_text(const SwitchConfig& cfg) {
   return std::string(e.c_str()) + "\n";
 }
 
+namespace {
+
+std::string emitted(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+}  // namespace
+
+std::string faults_text(const FaultConfig& f) { return emitted(faults_yaml(f)); }
+
+std::string storm_text(const PfcStorm& s) {
+  YAML::Node n;
+  n["state"] = state(s.enable);
+  n["switch-priority"] = priorities(s.priorities);
+  n["quanta"] = s.quanta;
+  n["interval"] = format_duration(s.interval);
+  return emitted(n);
+}
+
+std::string interface_text(const InterfaceConfig& i, uint16_t index) { return emitted(interface_yaml(i, index)); }
+
 std::string switch_config_diff(const SwitchConfig& applied, const SwitchConfig& pending) {
   Leaves before, after;
   std::vector<std::string> path;

@@ -21,4 +21,10 @@ std::string switch_config_text(const SwitchConfig& cfg);
 // "" when they are the same.
 std::string switch_config_diff(const SwitchConfig& applied, const SwitchConfig& pending);
 
+// Parts of it as text, to tell whether two configurations differ there
+// (the structs have no operator==: FaultConfig carries drop-rule state).
+std::string faults_text(const FaultConfig& f);
+std::string storm_text(const PfcStorm& s);
+std::string interface_text(const InterfaceConfig& i, uint16_t index);
+
 }  // namespace rocemu::sw

@@ -5,6 +5,7 @@
 #include "common/engine/engine.h"
 #include "common/engine/ethdev_port.h"
 #include "common/log.h"
+#include "switch/nvue_yaml.h"
 
 namespace rocemu::sw {
 namespace {
@@ -60,7 +61,7 @@ Switch::~Switch() {
 
 Time Switch::current_time() const { return started_ ? engine().now() : Time(0); }
 
-void Switch::derive_port(PortRuntime& p, const SwitchConfig& cfg) {
+void Switch::derive_port(PortRuntime& p, const SwitchConfig& cfg, bool load_faults) {
   const InterfaceConfig& f = cfg.interfaces[p.index];
   Port* port = this->port(p.index);
   p.mac = cfg.port_mac(p.index);
@@ -74,12 +75,29 @@ void Switch::derive_port(PortRuntime& p, const SwitchConfig& cfg) {
   p.watchdog = f.pfc_watchdog.value_or(cfg.qos.watchdog.enable);
   p.batch_tx = dynamic_cast<EthdevPort*>(port) != nullptr;
   p.scheduler.configure(cfg.qos.scheduler);
-  p.fault.configure(f.faults);
+  // Loading the configured faults again starts them afresh (a drop rule's
+  // count of what it matched and dropped): only when they change.
+  if (load_faults) p.fault.configure(f.faults);
 }
 
 Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   if (routes_ == nullptr) return route_status_;
-  cfg_ = cfg;
+  // The one step that can fail past validation (the route table: rte_lpm
+  // out of rules or tbl8 groups) goes first. If it fails, the table that
+  // loaded before is loaded again and nothing else has changed: queues,
+  // XOFF being asserted and fault state are as they were.
+  // (The first build goes on without routes: there is nothing to go back to.)
+  const Status routed = routes_->load(cfg);
+  if (!routed.ok() && faults_loaded_) {
+    [[maybe_unused]] const Status back = routes_->load(cfg_);
+    return routed;
+  }
+  std::vector<uint8_t> load_faults(ports_.size(), 1);
+  if (faults_loaded_)
+    for (size_t i = 0; i < ports_.size(); i++)
+      load_faults[i] = faults_text(cfg_.interfaces[i].faults) != faults_text(cfg.interfaces[i].faults);
+  if (&cfg != &cfg_) cfg_ = cfg;
+  faults_loaded_ = true;
   const QosConfig& q = cfg_.qos;
   for (uint8_t sp = 0; sp < kNumSwitchPriorities; sp++) sp_pg_[sp] = q.pg_of(sp);
   lossless_tcs_ = q.lossless_tcs();
@@ -91,11 +109,10 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   trim_tc_ = q.tc_of(q.trim.switch_priority);
   std::vector<Mmu::PortHeadroom> hr(ports_.size());
   for (auto& p : ports_) {
-    derive_port(*p, cfg_);
+    derive_port(*p, cfg_, load_faults[p->index] != 0);
     hr[p->index] = {p->headroom.xoff, p->headroom.xon};
   }
   mmu_.configure(q, hr);
-  Status routed = routes_->load(cfg_);
   if (!started_) return routed;
   for (auto& p : ports_) {
     // Priorities no longer lossless: release any XOFF we assert.
@@ -132,6 +149,13 @@ void Switch::on_start(Time now) {
 }
 
 Status Switch::apply(const SwitchConfig& cfg) {
+  const SwitchConfig before = cfg_;
+  if (Status s = apply_running(cfg); !s.ok()) return s;
+  if (pending_) rebase_pending(before);
+  return {};
+}
+
+Status Switch::apply_running(const SwitchConfig& cfg) {
   if (cfg.num_ports != cfg_.num_ports)
     return Status::error("ports: a switch keeps its " + std::to_string(cfg_.num_ports) + " ports");
   if (Status s = cfg.validate(); !s.ok()) return s;
@@ -139,14 +163,8 @@ Status Switch::apply(const SwitchConfig& cfg) {
     cfg_ = cfg;
     return {};
   }
-  const SwitchConfig old = cfg_;
-  if (Status s = rebuild(cfg, current_time()); !s.ok()) {
-    // A part that fails past validation (the route table) leaves nothing
-    // of the change behind: the configuration that loaded before, again.
-    [[maybe_unused]] const Status back = rebuild(old, current_time());
-    return s;
-  }
-  return {};
+  // On error rebuild has changed nothing.
+  return rebuild(cfg, current_time());
 }
 
 void Switch::on_tx_ready(uint16_t port, Time now) {
@@ -176,6 +194,7 @@ void Switch::clear_counters(uint16_t port) {
   const Time now = current_time();
   p.counters.clear();
   for (auto& q : p.queue_counters) q.clear();
+  for (auto& g : p.pg_counters) g.clear();
   for (auto& w : p.wd) w.counters.clear();
   p.pfc_rx.fill(0);
   p.pfc_tx.fill(0);

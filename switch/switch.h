@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "common/wire/packet.h"
 #include "switch/mmu.h"
+#include "switch/nvue_view.h"
 #include "switch/packet_queue.h"
 #include "switch/pfc.h"
 #include "switch/route.h"
@@ -46,7 +47,10 @@ class Switch final : public Node {
 
   // ---- control API (engine thread) ----
   // Validates `cfg` whole and applies it between bursts; on error nothing
-  // changes and the message names the field.
+  // changes and the message names the field. A change made this way
+  // (rocemu fault, a scenario) while `nv set` has staged changes is
+  // carried into the pending copy, except where that copy changed the
+  // same setting itself: a later `nv config apply` does not undo it.
   Status apply(const SwitchConfig& cfg);
   const SwitchConfig& config() const { return cfg_; }
   // NVUE-style commands: {"set","qos","roce","mode","lossless"},
@@ -61,28 +65,32 @@ class Switch final : public Node {
   void clear_counters();
   void clear_counters(uint16_t port);
 
-  // `nv show qos roce`
-  nlohmann::json show_qos_roce() const;
-  // `nv show interface <if> qos roce counters` / `... status`
-  nlohmann::json show_roce_counters(uint16_t port) const;
-  nlohmann::json show_roce_status(uint16_t port) const;
-  // SONiC `show pfc counters`, `show queue counters`, `show pfcwd stats`,
-  // `show priority-group watermark`, buffer pools
-  nlohmann::json show_pfc_counters() const;
-  nlohmann::json show_queue_counters(uint16_t port) const;
-  nlohmann::json show_pfc_watchdog() const;
-  nlohmann::json show_pg_watermark(uint16_t port) const;
-  nlohmann::json show_buffer_pools() const;
-  nlohmann::json show_interface(uint16_t port) const;  // link, headroom, drops
-  nlohmann::json show_routes() const;
-  // `nv show interface <if> counters qos [pfc-stats|egress-queue-stats] [-o json|yaml]`
-  // (switch/nvue_show.cc): NVUE's tables as text by default, rows as JSON with -o.
-  Status show_counters_qos(uint16_t port, const std::vector<std::string>& rest, nlohmann::json& out) const;
+  // `nv show` views (switch_show.cc, nvue_show.cc): NVUE's keys, columns
+  // and order; Switch::nv prints them as tables, or as plain values with
+  // -o json|yaml. The show_* calls are the plain values, for tests and tools.
+  NvView view_qos_roce() const;                        // nv show qos roce
+  NvView view_roce_counters(uint16_t port) const;      // interface <if> qos roce counters
+  NvView view_roce_status(uint16_t port) const;        // interface <if> qos roce status
+  NvView view_pfc_counters() const;                    // SONiC show pfc counters
+  NvView view_queue_counters(uint16_t port) const;     // SONiC show queue counters
+  NvView view_pfc_watchdog(std::optional<uint16_t> port = std::nullopt) const;  // pfcwd stats
+  NvView view_pg_watermark(uint16_t port) const;       // priority-group watermark
+  NvView view_buffer_pools() const;                    // qos buffer
+  NvView view_interface(uint16_t port) const;          // interface <if>: link, headroom, drops
+  NvView view_routes() const;                          // vrf
+  // `interface <if> counters qos [egress-queue-stats|ingress-buffer-stats|pfc-stats]`
+  Status view_counters_qos(uint16_t port, const std::vector<std::string>& rest, NvView& out) const;
+  ojson show_qos_roce() const { return view_qos_roce().plain(); }
+  ojson show_roce_counters(uint16_t port) const { return view_roce_counters(port).plain(); }
+  ojson show_pfc_watchdog() const { return view_pfc_watchdog().plain(); }
+  ojson show_interface(uint16_t port) const { return view_interface(port).plain(); }
+  ojson show_routes() const { return view_routes().plain(); }
 
   // ---- state for tests and tools ----
   const Mmu& mmu() const { return mmu_; }
   const PortCounters& counters(uint16_t port) const { return ports_[port]->counters; }
   const QueueCounters& queue_counters(uint16_t port, uint8_t tc) const { return ports_[port]->queue_counters[tc]; }
+  const PgCounters& pg_counters(uint16_t port, uint8_t pg) const { return ports_[port]->pg_counters[pg]; }
   const WatchdogCounters& watchdog_counters(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].counters; }
   bool watchdog_storm(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].storm; }
   Time watchdog_detected_at(uint16_t port, uint8_t tc) const { return ports_[port]->wd[tc].detected_at; }
@@ -90,6 +98,7 @@ class Switch final : public Node {
   uint64_t pfc_tx_frames(uint16_t port, uint8_t prio) const { return ports_[port]->pfc_tx[prio]; }
   Duration rx_pause_duration(uint16_t port, uint8_t prio, Time now) const { return ports_[port]->pause[prio].duration(now); }
   Duration tx_pause_duration(uint16_t port, uint8_t prio, Time now) const { return ports_[port]->xoff[prio].duration(now); }
+  bool xoff_asserted(uint16_t port, uint8_t prio) const { return ports_[port]->xoff[prio].on(); }
   uint32_t queue_length(uint16_t port, uint8_t tc) const { return ports_[port]->queue[tc].size(); }
   const Headroom& headroom(uint16_t port) const { return ports_[port]->headroom; }
   uint64_t port_speed(uint16_t port) const { return ports_[port]->speed; }
@@ -105,7 +114,15 @@ class Switch final : public Node {
 
  private:
   Status nv_stage(const std::vector<std::string>& words);
+  // apply() without the rebase (nv config apply: the pending copy is the change).
+  Status apply_running(const SwitchConfig& cfg);
+  // After the running config went from `before` to cfg_ outside NVUE.
+  void rebase_pending(const SwitchConfig& before);
   Status nv_config(const std::vector<std::string>& words, nlohmann::json* out);
+  Status nv_action(const std::vector<std::string>& words, std::string& out);
+  Status nv_show(const std::vector<std::string>& words, std::string& out);
+  // The view of `interface <if> REST...` for one port.
+  Status interface_view(uint16_t port, const std::vector<std::string>& rest, NvView& view) const;
 
   struct WatchdogQueue {
     bool storm = false;
@@ -155,6 +172,7 @@ class Switch final : public Node {
     // counters
     PortCounters counters;
     std::array<QueueCounters, kNumTc> queue_counters;
+    std::array<PgCounters, kNumPg> pg_counters;
 
     void on_pause_expiry(Time now);
     void on_refresh(Time now);
@@ -167,7 +185,7 @@ class Switch final : public Node {
   Time current_time() const;
   // configuration -> runtime
   Status rebuild(const SwitchConfig& cfg, Time now);
-  void derive_port(PortRuntime& p, const SwitchConfig& cfg);
+  void derive_port(PortRuntime& p, const SwitchConfig& cfg, bool load_faults);
 
   // receive path (switch_rx.cc)
   void process(uint16_t in, rte_mbuf** pkts, uint16_t n, Time now);
@@ -207,12 +225,10 @@ class Switch final : public Node {
   void flush_queue(PortRuntime& p, uint8_t tc, Time now);
   void account_tx(PortRuntime& p, rte_mbuf* m);
 
-  // json helpers (switch_show.cc)
-  nlohmann::json queue_json(const PortRuntime& p, uint8_t tc) const;
-
   SwitchConfig cfg_;
   std::optional<SwitchConfig> pending_;  // staged by nv set/unset, applied by nv config apply
   bool started_ = false;
+  bool faults_loaded_ = false;  // the ports' fault stages hold cfg_'s faults
   Mmu mmu_;
   std::unique_ptr<RouteTable> routes_;
   Status route_status_;

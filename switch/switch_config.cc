@@ -188,21 +188,26 @@ Status SwitchConfig::validate() const {
     if (n.mac.is_multicast()) return err(at + ".mac", "must be a unicast address");
   }
 
+  // The bounded settings of the table (switch_fields.h), each by its range.
+  for (const SwitchField& f : switch_fields())
+    if (Status s = f.range.check(f.get(*this), f.yaml); !s.ok()) return s;
   const QosConfig& q = qos;
   for (int d = 0; d < kNumDscp; d++)
-    if (q.mapping.dscp_to_sp[d] > 7)
-      return err("qos.mapping.dscp." + std::to_string(d) + ".switch-priority", "must be 0..7");
+    if (Status s = kSwitchPriorityRange.check(q.mapping.dscp_to_sp[d], "qos.mapping.dscp." + std::to_string(d));
+        !s.ok())
+      return s;
   for (int p = 0; p < kNumSwitchPriorities; p++) {
-    if (q.mapping.pcp_to_sp[p] > 7)
-      return err("qos.mapping.pcp." + std::to_string(p) + ".switch-priority", "must be 0..7");
-    if (q.sp_to_tc[p] > 7)
-      return err("qos.egress-queue-mapping.switch-priority." + std::to_string(p) + ".traffic-class", "must be 0..7");
+    if (Status s = kSwitchPriorityRange.check(q.mapping.pcp_to_sp[p], "qos.mapping.pcp." + std::to_string(p)); !s.ok())
+      return s;
+    if (Status s = kTrafficClassRange.check(q.sp_to_tc[p], "qos.egress-queue-mapping." + std::to_string(p)); !s.ok())
+      return s;
   }
-  if (q.mapping.port_default_sp > 7) return err("qos.mapping.port-default-sp", "must be 0..7");
   uint32_t bw = 0;
   for (int tc = 0; tc < kNumTc; tc++) {
     if (q.scheduler[tc].mode == SchedulerMode::kDwrr) {
-      if (q.scheduler[tc].bw_percent > 100) return err(field_tc("egress-scheduler", tc, "bw-percent"), "must be 0..100");
+      if (Status s = kPercentRange.check(q.scheduler[tc].bw_percent, field_tc("egress-scheduler", tc, "bw-percent"));
+          !s.ok())
+        return s;
       bw += q.scheduler[tc].bw_percent;
     }
     const CongestionControl& c = q.congestion[tc];
@@ -210,7 +215,9 @@ Status SwitchConfig::validate() const {
       if (c.wred.min_threshold >= c.wred.max_threshold)
         return err(field_tc("congestion-control", tc, "min-threshold"), "must be below max-threshold (" +
                                                                             std::to_string(c.wred.max_threshold) + ")");
-      if (c.wred.probability > 100) return err(field_tc("congestion-control", tc, "probability"), "must be 0..100");
+      if (Status s = kPercentRange.check(c.wred.probability, field_tc("congestion-control", tc, "probability"));
+          !s.ok())
+        return s;
     }
   }
   if (bw > 100) return err("qos.egress-scheduler.traffic-class", "dwrr bw-percent adds up to " + std::to_string(bw) + ", more than 100");
@@ -225,25 +232,11 @@ Status SwitchConfig::validate() const {
     }
   }
   if (q.pfc.switch_priorities == 0xff) return err("qos.pfc.switch-priority", "at least one priority must stay lossy");
-  if (Status s = kCableLengthRange.check(q.pfc.cable_length, "qos.pfc.cable-length"); !s.ok()) return s;
   if (q.pfc.xoff && *q.pfc.xoff < 1024) return err("qos.pfc.xoff-threshold", "at least 1024 bytes");
-  if (Status s = kPauseQuantaRange.check(q.pfc.pause_quanta, "qos.pfc.pause-quanta"); !s.ok()) return s;
-  const PfcWatchdog& w = q.watchdog;
-  if (w.polling_interval < ms(1) || w.polling_interval > ms(1000))
-    return err("qos.pfc-watchdog.polling-interval", "must be between 1ms and 1000ms");
-  if (w.detection_time < ms(1) || w.detection_time > ms(5000))
-    return err("qos.pfc-watchdog.detection-time", "must be between 1ms and 5000ms");
-  if (w.restoration_time < ms(1) || w.restoration_time > ms(60000))
-    return err("qos.pfc-watchdog.restoration-time", "must be between 1ms and 60000ms");
   const PacketTrim& t = q.trim;
-  if (Status s = kTrimSizeRange.check(t.size, "system.forwarding.packet-trim.size"); !s.ok()) return s;
-  if (t.remark_dscp > 63) return err("system.forwarding.packet-trim.remark.dscp", "must be 0..63");
-  if (t.switch_priority > 7) return err("system.forwarding.packet-trim.switch-priority", "must be 0..7");
   if (t.enable && ((q.pfc.switch_priorities >> t.switch_priority) & 1))
-    return err("system.forwarding.packet-trim.switch-priority", "must not be a PFC (lossless) priority");
+    return err("qos.packet-trim.switch-priority", "must not be a PFC (lossless) priority");
   const BufferConfig& b = q.buffer;
-  if (b.size < 64 * 1024 || b.size > (uint64_t(1) << 34)) return err("qos.buffer.size", "must be between 64KiB and 16GiB");
-  if (Status s = kRocePoolPercentRange.check(b.roce_pool_percent, "qos.buffer.roce-pool-percent"); !s.ok()) return s;
   for (auto [a, name] : {std::pair{b.ingress_lossy_alpha, "qos.buffer.ingress-lossy-alpha"},
                          {b.ingress_lossless_alpha, "qos.buffer.ingress-lossless-alpha"},
                          {b.egress_lossy_alpha, "qos.buffer.egress-lossy-alpha"}}) {
@@ -251,9 +244,6 @@ Status SwitchConfig::validate() const {
   }
   if (b.pg_reserved > b.size / 64) return err("qos.buffer.pg-reserved", "too large for the buffer");
   if (b.queue_reserved > b.size / 64) return err("qos.buffer.queue-reserved", "too large for the buffer");
-  const HeadroomParams& h = q.headroom;
-  if (h.cell_size == 0) return err("qos.headroom.cell-size", "must be above 0");
-  if (h.small_packet_percentage > 100) return err("qos.headroom.small-packet-percentage", "must be 0..100");
   return {};
 }
 

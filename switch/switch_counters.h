@@ -90,6 +90,19 @@ ROCEMU_SW_COUNTER_SET(PortCounters, ROCEMU_SW_PORT_COUNTERS);
 
 ROCEMU_SW_COUNTER_SET(QueueCounters, ROCEMU_SW_QUEUE_COUNTERS);
 
+// Per port and ingress priority group (NVUE `counters qos
+// ingress-buffer-stats`). A lossless PG drops only when its headroom is
+// full; a lossy one when it is over its shared-buffer threshold: both are
+// rx-buffer-discards, the second also rx-shared-buffer-discards.
+#define ROCEMU_SW_PG_COUNTERS(X)                                                                  \
+  X(rx_frames, "rx-frames", "frames received in the priority group")                              \
+  X(rx_bytes, "rx-bytes", "bytes received in the priority group")                                 \
+  X(rx_buffer_discards, "rx-buffer-discards", "frames of the PG dropped at ingress for want of buffer") \
+  X(rx_shared_buffer_discards, "rx-shared-buffer-discards",                                       \
+    "frames of a lossy PG dropped at ingress over its shared-buffer threshold")
+
+ROCEMU_SW_COUNTER_SET(PgCounters, ROCEMU_SW_PG_COUNTERS);
+
 // Per port and lossless queue (SONiC `show pfcwd stats`).
 #define ROCEMU_SW_WATCHDOG_COUNTERS(X)                                          \
   X(storm_detected, "storm-detected", "PFC storms detected")                    \

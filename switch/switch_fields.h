@@ -1,39 +1,79 @@
-// The switch's bounded settings, once: name, member, range and unit. The
-// YAML reader (switch_kind.cc), the NVUE editor (nvue.cc) and
-// SwitchConfig::validate read their ranges from here, so a value one of
-// them takes the others take too. (A first part of the one table of
-// fields: the settings whose ranges were restated in those three places.)
+// The switch's bounded settings, once: name (YAML path and NVUE words),
+// member, range, parser and unit. The YAML reader (switch_kind.cc), the
+// NVUE editor (nvue.cc) and SwitchConfig::validate all go through this
+// table, so a value one of them takes the others take too, and a value
+// out of range is refused by each with the same words:
+//
+//   t.yaml:7: nodes.sw1.qos.pfc.cable-length: '100001' is out of range (0..100000 m)
+//   nv set qos pfc cable-length: '100001' is out of range (0..100000 m)
+//   qos.pfc.cable-length: '100001' is out of range (0..100000 m)      (validate)
+//
+// Settings indexed by a priority, a DSCP or a traffic class use the
+// named ranges below (kSwitchPriorityRange, ...) in all three places.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "common/config/config.h"
 #include "common/status.h"
 #include "switch/switch_config.h"
 
 namespace rocemu::sw {
 
-struct IntRange {
-  int64_t lo, hi;
-  std::string_view unit;  // "" when the number has none
+// How a value is written: an integer, a size ("150KB"), a duration ("200ms").
+enum class FieldKind : uint8_t { kInt, kSize, kDuration };
+
+struct FieldRange {
+  FieldKind kind;
+  int64_t lo, hi;         // a duration in ns
+  std::string_view unit;  // for integers: "bytes", "m", ... ("" when none)
+
   bool contains(int64_t v) const { return v >= lo && v <= hi; }
-  // "68..9216 bytes"
-  std::string str() const {
-    return std::to_string(lo) + ".." + std::to_string(hi) + (unit.empty() ? "" : " " + std::string(unit));
-  }
-  Status check(int64_t v, const std::string& field) const {
-    if (contains(v)) return {};
-    return Status::error(field + ": must be " + str());
-  }
+  // "68..9216 bytes", "64KiB..16GiB", "1ms..1s"
+  std::string str() const;
+  // What a value must look like: "an integer", "a size (e.g. 150000, 150KB)"...
+  std::string_view expected() const;
+  // The value of `text`, or nullopt if it is not of this kind.
+  std::optional<int64_t> parse(std::string_view text) const;
+  // `v` as a user writes it (for messages about a value no text came with).
+  std::string format(int64_t v) const;
+  // The words every front end uses for a value out of range.
+  std::string refusal(std::string_view given) const { return "'" + std::string(given) + "' is out of range (" + str() + ")"; }
+  // Parses and checks `text`: the value, or the message (not a number of
+  // this kind, or out of range).
+  Result<int64_t> read(std::string_view text) const;
+  // validate(): ok, or "FIELD: '<v>' is out of range (...)".
+  Status check(int64_t v, std::string_view field) const;
 };
 
-inline constexpr IntRange kMtuRange{68, 9216, "bytes"};
-inline constexpr IntRange kCableLengthRange{0, 100000, "m"};
-inline constexpr IntRange kPauseQuantaRange{2, 0xffff, "quanta"};  // refreshed at half: at least 2
-inline constexpr IntRange kTrimSizeRange{64, 9216, "bytes"};
-inline constexpr IntRange kRocePoolPercentRange{0, 90, "%"};
+inline constexpr FieldRange kMtuRange{FieldKind::kInt, config::kMinMtu, config::kMaxMtu, "bytes"};
+inline constexpr FieldRange kCableLengthRange{FieldKind::kInt, 0, 100000, "m"};
+inline constexpr FieldRange kPauseQuantaRange{FieldKind::kInt, 2, 0xffff, "quanta"};  // refreshed at half: at least 2
+inline constexpr FieldRange kStormQuantaRange{FieldKind::kInt, 1, 0xffff, "quanta"};
+inline constexpr FieldRange kTrimSizeRange{FieldKind::kInt, 64, 9216, "bytes"};
+inline constexpr FieldRange kRocePoolPercentRange{FieldKind::kInt, 0, 90, "%"};
+inline constexpr FieldRange kPercentRange{FieldKind::kInt, 0, 100, "%"};
+inline constexpr FieldRange kSwitchPriorityRange{FieldKind::kInt, 0, 7, ""};
+inline constexpr FieldRange kTrafficClassRange{FieldKind::kInt, 0, 7, ""};
+inline constexpr FieldRange kDscpRange{FieldKind::kInt, 0, 63, ""};
+inline constexpr FieldRange kPcpRange{FieldKind::kInt, 0, 7, ""};
+
+// One global setting: where it is in a topology's switch section and in
+// NVUE, how it is read and bounded, and the member it sets.
+struct SwitchField {
+  std::string_view yaml;  // "qos.pfc.cable-length": the path under the switch node
+  std::string_view nvue;  // "qos pfc cable-length": the words after set/unset ("" if NVUE has none)
+  FieldRange range;
+  int64_t (*get)(const SwitchConfig&);
+  void (*set)(SwitchConfig&, int64_t);
+  void (*unset)(SwitchConfig&);  // what `nv unset` restores
+};
+
+std::span<const SwitchField> switch_fields();
 
 // An interface's optional integer settings, by row: the YAML key under
 // interfaces.swpN, the NVUE words after `interface swpN`, the member.
@@ -41,13 +81,12 @@ struct InterfaceIntField {
   std::string_view yaml;
   std::string_view nvue;  // space-separated words
   std::optional<uint32_t> InterfaceConfig::*member;
-  IntRange range;
-  std::string_view what;  // for messages: "an MTU"
+  FieldRange range;
 };
 
 inline constexpr InterfaceIntField kInterfaceIntFields[] = {
-    {"mtu", "link mtu", &InterfaceConfig::mtu, kMtuRange, "an MTU"},
-    {"cable-length", "cable-length", &InterfaceConfig::cable_length, kCableLengthRange, "a cable length"},
+    {"mtu", "link mtu", &InterfaceConfig::mtu, kMtuRange},
+    {"cable-length", "cable-length", &InterfaceConfig::cable_length, kCableLengthRange},
 };
 
 }  // namespace rocemu::sw

@@ -1,6 +1,8 @@
 #include "switch/switch_kind.h"
 
+#include <algorithm>
 #include <span>
+#include <utility>
 
 #include "switch/nvue.h"
 #include "switch/switch_fields.h"
@@ -13,12 +15,46 @@ using config::Context;
 
 std::string join(std::string_view a, std::string_view b) { return std::string(a) + "." + std::string(b); }
 
+// A value of `range` (switch_fields.h), refused in the table's words.
+std::optional<int64_t> bounded(const YAML::Node& n, const std::string& field, const FieldRange& range, Context& ctx) {
+  if (!n.IsScalar()) {
+    ctx.error(n, field, "expected " + std::string(range.expected()));
+    return std::nullopt;
+  }
+  const Result<int64_t> v = range.read(n.Scalar());
+  if (!v.ok()) {
+    ctx.error(n, field, v.status().message());
+    return std::nullopt;
+  }
+  return v.value();
+}
+
+// The settings of the table, each at its path under the switch node `sw`
+// (after the profile and the other sections: they override both).
+void read_fields(const YAML::Node& sw, const std::string& f, Context& ctx, SwitchConfig& cfg) {
+  for (const SwitchField& row : switch_fields()) {
+    YAML::Node at = sw;
+    bool found = true;
+    for (size_t b = 0, e; found && b < row.yaml.size(); b = e + 1) {
+      e = std::min(row.yaml.find('.', b), row.yaml.size());
+      const std::string key(row.yaml.substr(b, e - b));
+      found = at.IsMap();
+      if (!found) break;
+      const YAML::Node child = std::as_const(at)[key];
+      found = child.IsDefined() && !child.IsNull();
+      if (found) at.reset(child);
+    }
+    if (found)
+      if (auto v = bounded(at, f + "." + std::string(row.yaml), row.range, ctx)) row.set(cfg, *v);
+  }
+}
+
 // A list of 0..7 as a YAML sequence ([0, 3]) or a string ("0,3", "1-3").
 std::optional<uint8_t> index_list(const YAML::Node& n, const std::string& field, Context& ctx) {
   if (n.IsSequence()) {
     uint8_t m = 0;
     for (size_t i = 0; i < n.size(); i++) {
-      auto v = ctx.integer(n[i], field + "[" + std::to_string(i) + "]", 0, 7);
+      auto v = bounded(n[i], field + "[" + std::to_string(i) + "]", kSwitchPriorityRange, ctx);
       if (!v) return std::nullopt;
       m |= uint8_t(1u << *v);
     }
@@ -65,13 +101,13 @@ void read_double(const YAML::Node& n, const char* key, const std::string& field,
 
 // Keys of a map by integer index 0..hi ("26: 3").
 template <typename F>
-void for_index_keys(const YAML::Node& n, const std::string& field, Context& ctx, int hi, F f) {
+void for_index_keys(const YAML::Node& n, const std::string& field, Context& ctx, const FieldRange& keys, F f) {
   if (!n.IsMap()) {
     ctx.error(n, field, "expected a mapping by number");
     return;
   }
   for (const auto& kv : n) {
-    auto k = ctx.integer(kv.first, field, 0, hi);
+    auto k = bounded(kv.first, field, keys, ctx);
     if (k) f(int(*k), kv.second, field + "." + std::to_string(*k));
   }
 }
@@ -79,8 +115,8 @@ void for_index_keys(const YAML::Node& n, const std::string& field, Context& ctx,
 void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfig& qos) {
   ctx.check_keys(q, f, {"roce", "mapping", "egress-queue-mapping", "egress-scheduler", "congestion-control", "pfc",
                         "pfc-watchdog", "packet-trim", "buffer", "headroom"});
-  // The RoCE profile first; the other sections adjust it.
-  if (const YAML::Node buf = q["buffer"]) read_size(buf, "size", f + ".buffer", ctx, qos.buffer.size);
+  // The RoCE profile first; the other sections adjust it (the bounded
+  // settings, buffer size included, are read after: read_fields).
   if (const YAML::Node r = q["roce"]) {
     const std::string rf = f + ".roce";
     std::optional<std::string> mode;
@@ -109,29 +145,30 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
       if (auto t = ctx.choice(m["trust"], mf + ".trust", {"l2", "l3", "both", "port"}))
         qos.mapping.trust = *parse_trust(*t);
     if (m["dscp"])
-      for_index_keys(m["dscp"], mf + ".dscp", ctx, 63, [&](int d, const YAML::Node& v, const std::string& vf) {
-        if (auto sp = ctx.integer(v, vf, 0, 7)) qos.mapping.dscp_to_sp[size_t(d)] = uint8_t(*sp);
+      for_index_keys(m["dscp"], mf + ".dscp", ctx, kDscpRange, [&](int d, const YAML::Node& v, const std::string& vf) {
+        if (auto sp = bounded(v, vf, kSwitchPriorityRange, ctx)) qos.mapping.dscp_to_sp[size_t(d)] = uint8_t(*sp);
       });
     if (m["pcp"])
-      for_index_keys(m["pcp"], mf + ".pcp", ctx, 7, [&](int p, const YAML::Node& v, const std::string& vf) {
-        if (auto sp = ctx.integer(v, vf, 0, 7)) qos.mapping.pcp_to_sp[size_t(p)] = uint8_t(*sp);
+      for_index_keys(m["pcp"], mf + ".pcp", ctx, kPcpRange, [&](int p, const YAML::Node& v, const std::string& vf) {
+        if (auto sp = bounded(v, vf, kSwitchPriorityRange, ctx)) qos.mapping.pcp_to_sp[size_t(p)] = uint8_t(*sp);
       });
-    read_int(m, "port-default-sp", mf, ctx, qos.mapping.port_default_sp, 0, 7);
   }
   if (const YAML::Node m = q["egress-queue-mapping"])
-    for_index_keys(m, f + ".egress-queue-mapping", ctx, 7, [&](int sp, const YAML::Node& v, const std::string& vf) {
-      if (auto tc = ctx.integer(v, vf, 0, 7)) qos.sp_to_tc[size_t(sp)] = uint8_t(*tc);
-    });
+    for_index_keys(m, f + ".egress-queue-mapping", ctx, kSwitchPriorityRange,
+                   [&](int sp, const YAML::Node& v, const std::string& vf) {
+                     if (auto tc = bounded(v, vf, kTrafficClassRange, ctx)) qos.sp_to_tc[size_t(sp)] = uint8_t(*tc);
+                   });
   if (const YAML::Node m = q["egress-scheduler"])
-    for_index_keys(m, f + ".egress-scheduler", ctx, 7, [&](int tc, const YAML::Node& v, const std::string& vf) {
+    for_index_keys(m, f + ".egress-scheduler", ctx, kTrafficClassRange, [&](int tc, const YAML::Node& v, const std::string& vf) {
       ctx.check_keys(v, vf, {"mode", "bw-percent"});
       TcSchedule& s = qos.scheduler[size_t(tc)];
       if (v["mode"])
         if (auto mode = ctx.choice(v["mode"], vf + ".mode", {"strict", "dwrr"})) s.mode = *parse_scheduler_mode(*mode);
-      read_int(v, "bw-percent", vf, ctx, s.bw_percent, 0, 100);
+      if (v["bw-percent"])
+        if (auto bw = bounded(v["bw-percent"], vf + ".bw-percent", kPercentRange, ctx)) s.bw_percent = uint32_t(*bw);
     });
   if (const YAML::Node m = q["congestion-control"])
-    for_index_keys(m, f + ".congestion-control", ctx, 7, [&](int tc, const YAML::Node& v, const std::string& vf) {
+    for_index_keys(m, f + ".congestion-control", ctx, kTrafficClassRange, [&](int tc, const YAML::Node& v, const std::string& vf) {
       ctx.check_keys(v, vf, {"ecn", "red", "min-threshold", "max-threshold", "probability"});
       CongestionControl& c = qos.congestion[size_t(tc)];
       c.ecn = true;
@@ -139,29 +176,25 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
       read_bool(v, "red", vf, ctx, c.red);
       read_size(v, "min-threshold", vf, ctx, c.wred.min_threshold);
       read_size(v, "max-threshold", vf, ctx, c.wred.max_threshold);
-      read_int(v, "probability", vf, ctx, c.wred.probability, 0, 100);
+      if (v["probability"])
+        if (auto p = bounded(v["probability"], vf + ".probability", kPercentRange, ctx)) c.wred.probability = uint32_t(*p);
     });
   if (const YAML::Node p = q["pfc"]) {
     const std::string pf = f + ".pfc";
     ctx.check_keys(p, pf, {"switch-priority", "cable-length", "tx", "rx", "xoff-threshold", "xon-threshold", "pause-quanta"});
     if (p["switch-priority"])
       if (auto m = index_list(p["switch-priority"], pf + ".switch-priority", ctx)) qos.pfc.switch_priorities = *m;
-    read_int(p, "cable-length", pf, ctx, qos.pfc.cable_length, kCableLengthRange.lo, kCableLengthRange.hi);
     read_bool(p, "tx", pf, ctx, qos.pfc.tx);
     read_bool(p, "rx", pf, ctx, qos.pfc.rx);
     if (p["xoff-threshold"])
       if (auto v = ctx.size(p["xoff-threshold"], pf + ".xoff-threshold")) qos.pfc.xoff = v;
     if (p["xon-threshold"])
       if (auto v = ctx.size(p["xon-threshold"], pf + ".xon-threshold")) qos.pfc.xon = v;
-    read_int(p, "pause-quanta", pf, ctx, qos.pfc.pause_quanta, kPauseQuantaRange.lo, kPauseQuantaRange.hi);
   }
   if (const YAML::Node w = q["pfc-watchdog"]) {
     const std::string wf = f + ".pfc-watchdog";
     ctx.check_keys(w, wf, {"state", "polling-interval", "detection-time", "restoration-time", "action"});
     read_bool(w, "state", wf, ctx, qos.watchdog.enable);
-    read_duration(w, "polling-interval", wf, ctx, qos.watchdog.polling_interval);
-    read_duration(w, "detection-time", wf, ctx, qos.watchdog.detection_time);
-    read_duration(w, "restoration-time", wf, ctx, qos.watchdog.restoration_time);
     if (w["action"])
       if (auto a = ctx.choice(w["action"], wf + ".action", {"drop", "forward"}))
         qos.watchdog.action = *parse_watchdog_action(*a);
@@ -170,9 +203,6 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
     const std::string tf = f + ".packet-trim";
     ctx.check_keys(t, tf, {"state", "size", "remark-dscp", "switch-priority", "traffic-class"});
     read_bool(t, "state", tf, ctx, qos.trim.enable);
-    read_int(t, "size", tf, ctx, qos.trim.size, kTrimSizeRange.lo, kTrimSizeRange.hi);
-    read_int(t, "remark-dscp", tf, ctx, qos.trim.remark_dscp, 0, 63);
-    read_int(t, "switch-priority", tf, ctx, qos.trim.switch_priority, 0, 7);
     if (t["traffic-class"])
       if (auto m = index_list(t["traffic-class"], tf + ".traffic-class", ctx)) qos.trim.eligible_tc = *m;
   }
@@ -180,27 +210,13 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
     const std::string bf = f + ".buffer";
     ctx.check_keys(b, bf, {"size", "roce-pool-percent", "ingress-lossy-alpha", "ingress-lossless-alpha",
                            "egress-lossy-alpha", "pg-reserved", "queue-reserved"});
-    read_int(b, "roce-pool-percent", bf, ctx, qos.buffer.roce_pool_percent, kRocePoolPercentRange.lo,
-             kRocePoolPercentRange.hi);
     read_double(b, "ingress-lossy-alpha", bf, ctx, qos.buffer.ingress_lossy_alpha, 0, 128);
     read_double(b, "ingress-lossless-alpha", bf, ctx, qos.buffer.ingress_lossless_alpha, 0, 128);
     read_double(b, "egress-lossy-alpha", bf, ctx, qos.buffer.egress_lossy_alpha, 0, 128);
-    read_size(b, "pg-reserved", bf, ctx, qos.buffer.pg_reserved);
-    read_size(b, "queue-reserved", bf, ctx, qos.buffer.queue_reserved);
   }
   if (const YAML::Node h = q["headroom"]) {
     const std::string hf = f + ".headroom";
     ctx.check_keys(h, hf, {"cell-size", "pipeline-latency", "mac-phy-delay", "lossless-mtu", "small-packet-percentage"});
-    HeadroomParams& hp = qos.headroom;
-    read_int(h, "cell-size", hf, ctx, hp.cell_size, 1, 4096);
-    uint64_t v = hp.pipeline_latency;
-    read_size(h, "pipeline-latency", hf, ctx, v);
-    hp.pipeline_latency = uint32_t(v);
-    v = hp.mac_phy_delay;
-    read_size(h, "mac-phy-delay", hf, ctx, v);
-    hp.mac_phy_delay = uint32_t(v);
-    read_int(h, "lossless-mtu", hf, ctx, hp.lossless_mtu, 64, 9216);
-    read_int(h, "small-packet-percentage", hf, ctx, hp.small_packet_percentage, 0, 100);
   }
 }
 
@@ -221,7 +237,7 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
   for (const InterfaceIntField& row : kInterfaceIntFields) {
     const std::string key(row.yaml);
     if (n[key])
-      if (auto v = ctx.integer(n[key], f + "." + key, row.range.lo, row.range.hi)) i.*row.member = uint32_t(*v);
+      if (auto v = bounded(n[key], f + "." + key, row.range, ctx)) i.*row.member = uint32_t(*v);
   }
   if (n["pfc-watchdog"]) {
     bool on = false;
@@ -338,7 +354,8 @@ PfcStorm parse_pfc_storm(const YAML::Node& s, std::string_view field, Context& c
   read_bool(s, "state", sf, ctx, storm.enable);
   if (s["switch-priority"])
     if (auto m = index_list(s["switch-priority"], sf + ".switch-priority", ctx)) storm.priorities = *m;
-  read_int(s, "quanta", sf, ctx, storm.quanta, 1, 0xffff);
+  if (s["quanta"])
+    if (auto q = bounded(s["quanta"], sf + ".quanta", kStormQuantaRange, ctx)) storm.quanta = uint16_t(*q);
   read_duration(s, "interval", sf, ctx, storm.interval);
   return storm;
 }
@@ -398,6 +415,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     }
   }
   if (const YAML::Node q = n["qos"]) parse_qos(q, f + ".qos", ctx, cfg.qos);
+  read_fields(n, f, ctx, cfg);
   if (ctx.error_count() == errors_before) {
     if (Status s = cfg.validate(); !s.ok()) ctx.error(n, f + "." + s.message().substr(0, s.message().find(':')),
                                                       s.message().substr(s.message().find(':') + 2));

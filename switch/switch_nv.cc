@@ -3,102 +3,144 @@
 #include "switch/switch.h"
 
 namespace rocemu::sw {
+namespace {
+
+std::string at_or_empty(const std::vector<std::string>& w, size_t i) { return i < w.size() ? w[i] : std::string(); }
+
+// `words` from `from` are exactly `tail`.
+bool is_tail(const std::vector<std::string>& words, size_t from, std::initializer_list<const char*> tail) {
+  if (words.size() != from + tail.size()) return false;
+  size_t i = from;
+  for (const char* w : tail)
+    if (words[i++] != w) return false;
+  return true;
+}
+
+}  // namespace
 
 Status Switch::nv(const std::vector<std::string>& words, nlohmann::json* out) {
   if (words.empty()) return Status::error("nv: expected set, unset, config, show or action");
   const std::string& verb = words[0];
   if (verb == "set" || verb == "unset") return nv_stage(words);
   if (verb == "config") return nv_config(words, out);
-  auto at = [&](size_t i) -> std::string { return i < words.size() ? words[i] : std::string(); };
+  std::string text;
+  Status s = verb == "action" ? nv_action(words, text)
+             : verb == "show" ? nv_show(words, text)
+                              : Status::error("nv: expected set, unset, config, show or action, got '" + verb + "'");
+  if (s.ok() && out != nullptr) *out = std::move(text);
+  return s;
+}
+
+Status Switch::nv_action(const std::vector<std::string>& words, std::string& out) {
+  // Exactly these two forms: anything else clears nothing. Each port is
+  // cleared and named, as NVUE reports it.
+  std::vector<uint16_t> ports;
+  if (at_or_empty(words, 1) == "clear" && at_or_empty(words, 2) == "interface" &&
+      is_tail(words, 4, {"qos", "roce", "counters"})) {
+    auto p = cfg_.find_interfaces(words[3]);
+    if (!p.ok()) return Status::error("nv action clear interface: " + p.status().message());
+    ports = std::move(p.value());
+  } else if (is_tail(words, 1, {"clear", "qos", "counters"})) {
+    for (uint16_t i = 0; i < ports_.size(); i++) ports.push_back(i);
+    mmu_.clear_watermarks();
+  } else {
+    return Status::error("nv action: expected `clear interface <if> qos roce counters` or `clear qos counters`");
+  }
+  for (const uint16_t p : ports) {
+    clear_counters(p);
+    out += cfg_.interfaces[p].name + ": counters cleared\n";
+  }
+  out += "Action succeeded";
+  return {};
+}
+
+Status Switch::nv_show(const std::vector<std::string>& command, std::string& out) {
+  std::vector<std::string> words = command;
+  std::string format;
+  if (Status s = take_output_format(words, format); !s.ok()) return s;
+  const auto at = [&](size_t i) { return at_or_empty(words, i); };
   // One port, or a list or range of them (swp1,swp3, swp1-4).
-  auto ports_of = [&](const std::string& name, std::vector<uint16_t>& ports) -> Status {
+  const auto ports_of = [&](const std::string& name, std::vector<uint16_t>& ports) -> Status {
     auto p = cfg_.find_interfaces(name);
-    if (!p.ok()) return Status::error("nv " + verb + " interface: " + p.status().message());
+    if (!p.ok()) return Status::error("nv show interface: " + p.status().message());
     ports = std::move(p.value());
     return {};
   };
-  if (verb == "action") {
-    // Exactly these two forms: anything else clears nothing.
-    const auto is = [&](std::initializer_list<const char*> tail, size_t from) {
-      if (words.size() != from + tail.size()) return false;
-      size_t i = from;
-      for (const char* w : tail)
-        if (words[i++] != w) return false;
-      return true;
-    };
-    if (at(1) == "clear" && at(2) == "interface" && is({"qos", "roce", "counters"}, 4)) {
-      std::vector<uint16_t> ports;
-      if (Status s = ports_of(at(3), ports); !s.ok()) return s;
-      for (const uint16_t p : ports) clear_counters(p);
-      return {};
-    }
-    if (is({"clear", "qos", "counters"}, 1)) {
-      clear_counters();
-      return {};
-    }
-    return Status::error("nv action: expected `clear interface <if> qos roce counters` or `clear qos counters`");
-  }
-  if (verb != "show") return Status::error("nv: expected set, unset, config, show or action, got '" + verb + "'");
-  nlohmann::json j;
+  NvView view;
   const std::string what = at(1);
+  const auto none_after = [&](size_t i) -> Status {
+    if (words.size() <= i) return {};
+    return Status::error("nv show " + what + ": unexpected '" + words[i] + "'");
+  };
   if (what == "qos" && at(2) == "roce") {
-    j = show_qos_roce();
+    if (Status s = none_after(3); !s.ok()) return s;
+    view = view_qos_roce();
   } else if (what == "qos" && at(2) == "buffer") {
-    j = show_buffer_pools();
+    view = view_buffer_pools();
   } else if (what == "qos" && at(2) == "pfc-watchdog") {
-    j = show_pfc_watchdog();
+    view = view_pfc_watchdog();
   } else if (what == "interface" && words.size() >= 3) {
     std::vector<uint16_t> ports;
     if (Status s = ports_of(at(2), ports); !s.ok()) return s;
     // Several ports: each one's view under its name.
     if (ports.size() > 1) {
+      ojson all = ojson::object();
+      std::string text;
       for (const uint16_t p : ports) {
-        std::vector<std::string> one = words;
-        one[2] = cfg_.interfaces[p].name;
-        nlohmann::json v;
-        if (Status s = nv(one, &v); !s.ok()) return s;
-        j[cfg_.interfaces[p].name] = std::move(v);
+        NvView one;
+        if (Status s = interface_view(p, std::vector<std::string>(words.begin() + 3, words.end()), one); !s.ok())
+          return s;
+        const std::string& name = cfg_.interfaces[p].name;
+        if (format == "table") text += (text.empty() ? "" : "\n") + name + "\n" + std::string(name.size(), '=') +
+                                       "\n" + one.text();
+        all[name] = one.plain();
       }
-      if (out != nullptr) *out = std::move(j);
+      out = format == "json" ? all.dump(2) : format == "yaml" ? yaml_text(all) : text;
       return {};
     }
-    const uint16_t p = ports.front();
-    if (at(3) == "counters" && at(4) == "qos") {
-      if (Status s = show_counters_qos(p, std::vector<std::string>(words.begin() + 5, words.end()), j); !s.ok())
-        return s;
-    } else if (at(3) == "qos" && at(4) == "roce" && at(5) == "counters") {
-      j = show_roce_counters(p);
-    } else if (at(3) == "qos" && at(4) == "roce" && (at(5) == "status" || at(5).empty())) {
-      j = show_roce_status(p);
-    } else if (at(3) == "qos" && at(4) == "pfc-watchdog") {
-      j = show_pfc_watchdog()["queues"][cfg_.interfaces[p].name];
-    } else if (at(3) == "queue" || (at(3) == "qos" && at(4) == "queue")) {
-      j = show_queue_counters(p);
-    } else if (at(3) == "priority-group") {
-      j = show_pg_watermark(p);
-    } else if (at(3).empty()) {
-      j = show_interface(p);
-    } else {
-      return Status::error("nv show interface " + at(2) +
-                           ": expected counters qos, qos roce counters, qos roce status, "
-                           "qos pfc-watchdog, queue or priority-group");
-    }
+    if (Status s = interface_view(ports.front(), std::vector<std::string>(words.begin() + 3, words.end()), view);
+        !s.ok())
+      return s;
   } else if (what == "pfc") {
-    j = show_pfc_counters();
+    view = view_pfc_counters();
   } else if (what == "pfcwd") {
-    j = show_pfc_watchdog();
+    view = view_pfc_watchdog();
   } else if (what == "queue" && words.size() >= 4) {
     std::vector<uint16_t> ports;
     if (Status s = ports_of(at(3), ports); !s.ok()) return s;
     if (ports.size() != 1) return Status::error("nv show queue counters: one interface, got '" + at(3) + "'");
-    j = show_queue_counters(ports.front());
+    view = view_queue_counters(ports.front());
   } else if (what == "vrf" || what == "route" || what == "router") {
-    j = show_routes();
+    view = view_routes();
   } else {
     return Status::error("nv show: expected qos roce, qos buffer, qos pfc-watchdog, interface <if> ..., pfc counters, "
                          "pfcwd stats, queue counters <if> or vrf");
   }
-  if (out != nullptr) *out = std::move(j);
+  out = view.render(format);
+  return {};
+}
+
+Status Switch::interface_view(uint16_t p, const std::vector<std::string>& rest, NvView& view) const {
+  const auto at = [&](size_t i) { return at_or_empty(rest, i); };
+  if (at(0) == "counters" && at(1) == "qos")
+    return view_counters_qos(p, std::vector<std::string>(rest.begin() + 2, rest.end()), view);
+  if (rest.size() == 3 && at(0) == "qos" && at(1) == "roce" && at(2) == "counters") {
+    view = view_roce_counters(p);
+  } else if (at(0) == "qos" && at(1) == "roce" && (rest.size() == 2 || (rest.size() == 3 && at(2) == "status"))) {
+    view = view_roce_status(p);
+  } else if (rest.size() == 2 && at(0) == "qos" && at(1) == "pfc-watchdog") {
+    view = view_pfc_watchdog(p);
+  } else if ((rest.size() == 1 && at(0) == "queue") || (rest.size() == 2 && at(0) == "qos" && at(1) == "queue")) {
+    view = view_queue_counters(p);
+  } else if (rest.size() == 1 && at(0) == "priority-group") {
+    view = view_pg_watermark(p);
+  } else if (rest.empty()) {
+    view = view_interface(p);
+  } else {
+    return Status::error("nv show interface " + cfg_.interfaces[p].name +
+                         ": expected counters qos [egress-queue-stats|ingress-buffer-stats|pfc-stats], "
+                         "qos roce counters, qos roce status, qos pfc-watchdog, queue or priority-group");
+  }
   return {};
 }
 

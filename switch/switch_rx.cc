@@ -153,6 +153,8 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
   const uint8_t sp = classify(v);
   const uint8_t pg = sp_pg_[sp];
   const uint8_t tc = cfg_.qos.sp_to_tc[sp];
+  in.pg_counters[pg][PgCounters::rx_frames]++;
+  in.pg_counters[pg][PgCounters::rx_bytes] += len;
   if (pg == roce_pg_) {
     in.counters[PortCounters::rx_roce_packets]++;
     in.counters[PortCounters::rx_roce_bytes] += len;
@@ -311,6 +313,8 @@ void Switch::drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint
   if (ingress) {
     in.counters[pg == roce_pg_ ? PortCounters::rx_roce_no_buffer_discard
                                : PortCounters::rx_non_roce_no_buffer_discard]++;
+    in.pg_counters[pg][PgCounters::rx_buffer_discards]++;
+    if (!mmu_.pg(in.index, pg).lossless) in.pg_counters[pg][PgCounters::rx_shared_buffer_discards]++;
   } else {
     out.counters[tc == roce_tc_   ? PortCounters::tx_roce_no_buffer_discard
                  : tc == cnp_tc_ ? PortCounters::tx_cnp_no_buffer_discard

@@ -1,91 +1,87 @@
-// `show` views as JSON: NVUE's `qos roce` and `qos roce counters` field
-// names, SONiC's queue, PFC, watchdog and watermark tables.
-#include <cstdio>
-
+// `nv show` views: NVUE's `qos roce`, `qos roce counters|status` and
+// `interface` keys in NVUE's order, SONiC's queue, PFC, watchdog and
+// watermark tables in SONiC's words. Each is an NvView (nvue_view.h): a
+// table by default, plain values with -o json|yaml.
+#include "common/config/config.h"
 #include "switch/switch.h"
 
 namespace rocemu::sw {
 namespace {
 
-using nlohmann::json;
-
-// NVUE prints buffer sizes in KB/MB of 1024.
-std::string nvue_size(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= 1024 * 1024) {
-    std::snprintf(buf, sizeof buf, "%.2f MB", double(bytes) / (1024.0 * 1024.0));
-  } else if (bytes >= 1024) {
-    std::snprintf(buf, sizeof buf, "%.2f KB", double(bytes) / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buf;
-}
-
-std::string list_of(uint8_t mask) {
+// A set of values by their runs, as NVUE lists DSCPs: "0-25,27-47,49-63".
+NvValue runs(const std::vector<int>& v) {
   std::string s;
-  for (int i = 0; i < 8; i++)
-    if ((mask >> i) & 1) s += (s.empty() ? "" : ",") + std::to_string(i);
-  return s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) j++;
+    s += (s.empty() ? "" : ",") + std::to_string(v[i]);
+    if (j > i + 1) s += "-" + std::to_string(v[j]);
+    else if (j == i + 1) s += "," + std::to_string(v[j]);
+    i = j + 1;
+  }
+  return NvValue(ojson(v), s.empty() ? "-" : s);
 }
 
-// NVUE shows every configured key with its operational and applied value;
-// here the switch applies atomically, so both are the same.
-json op_applied(const json& v) { return json{{"operational", v}, {"applied", v}}; }
+NvValue us_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000)); }
+NvValue ms_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000000), config::format_duration(d)); }
+const char* state(bool on) { return on ? "enabled" : "disabled"; }
 
-uint64_t us_of(Duration d) { return uint64_t(to_ns(d) / 1000); }
+const char* const kPoolNames[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
+                                      {"lossy-default-egress", "roce-reserved-egress"}};
 
 }  // namespace
 
-json Switch::show_qos_roce() const {
+NvView Switch::view_qos_roce() const {
   const QosConfig& q = cfg_.qos;
-  json out;
-  out["enable"] = op_applied(q.roce.enable ? "on" : "off");
-  out["mode"] = op_applied(q.roce.enable ? std::string(roce_mode_name(q.roce.mode)) : "");
+  NvView v;
+  v.field("enable", q.roce.enable ? "on" : "off");
+  v.field("mode", q.roce.enable ? std::string(roce_mode_name(q.roce.mode)) : std::string("none"));
   uint8_t ecn_tcs = 0;
   for (int tc = 0; tc < kNumTc; tc++)
     if (q.congestion[tc].ecn) ecn_tcs |= uint8_t(1u << tc);
   const WredProfile& w = q.congestion[roce_tc_].wred;
-  out["pfc"] = {{"pfc-priority", op_applied(list_of(q.pfc.switch_priorities))},
-                {"rx-enabled", op_applied(q.pfc.rx && q.pfc.switch_priorities ? "enabled" : "disabled")},
-                {"tx-enabled", op_applied(q.pfc.tx && q.pfc.switch_priorities ? "enabled" : "disabled")},
-                {"cable-length", op_applied(q.pfc.cable_length)}};
-  out["congestion-control"] = {{"congestion-mode", op_applied("ECN")},
-                               {"enabled-tc", op_applied(list_of(ecn_tcs))},
-                               {"min-threshold", op_applied(nvue_size(w.min_threshold))},
-                               {"max-threshold", op_applied(nvue_size(w.max_threshold))},
-                               {"probability", op_applied(w.probability)}};
-  std::string trust = q.mapping.trust == Trust::kBoth  ? "pcp,dscp"
+  v.group("pfc")
+      .field("pfc-priority", nv_list(q.pfc.switch_priorities))
+      .field("rx-enabled", state(q.pfc.rx && q.pfc.switch_priorities))
+      .field("tx-enabled", state(q.pfc.tx && q.pfc.switch_priorities))
+      .field("cable-length", q.pfc.cable_length)
+      .end();
+  v.group("congestion-control")
+      .field("congestion-mode", "ECN")
+      .field("enabled-tc", nv_list(ecn_tcs))
+      .field("min-threshold", nv_bytes(w.min_threshold))
+      .field("max-threshold", nv_bytes(w.max_threshold))
+      .field("probability", w.probability)
+      .end();
+  const char* trust = q.mapping.trust == Trust::kBoth  ? "pcp,dscp"
                       : q.mapping.trust == Trust::kL3  ? "dscp"
                       : q.mapping.trust == Trust::kL2  ? "pcp"
                                                        : "port";
-  out["trust"] = {{"trust-mode", op_applied(trust)}};
-  out["lldp-app-tlv"] = {{"priority", op_applied(q.roce.roce_sp)},
-                         {"protocol-id", op_applied(4791)},
-                         {"selector", op_applied("UDP")}};
-  json dscp_map = json::array();
+  v.group("trust").field("trust-mode", trust).end();
+  v.group("lldp-app-tlv")
+      .field("priority", q.roce.roce_sp)
+      .field("protocol-id", 4791)
+      .field("selector", "UDP")
+      .end();
+
+  auto& map = v.table("RoCE PCP/DSCP->SP mapping", {"pcp", "dscp", "switch-prio"});
   for (int sp = 0; sp < kNumSwitchPriorities; sp++) {
-    std::string dscps, pcps;
+    std::vector<int> dscps, pcps;
     for (int d = 0; d < kNumDscp; d++)
-      if (q.mapping.dscp_to_sp[d] == sp) dscps += (dscps.empty() ? "" : ",") + std::to_string(d);
+      if (q.mapping.dscp_to_sp[d] == sp) dscps.push_back(d);
     for (int p = 0; p < kNumSwitchPriorities; p++)
-      if (q.mapping.pcp_to_sp[p] == sp) pcps += (pcps.empty() ? "" : ",") + std::to_string(p);
-    if (!dscps.empty() || !pcps.empty()) dscp_map.push_back({{"pcp", pcps}, {"dscp", dscps}, {"switch-prio", sp}});
+      if (q.mapping.pcp_to_sp[p] == sp) pcps.push_back(p);
+    if (!dscps.empty() || !pcps.empty()) map.rows.push_back({runs(pcps), runs(dscps), sp});
   }
-  out["RoCE PCP/DSCP->SP mapping"] = dscp_map;
-  json ets = json::array();
+  auto& ets = v.table("RoCE SP->TC mapping and ETS", {"switch-prio", "traffic-class", "scheduler-weight"});
   for (int sp = 0; sp < kNumSwitchPriorities; sp++) {
     const uint8_t tc = q.sp_to_tc[sp];
     const TcSchedule& s = q.scheduler[tc];
-    ets.push_back({{"switch-prio", sp},
-                   {"traffic-class", tc},
-                   {"scheduler-weight", s.mode == SchedulerMode::kStrict ? std::string("strict")
-                                                                          : "DWRR-" + std::to_string(s.bw_percent) + "%"}});
+    ets.rows.push_back({sp, tc,
+                        s.mode == SchedulerMode::kStrict ? std::string("strict")
+                                                         : "DWRR-" + std::to_string(s.bw_percent) + "%"});
   }
-  out["RoCE SP->TC mapping and ETS"] = ets;
-  json pools = json::array();
-  const char* names[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
-                             {"lossy-default-egress", "roce-reserved-egress"}};
+  auto& pools = v.table("RoCE pool config", {"name", "mode", "size", "switch-priorities", "traffic-class"});
   const uint8_t lossless_sps = q.pfc.switch_priorities;
   for (int dir = 0; dir < 2; dir++) {
     for (int pool = 0; pool < (mmu_.has_lossless_pool() ? 2 : 1); pool++) {
@@ -96,19 +92,14 @@ json Switch::show_qos_roce() const {
       uint8_t tcs = 0;
       for (int sp = 0; sp < 8; sp++)
         if ((sps >> sp) & 1) tcs |= uint8_t(1u << q.sp_to_tc[sp]);
-      pools.push_back({{"name", names[dir][pool]},
-                       {"mode", "Dynamic"},
-                       {"size", nvue_size(bp.size)},
-                       {"switch-priorities", list_of(sps)},
-                       {"traffic-class", list_of(tcs)}});
+      pools.rows.push_back({kPoolNames[dir][pool], "Dynamic", nv_bytes(bp.size), nv_list(sps), nv_list(tcs)});
     }
   }
-  out["RoCE pool config"] = pools;
-  out["Exception List"] = json::array();
-  return out;
+  v.table("Exception List", {"description"});
+  return v;
 }
 
-json Switch::show_roce_counters(uint16_t port) const {
+NvView Switch::view_roce_counters(uint16_t port) const {
   const PortRuntime& p = *ports_.at(port);
   const Time now = current_time();
   const PortCounters& c = p.counters;
@@ -124,207 +115,228 @@ json Switch::show_roce_counters(uint16_t port) const {
   const int roce_in_pool = roce_pg.pool;
   const int roce_out_pool = mmu_.queue(port, roce_tc_).pool;
   const int cnp_out_pool = mmu_.queue(port, cnp_tc_).pool;
-  json out;
-  out["rx-pfc-stats"] = {{"pause-duration", us_of(p.pause[prio].duration(now))}, {"pause-packets", p.pfc_rx[prio]}};
-  out["tx-pfc-stats"] = {{"pause-duration", us_of(p.xoff[prio].duration(now))}, {"pause-packets", p.pfc_tx[prio]}};
-  out["rx-roce-stats"] = {{"buffer-max-usage", mmu_.port_ingress_watermark(port, roce_in_pool)},
-                          {"buffer-usage", mmu_.port_ingress_bytes(port, roce_in_pool)},
-                          {"no-buffer-discard", c[PortCounters::rx_roce_no_buffer_discard]},
-                          {"pg-max-usage", roce_pg.watermark},
-                          {"pg-usage", roce_pg.total()},
-                          {"roce-bytes", c[PortCounters::rx_roce_bytes]},
-                          {"roce-packets", c[PortCounters::rx_roce_packets]}};
-  out["rx-non-roce-stats"] = {{"buffer-max-usage", mmu_.port_ingress_watermark(port, lossy)},
-                              {"buffer-usage", mmu_.port_ingress_bytes(port, lossy)},
-                              {"no-buffer-discard", c[PortCounters::rx_non_roce_no_buffer_discard]},
-                              {"non-roce-bytes", c[PortCounters::rx_non_roce_bytes]},
-                              {"non-roce-packets", c[PortCounters::rx_non_roce_packets]},
-                              {"pg-max-usage", other_pg_wm},
-                              {"pg-usage", other_pg}};
-  out["tx-roce-stats"] = {{"buffer-max-usage", mmu_.port_egress_watermark(port, roce_out_pool)},
-                          {"buffer-usage", mmu_.port_egress_bytes(port, roce_out_pool)},
-                          {"roce-bytes", c[PortCounters::tx_roce_bytes]},
-                          {"roce-packets", c[PortCounters::tx_roce_packets]},
-                          {"tc-max-usage", mmu_.queue(port, roce_tc_).watermark},
-                          {"tc-usage", mmu_.queue(port, roce_tc_).total()},
-                          {"unicast-no-buffer-discard", c[PortCounters::tx_roce_no_buffer_discard]}};
-  out["tx-cnp-stats"] = {{"buffer-max-usage", mmu_.port_egress_watermark(port, cnp_out_pool)},
-                         {"buffer-usage", mmu_.port_egress_bytes(port, cnp_out_pool)},
-                         {"cnp-bytes", c[PortCounters::tx_cnp_bytes]},
-                         {"cnp-packets", c[PortCounters::tx_cnp_packets]},
-                         {"tc-max-usage", mmu_.queue(port, cnp_tc_).watermark},
-                         {"tc-usage", mmu_.queue(port, cnp_tc_).total()},
-                         {"unicast-no-buffer-discard", c[PortCounters::tx_cnp_no_buffer_discard]}};
-  out["tx-ecn-stats"] = {{"ecn-marked-packets", c[PortCounters::tx_ecn_marked_packets]}};
-  return out;
+  // NVUE prints the groups and their counters in alphabetical order.
+  NvView v(NvView::Columns::kOperational);
+  v.group("rx-non-roce-stats")
+      .field("buffer-max-usage", nv_bytes(mmu_.port_ingress_watermark(port, lossy)))
+      .field("buffer-usage", nv_bytes(mmu_.port_ingress_bytes(port, lossy)))
+      .field("no-buffer-discard", c[PortCounters::rx_non_roce_no_buffer_discard])
+      .field("non-roce-bytes", nv_bytes(c[PortCounters::rx_non_roce_bytes]))
+      .field("non-roce-packets", c[PortCounters::rx_non_roce_packets])
+      .field("pg-max-usage", nv_bytes(other_pg_wm))
+      .field("pg-usage", nv_bytes(other_pg))
+      .end();
+  v.group("rx-pfc-stats")
+      .field("pause-duration", us_of(p.pause[prio].duration(now)))
+      .field("pause-packets", p.pfc_rx[prio])
+      .end();
+  v.group("rx-roce-stats")
+      .field("buffer-max-usage", nv_bytes(mmu_.port_ingress_watermark(port, roce_in_pool)))
+      .field("buffer-usage", nv_bytes(mmu_.port_ingress_bytes(port, roce_in_pool)))
+      .field("no-buffer-discard", c[PortCounters::rx_roce_no_buffer_discard])
+      .field("pg-max-usage", nv_bytes(roce_pg.watermark))
+      .field("pg-usage", nv_bytes(roce_pg.total()))
+      .field("roce-bytes", nv_bytes(c[PortCounters::rx_roce_bytes]))
+      .field("roce-packets", c[PortCounters::rx_roce_packets])
+      .end();
+  v.group("tx-cnp-stats")
+      .field("buffer-max-usage", nv_bytes(mmu_.port_egress_watermark(port, cnp_out_pool)))
+      .field("buffer-usage", nv_bytes(mmu_.port_egress_bytes(port, cnp_out_pool)))
+      .field("cnp-bytes", nv_bytes(c[PortCounters::tx_cnp_bytes]))
+      .field("cnp-packets", c[PortCounters::tx_cnp_packets])
+      .field("tc-max-usage", nv_bytes(mmu_.queue(port, cnp_tc_).watermark))
+      .field("tc-usage", nv_bytes(mmu_.queue(port, cnp_tc_).total()))
+      .field("unicast-no-buffer-discard", c[PortCounters::tx_cnp_no_buffer_discard])
+      .end();
+  v.group("tx-ecn-stats").field("ecn-marked-packets", c[PortCounters::tx_ecn_marked_packets]).end();
+  v.group("tx-pfc-stats")
+      .field("pause-duration", us_of(p.xoff[prio].duration(now)))
+      .field("pause-packets", p.pfc_tx[prio])
+      .end();
+  v.group("tx-roce-stats")
+      .field("buffer-max-usage", nv_bytes(mmu_.port_egress_watermark(port, roce_out_pool)))
+      .field("buffer-usage", nv_bytes(mmu_.port_egress_bytes(port, roce_out_pool)))
+      .field("roce-bytes", nv_bytes(c[PortCounters::tx_roce_bytes]))
+      .field("roce-packets", c[PortCounters::tx_roce_packets])
+      .field("tc-max-usage", nv_bytes(mmu_.queue(port, roce_tc_).watermark))
+      .field("tc-usage", nv_bytes(mmu_.queue(port, roce_tc_).total()))
+      .field("unicast-no-buffer-discard", c[PortCounters::tx_roce_no_buffer_discard])
+      .end();
+  return v;
 }
 
-json Switch::show_roce_status(uint16_t port) const {
-  json out = show_qos_roce();
-  json pools = json::array();
-  const char* names[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
-                             {"lossy-default-egress", "roce-reserved-egress"}};
+NvView Switch::view_roce_status(uint16_t port) const {
+  NvView v = view_qos_roce();
+  auto& pools = v.table("RoCE Pool Status", {"pool-id", "name", "size", "current-usage", "max-usage"});
   int id = 0;
   for (int dir = 0; dir < 2; dir++) {
     for (int pool = 0; pool < (mmu_.has_lossless_pool() ? 2 : 1); pool++) {
       const BufferPool& bp = dir == 0 ? mmu_.ingress_pool(pool) : mmu_.egress_pool(pool);
-      pools.push_back({{"pool-id", id++},
-                       {"name", names[dir][pool]},
-                       {"size", bp.size},
-                       {"current-usage", dir == 0 ? mmu_.port_ingress_bytes(port, pool) : mmu_.port_egress_bytes(port, pool)},
-                       {"max-usage", dir == 0 ? mmu_.port_ingress_watermark(port, pool) : mmu_.port_egress_watermark(port, pool)}});
+      pools.rows.push_back(
+          {id++, kPoolNames[dir][pool], nv_bytes(bp.size),
+           nv_bytes(dir == 0 ? mmu_.port_ingress_bytes(port, pool) : mmu_.port_egress_bytes(port, pool)),
+           nv_bytes(dir == 0 ? mmu_.port_ingress_watermark(port, pool) : mmu_.port_egress_watermark(port, pool))});
     }
   }
-  out["RoCE Pool Status"] = pools;
-  return out;
+  return v;
 }
 
-json Switch::show_pfc_counters() const {
-  const Time now = current_time();
-  json out;
-  for (const auto& p : ports_) {
-    json rx = json::array(), tx = json::array(), rxd = json::array(), txd = json::array();
-    for (int prio = 0; prio < kNumPriorities; prio++) {
-      rx.push_back(p->pfc_rx[prio]);
-      tx.push_back(p->pfc_tx[prio]);
-      rxd.push_back(us_of(p->pause[prio].duration(now)));
-      txd.push_back(us_of(p->xoff[prio].duration(now)));
+NvView Switch::view_pfc_counters() const {
+  // SONiC `show pfc counters`: frames per priority, received and sent.
+  NvView v(NvView::Columns::kOperational);
+  std::vector<std::string> cols = {"Port"};
+  for (int prio = 0; prio < kNumPriorities; prio++) cols.push_back("PFC" + std::to_string(prio));
+  for (const bool rx : {true, false}) {
+    auto& t = v.table(rx ? "Port Rx" : "Port Tx", cols);
+    for (const auto& p : ports_) {
+      std::vector<NvValue> row = {cfg_.interfaces[p->index].name};
+      for (int prio = 0; prio < kNumPriorities; prio++) row.emplace_back(rx ? p->pfc_rx[prio] : p->pfc_tx[prio]);
+      t.rows.push_back(std::move(row));
     }
-    out[cfg_.interfaces[p->index].name] = {
-        {"rx", rx}, {"tx", tx}, {"rx-pause-duration-us", rxd}, {"tx-pause-duration-us", txd}};
   }
-  return out;
+  return v;
 }
 
-json Switch::queue_json(const PortRuntime& p, uint8_t tc) const {
-  json q;
-  q["txq"] = "UC" + std::to_string(tc);
-  const QueueCounters& c = p.queue_counters[tc];
-  for (size_t i = 0; i < QueueCounters::kCount; i++) q[std::string(QueueCounters::kNames[i])] = c.v[i];
-  q["depth-bytes"] = mmu_.queue(p.index, tc).total();
-  q["depth-packets"] = p.queue[tc].size();
-  q["watermark-bytes"] = mmu_.queue(p.index, tc).watermark;
-  q["lossless"] = mmu_.queue(p.index, tc).lossless;
-  return q;
-}
-
-json Switch::show_queue_counters(uint16_t port) const {
-  json out = json::array();
+NvView Switch::view_queue_counters(uint16_t port) const {
+  // SONiC `show queue counters`, with ECN/WRED, depth and watermark.
+  NvView v(NvView::Columns::kOperational);
+  std::vector<std::string> cols = {"TxQ"};
+  for (size_t i = 0; i < QueueCounters::kCount; i++) cols.emplace_back(QueueCounters::kNames[i]);
+  for (const char* c : {"depth-bytes", "depth-packets", "watermark-bytes", "lossless"}) cols.emplace_back(c);
+  auto& t = v.table("queue counters", cols);
   const PortRuntime& p = *ports_.at(port);
-  for (uint8_t tc = 0; tc < kNumTc; tc++) out.push_back(queue_json(p, tc));
-  return out;
+  for (uint8_t tc = 0; tc < kNumTc; tc++) {
+    const QueueCounters& c = p.queue_counters[tc];
+    std::vector<NvValue> row = {"UC" + std::to_string(tc)};
+    for (size_t i = 0; i < QueueCounters::kCount; i++) {
+      const bool bytes = QueueCounters::kNames[i].ends_with("bytes");
+      row.push_back(bytes ? nv_bytes(c.v[i]) : NvValue(c.v[i]));
+    }
+    row.push_back(nv_bytes(mmu_.queue(port, tc).total()));
+    row.emplace_back(p.queue[tc].size());
+    row.push_back(nv_bytes(mmu_.queue(port, tc).watermark));
+    row.emplace_back(mmu_.queue(port, tc).lossless ? "yes" : "no");
+    t.rows.push_back(std::move(row));
+  }
+  return v;
 }
 
-json Switch::show_pfc_watchdog() const {
+NvView Switch::view_pfc_watchdog(std::optional<uint16_t> only) const {
   const PfcWatchdog& w = cfg_.qos.watchdog;
-  json out;
-  out["config"] = {{"polling-interval-ms", to_ns(w.polling_interval) / 1000000},
-                   {"detection-time-ms", to_ns(w.detection_time) / 1000000},
-                   {"restoration-time-ms", to_ns(w.restoration_time) / 1000000},
-                   {"action", watchdog_action_name(w.action)}};
-  json ports;
+  NvView v;
+  if (!only) {
+    v.field("state", state(w.enable))
+        .field("polling-interval", ms_of(w.polling_interval))
+        .field("detection-time", ms_of(w.detection_time))
+        .field("restoration-time", ms_of(w.restoration_time))
+        .field("action", std::string(watchdog_action_name(w.action)));
+  }
+  // SONiC `show pfcwd stats`: each lossless queue of each port.
+  std::vector<std::string> cols = {"interface", "traffic-class", "status"};
+  for (size_t i = 0; i < WatchdogCounters::kCount; i++) cols.emplace_back(WatchdogCounters::kNames[i]);
+  auto& t = v.table("queues", cols);
   for (const auto& p : ports_) {
-    json queues;
+    if (only && p->index != *only) continue;
     for (uint8_t tc = 0; tc < kNumTc; tc++) {
       if (((lossless_tcs_ >> tc) & 1) == 0) continue;
-      json q;
-      q["status"] = !p->watchdog ? "disabled" : p->wd[tc].storm ? "stormed" : "operational";
-      for (size_t i = 0; i < WatchdogCounters::kCount; i++)
-        q[std::string(WatchdogCounters::kNames[i])] = p->wd[tc].counters.v[i];
-      queues[std::to_string(tc)] = q;
+      std::vector<NvValue> row = {cfg_.interfaces[p->index].name, tc,
+                                  !p->watchdog ? "disabled" : p->wd[tc].storm ? "stormed" : "operational"};
+      for (size_t i = 0; i < WatchdogCounters::kCount; i++) row.emplace_back(p->wd[tc].counters.v[i]);
+      t.rows.push_back(std::move(row));
     }
-    ports[cfg_.interfaces[p->index].name] = queues;
   }
-  out["queues"] = ports;
-  return out;
+  return v;
 }
 
-json Switch::show_pg_watermark(uint16_t port) const {
-  json out = json::array();
+NvView Switch::view_pg_watermark(uint16_t port) const {
+  // SONiC `show priority-group watermark shared|headroom`, with the PG's setup.
+  NvView v(NvView::Columns::kOperational);
+  auto& t = v.table("priority groups", {"priority-group", "lossless", "xoff", "reserved", "shared", "headroom",
+                                        "shared-watermark", "headroom-watermark", "headroom-size", "xon",
+                                        "threshold"});
   for (uint8_t g = 0; g < kNumPg; g++) {
     const PgBuffer& pg = mmu_.pg(port, g);
-    out.push_back({{"pg", g},
-                   {"lossless", pg.lossless},
-                   {"xoff", pg.xoff},
-                   {"reserved", pg.reserved},
-                   {"shared", pg.shared},
-                   {"headroom", pg.headroom},
-                   {"shared-watermark", pg.shared_watermark},
-                   {"headroom-watermark", pg.headroom_watermark},
-                   {"headroom-size", pg.headroom_size},
-                   {"xon", pg.xon},
-                   {"threshold", mmu_.pg_threshold(port, g)}});
+    t.rows.push_back({g, pg.lossless ? "yes" : "no", pg.xoff ? "asserted" : "-", nv_bytes(pg.reserved),
+                      nv_bytes(pg.shared), nv_bytes(pg.headroom), nv_bytes(pg.shared_watermark),
+                      nv_bytes(pg.headroom_watermark), nv_bytes(pg.headroom_size), nv_bytes(pg.xon),
+                      nv_bytes(mmu_.pg_threshold(port, g))});
   }
-  return out;
+  return v;
 }
 
-json Switch::show_buffer_pools() const {
-  json out;
-  const char* names[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
-                             {"lossy-default-egress", "roce-reserved-egress"}};
+NvView Switch::view_buffer_pools() const {
+  NvView v(NvView::Columns::kOperational);
+  auto& t = v.table("buffer pools", {"name", "mode", "size", "current-usage", "max-usage"});
   for (int dir = 0; dir < 2; dir++) {
     for (int pool = 0; pool < (mmu_.has_lossless_pool() ? 2 : 1); pool++) {
       const BufferPool& bp = dir == 0 ? mmu_.ingress_pool(pool) : mmu_.egress_pool(pool);
-      out[names[dir][pool]] = {{"size", bp.size}, {"current-usage", bp.used}, {"max-usage", bp.watermark},
-                               {"mode", "dynamic"}};
+      t.rows.push_back({kPoolNames[dir][pool], "Dynamic", nv_bytes(bp.size), nv_bytes(bp.used),
+                        nv_bytes(bp.watermark)});
     }
   }
-  return out;
+  return v;
 }
 
-json Switch::show_interface(uint16_t port) const {
+NvView Switch::view_interface(uint16_t port) const {
   const PortRuntime& p = *ports_.at(port);
   const InterfaceConfig& f = cfg_.interfaces[port];
-  json out;
-  out["name"] = f.name;
-  out["mac"] = p.mac.str();
-  out["connected"] = this->port(port) != nullptr;
-  out["link"] = {{"speed", p.speed}, {"mtu", p.mtu}, {"cable-length", p.cable_length}};
-  if (f.address) out["ip-address"] = f.address->str();
-  out["headroom"] = {{"xoff", p.headroom.xoff}, {"xon", p.headroom.xon}, {"size", p.headroom.size}};
-  out["pfc-watchdog"] = p.watchdog ? "enabled" : "disabled";
-  out["pfc-storm"] = f.pfc_storm.enable;
-  json c;
-  for (size_t i = 0; i < PortCounters::kCount; i++) c[std::string(PortCounters::kNames[i])] = p.counters.v[i];
-  out["counters"] = c;
-  return out;
+  // operational: what runs; applied: what is configured (nothing: the default).
+  const auto applied = [](const auto& opt, auto fmt) -> std::optional<NvValue> {
+    if (!opt) return std::nullopt;
+    return fmt(*opt);
+  };
+  NvView v;
+  v.field("type", "swp");
+  v.field("mac", p.mac.str(), applied(f.mac, [](const wire::MacAddr& m) { return NvValue(m.str()); }));
+  v.group("link")
+      .field("state", this->port(port) != nullptr && !p.fault.link_down() ? "up" : "down", std::nullopt)
+      .field("speed", NvValue(p.speed, config::format_rate(p.speed)),
+             applied(f.speed, [](uint64_t s) { return NvValue(s, config::format_rate(s)); }))
+      .field("mtu", p.mtu, applied(f.mtu, [](uint32_t m) { return NvValue(m); }))
+      .field("cable-length", p.cable_length, applied(f.cable_length, [](uint32_t m) { return NvValue(m); }))
+      .end();
+  if (f.address) v.group("ip").field("address", f.address->str()).end();
+  v.group("headroom")
+      .field("xoff", nv_bytes(p.headroom.xoff), std::nullopt)
+      .field("xon", nv_bytes(p.headroom.xon), std::nullopt)
+      .field("size", nv_bytes(p.headroom.size), std::nullopt)
+      .end();
+  v.field("pfc-watchdog", state(p.watchdog),
+          applied(f.pfc_watchdog, [](bool on) { return NvValue(state(on)); }));
+  v.field("pfc-storm", state(f.pfc_storm.enable));
+  v.group("counters");
+  for (size_t i = 0; i < PortCounters::kCount; i++)
+    v.field(std::string(PortCounters::kNames[i]), p.counters.v[i], std::nullopt);
+  v.end();
+  return v;
 }
 
-json Switch::show_routes() const {
-  json out;
-  json routes = json::array();
-  if (routes_ != nullptr) {
-    for (const Route& r : routes_->routes()) {
-      json j = {{"prefix", r.prefix.str()}, {"interface", cfg_.interfaces[r.port].name}};
-      if (r.via) j["via"] = r.via->str();
-      if (r.mac) j["mac"] = r.mac->str();
-      routes.push_back(j);
+NvView Switch::view_routes() const {
+  NvView v(NvView::Columns::kOperational);
+  auto& routes = v.table("routes", {"prefix", "interface", "via", "mac"});
+  auto& neigh = v.table("neighbors", {"ip", "mac", "interface", "type"});
+  std::vector<std::string> ecmp_cols = {"prefix", "interface", "via"};
+  for (size_t c = 0; c < EcmpCounters::kCount; c++) ecmp_cols.emplace_back(EcmpCounters::kNames[c]);
+  auto& groups = v.table("ecmp-groups", ecmp_cols);
+  if (routes_ == nullptr) return v;
+  v.field("load-balancing", std::string(load_balancing_name(cfg_.ecmp.load_balancing)));
+  for (const Route& r : routes_->routes())
+    routes.rows.push_back({r.prefix.str(), cfg_.interfaces[r.port].name, r.via ? r.via->str() : std::string("-"),
+                           r.mac ? r.mac->str() : std::string("-")});
+  for (const auto& [ip, e] : routes_->neighbors())
+    neigh.rows.push_back(
+        {ip.str(), e.mac.str(), cfg_.interfaces[e.port].name, e.is_static ? "static" : "learned"});
+  for (const EcmpGroup& g : routes_->ecmp_groups()) {
+    for (uint32_t i = g.first; i < g.first + g.count; i++) {
+      const EcmpMember& m = routes_->ecmp_member(i);
+      const NextHop& nh = routes_->next_hop(m.next_hop);
+      std::vector<NvValue> row = {g.prefix.str(), cfg_.interfaces[nh.port].name,
+                                  nh.glean ? std::string("-") : nh.ip.str()};
+      for (size_t c = 0; c < EcmpCounters::kCount; c++) row.emplace_back(m.counters.v[c]);
+      groups.rows.push_back(std::move(row));
     }
-    json neigh = json::array();
-    for (const auto& [ip, e] : routes_->neighbors())
-      neigh.push_back({{"ip", ip.str()},
-                       {"mac", e.mac.str()},
-                       {"interface", cfg_.interfaces[e.port].name},
-                       {"type", e.is_static ? "static" : "learned"}});
-    out["neighbors"] = neigh;
-    json groups = json::array();
-    for (const EcmpGroup& g : routes_->ecmp_groups()) {
-      json members = json::array();
-      for (uint32_t i = g.first; i < g.first + g.count; i++) {
-        const EcmpMember& m = routes_->ecmp_member(i);
-        const NextHop& nh = routes_->next_hop(m.next_hop);
-        json j = {{"interface", cfg_.interfaces[nh.port].name}};
-        if (!nh.glean) j["via"] = nh.ip.str();
-        for (size_t c = 0; c < EcmpCounters::kCount; c++) j[std::string(EcmpCounters::kNames[c])] = m.counters.v[c];
-        members.push_back(j);
-      }
-      groups.push_back({{"prefix", g.prefix.str()}, {"next-hops", members}});
-    }
-    out["ecmp-groups"] = groups;
-    out["load-balancing"] = std::string(load_balancing_name(cfg_.ecmp.load_balancing));
   }
-  out["routes"] = routes;
-  return out;
+  return v;
 }
 
 }  // namespace rocemu::sw

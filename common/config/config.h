@@ -18,6 +18,11 @@
 
 namespace rocemu::config {
 
+// An Ethernet MTU, for a link and a switch interface alike: IPv4's
+// minimum to a jumbo frame.
+inline constexpr int64_t kMinMtu = 68;
+inline constexpr int64_t kMaxMtu = 9216;
+
 // Parses "100G", "25Gbps", "10gbit", "400M", "10000000" (bit/s).
 std::optional<uint64_t> parse_rate(std::string_view text);
 // Parses "1us", "500ns", "2.5ms", "1s", "300ps" (no unit = ns).

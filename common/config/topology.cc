@@ -296,7 +296,9 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
       }
       if (l["rate"]) spec.params.rate_bps = ctx.rate(l["rate"], field + ".rate").value_or(spec.params.rate_bps);
       if (l["delay"]) spec.params.delay = ctx.duration(l["delay"], field + ".delay").value_or(spec.params.delay);
-      if (l["mtu"]) spec.params.mtu = uint32_t(ctx.integer(l["mtu"], field + ".mtu", 68, 9216).value_or(9000));
+      if (l["mtu"])
+        spec.params.mtu =
+            uint32_t(ctx.integer(l["mtu"], field + ".mtu", config::kMinMtu, config::kMaxMtu).value_or(9000));
       if (l["faults"]) spec.faults[0] = spec.faults[1] = parse_faults(l["faults"], field + ".faults", ctx);
       if (l["faults_ab"]) spec.faults[0] = parse_faults(l["faults_ab"], field + ".faults_ab", ctx);
       if (l["faults_ba"]) spec.faults[1] = parse_faults(l["faults_ba"], field + ".faults_ba", ctx);

@@ -18,7 +18,7 @@ namespace {
 
 // RoCE packets sw1 has sent to h2 so far (its swp2).
 uint64_t roce_to_h2(const Fabric& f) {
-  const auto [st, out] = f.rocemu({"nv", "show", "interface", "swp2", "qos", "roce", "counters"});
+  const auto [st, out] = f.rocemu({"nv", "show", "interface", "swp2", "qos", "roce", "counters", "-o", "json"});
   REQUIRE(st == 0);
   return nlohmann::json::parse(out)["tx-roce-stats"]["roce-packets"].get<uint64_t>();
 }
@@ -33,9 +33,9 @@ bool wait_packets(const Fabric& f, uint64_t n, const std::atomic<int>& running) 
 }
 
 std::string applied_mode(const Fabric& f) {
-  const auto [st, out] = f.rocemu({"nv", "show", "qos", "roce"});
+  const auto [st, out] = f.rocemu({"nv", "show", "qos", "roce", "-o", "json"});
   REQUIRE(st == 0);
-  return nlohmann::json::parse(out)["mode"]["applied"].get<std::string>();
+  return nlohmann::json::parse(out)["mode"].get<std::string>();
 }
 
 void switch_mode(const Fabric& f, const std::string& mode) {
@@ -143,4 +143,29 @@ TEST_CASE("A failing nv config apply changes nothing; nv config show -o yaml and
   CHECK_THAT(out, Catch::Contains(f.dir() + "/nv-startup.yaml"));
   CHECK(std::ifstream(f.dir() + "/nv-startup.yaml").good());
   CHECK(f.rocemu({"nv", "config", "bogus"}).first == 2);
+
+  // The CLI prints NVUE's table by default, plain values with -o json.
+  std::tie(st, out) = f.rocemu({"nv", "show", "qos", "roce"});
+  REQUIRE(st == 0);
+  CHECK_THAT(out, Catch::Contains("operational  applied\n") && Catch::Contains("\nmode ") &&
+                      Catch::Contains("\nRoCE SP->TC mapping and ETS\n===") && !Catch::Contains("{"));
+  std::tie(st, out) = f.rocemu({"nv", "show", "interface", "swp1", "counters", "qos", "ingress-buffer-stats"});
+  REQUIRE(st == 0);
+  CHECK(out.rfind("priority-group  rx-frames  rx-buffer-discards  rx-shared-buffer-discards\n", 0) == 0);
+
+  // A fault added outside NVUE while a change is staged: the diff does not
+  // show it as a change to undo, and applying the staged change keeps it.
+  REQUIRE(f.rocemu({"nv", "set", "qos", "pfc-watchdog", "detection-time", "300ms"}).first == 0);
+  std::tie(st, out) = f.rocemu({"fault", "add", "sw1:swp2", "pfc-storm", "prio", "5"});
+  INFO(out);
+  REQUIRE(st == 0);
+  std::tie(st, out) = f.rocemu({"nv", "config", "diff"});
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("detection-time: 300ms") && !Catch::Contains("pfc-storm"));
+  REQUIRE(f.rocemu({"nv", "config", "apply"}).first == 0);
+  std::tie(st, out) = f.rocemu({"nv", "config", "show", "-o", "yaml"});
+  CHECK_THAT(out, Catch::Contains("pfc-storm:") && Catch::Contains("detection-time: 300ms"));
+  REQUIRE(f.rocemu({"fault", "clear"}).first == 0);
+  std::tie(st, out) = f.rocemu({"nv", "config", "show", "-o", "yaml"});
+  CHECK_THAT(out, !Catch::Contains("pfc-storm:"));
 }

@@ -73,6 +73,33 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
   // Removing what is applied shows as an unset.
   REQUIRE(s.sw->nv({"set", "interface", "swp1", "link", "mtu", "1500"}).ok());
   REQUIRE(s.sw->nv({"config", "apply"}).ok());
+  // `nv show interface`: what runs (operational) and what is configured
+  // (applied); a setting left to its default has no applied value.
+  {
+    const std::string one = text(*s.sw, {"show", "interface", "swp1"});
+    const std::string two = text(*s.sw, {"show", "interface", "swp2"});
+    INFO(one << two);
+    // The columns line up under their headings.
+    const auto cell = [](const std::string& table, const std::string& row_start, const std::string& heading) {
+      const size_t col = table.find(heading);
+      const size_t row = table.find("\n" + row_start + " ");
+      if (col == std::string::npos || row == std::string::npos) return std::string("?");
+      const size_t at = row + 1 + col;
+      const size_t end = table.find_first_of(" \n", at);
+      return at < table.size() ? table.substr(at, end - at) : std::string();
+    };
+    CHECK(one.find_first_not_of(' ') == one.find("operational"));
+    CHECK(cell(one, "  mtu", "operational") == "1500");
+    CHECK(cell(one, "  mtu", "applied") == "1500");
+    CHECK(cell(two, "  mtu", "operational") == "9000");  // the attached link's
+    CHECK(cell(two, "  mtu", "applied").empty());  // not configured: no applied value
+    CHECK(cell(one, "  speed", "operational") == "100G");
+    CHECK(cell(one, "type", "applied") == "swp");
+    const auto j = nlohmann::json::parse(text(*s.sw, {"show", "interface", "swp1", "-o", "json"}));
+    CHECK(j["link"]["mtu"] == 1500);
+    CHECK(j["link"]["speed"] == 100000000000ull);
+    CHECK(j["counters"].contains("discards.no-route"));
+  }
   REQUIRE(s.sw->nv({"unset", "interface", "swp1", "link", "mtu"}).ok());
   const YAML::Node u = YAML::Load(text(*s.sw, {"config", "diff"}));
   CHECK(u[0]["unset"]["interfaces"]["swp1"]["mtu"].IsNull());
@@ -80,11 +107,14 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
   CHECK(s.sw->config().interfaces[0].mtu == 1500u);
 
   // Lists and ranges of ports in show and clear.
-  nlohmann::json j;
-  REQUIRE(s.sw->nv({"show", "interface", "swp1-2", "qos", "roce", "counters"}, &j).ok());
+  const auto j = nlohmann::json::parse(text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters", "-o", "json"}));
   CHECK(j.size() == 2);
   CHECK(j["swp1"].contains("tx-roce-stats"));
-  CHECK(j["swp2"].contains("rx-roce-stats"));
+  CHECK(j["swp2"]["rx-roce-stats"]["roce-packets"].is_number());
+  // As tables: each port's under its name.
+  const std::string both = text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters"});
+  CHECK(both.rfind("swp1\n====\n                             operational\n", 0) == 0);
+  CHECK_THAT(both, Catch::Contains("\nswp2\n====\n"));
   CHECK(!s.sw->nv({"show", "interface", "swp1,swp3", "qos", "roce", "counters"}).ok());
   REQUIRE(s.sw->nv({"action", "clear", "interface", "swp1,swp2", "qos", "roce", "counters"}).ok());
 

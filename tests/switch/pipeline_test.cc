@@ -2,6 +2,7 @@
 // IPv6), drops by reason, ARP, the fault stage on a switch port, and the
 // control API on a running switch.
 #include <catch2/catch.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "tests/switch/fixture.h"
 
@@ -179,32 +180,95 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   s.engine->run_until(us(1900));
   CHECK(s.sw->pfc_tx_frames(0, 3) == pfc_switch);
   CHECK(s.sw->queue_counters(2, 3)[sw::QueueCounters::drop_packets] > 0);
-  nlohmann::json j;
-  REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
-  CHECK(j["mode"]["applied"] == "lossy");
-  CHECK(j["pfc"]["pfc-priority"]["operational"] == "");
-  CHECK(j["congestion-control"]["enabled-tc"]["applied"] == "0,3");
-  CHECK(j["congestion-control"]["min-threshold"]["applied"] == "146.48 KB");
-  CHECK(j["congestion-control"]["max-threshold"]["applied"] == "1.43 MB");
-  CHECK(j["trust"]["trust-mode"]["applied"] == "pcp,dscp");
-  REQUIRE(s.sw->nv({"show", "interface", "swp3", "qos", "roce", "counters"}, &j).ok());
+  // -o json: NVUE's keys in NVUE's order, plain values (bytes as integers).
+  const auto json_of = [&](std::vector<std::string> words) {
+    words.insert(words.end(), {"-o", "json"});
+    nlohmann::json out;
+    const Status shown = s.sw->nv(words, &out);
+    INFO(shown.message());
+    REQUIRE(shown.ok());
+    return nlohmann::ordered_json::parse(out.get<std::string>());
+  };
+  auto j = json_of({"show", "qos", "roce"});
+  CHECK(j["mode"] == "lossy");
+  CHECK(j["pfc"]["pfc-priority"] == nlohmann::ordered_json::array());
+  CHECK(j["congestion-control"]["enabled-tc"] == nlohmann::ordered_json({0, 3}));
+  CHECK(j["congestion-control"]["min-threshold"] == 150000);
+  CHECK(j["congestion-control"]["max-threshold"] == 1500000);
+  CHECK(j["trust"]["trust-mode"] == "pcp,dscp");
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"enable", "mode", "pfc", "congestion-control", "trust", "lldp-app-tlv",
+                                         "RoCE PCP/DSCP->SP mapping", "RoCE SP->TC mapping and ETS",
+                                         "RoCE pool config", "Exception List"});
+  CHECK(j["RoCE SP->TC mapping and ETS"][3] ==
+        nlohmann::ordered_json({{"switch-prio", 3}, {"traffic-class", 3}, {"scheduler-weight", "DWRR-50%"}}));
+  CHECK(j["RoCE SP->TC mapping and ETS"][6]["scheduler-weight"] == "strict");
+  // -o yaml: the same, as YAML.
+  {
+    nlohmann::json y;
+    REQUIRE(s.sw->nv({"show", "qos", "roce", "-o", "yaml"}, &y).ok());
+    const YAML::Node n = YAML::Load(y.get<std::string>());
+    CHECK(n["mode"].as<std::string>() == "lossy");
+    CHECK(n["congestion-control"]["min-threshold"].as<uint64_t>() == 150000);
+    CHECK(n.begin()->first.as<std::string>() == "enable");
+  }
+  // The table, by default: operational and applied columns, nesting by indent.
+  nlohmann::json t;
+  REQUIRE(s.sw->nv({"show", "qos", "roce"}, &t).ok());
+  const std::string roce = t.get<std::string>();
+  INFO(roce);
+  CHECK(roce.rfind("                    operational  applied\n"
+                   "------------------  -----------  ---------\n"
+                   "enable              on           on\n"
+                   "mode                lossy        lossy\n"
+                   "pfc\n"
+                   "  pfc-priority      none         none\n",
+                   0) == 0);
+  CHECK_THAT(roce, Catch::Contains("\n  min-threshold     146.48 KB    146.48 KB\n"
+                                   "  max-threshold     1.43 MB      1.43 MB\n"));
+  CHECK_THAT(roce, Catch::Contains("\nRoCE SP->TC mapping and ETS\n===========================\n"
+                                   "    switch-prio  traffic-class  scheduler-weight\n"
+                                   "    -----------  -------------  ----------------\n"
+                                   "    0            0              DWRR-50%\n"));
+  CHECK_THAT(roce, Catch::Contains("\nRoCE PCP/DSCP->SP mapping\n") &&
+                       Catch::Contains("    0-2,4,5,7  0-25,27-47,49-63  0\n    3          26                3\n") && Catch::Contains("\nException List\n") &&
+                       !Catch::Contains("\"operational\""));
+
+  j = json_of({"show", "interface", "swp3", "qos", "roce", "counters"});
   CHECK(j["tx-roce-stats"]["unicast-no-buffer-discard"].get<uint64_t>() > 0);
-  for (const char* g : {"rx-pfc-stats", "tx-pfc-stats", "rx-roce-stats", "rx-non-roce-stats", "tx-roce-stats",
-                        "tx-cnp-stats", "tx-ecn-stats"})
-    CHECK(j.contains(g));
-  REQUIRE(s.sw->nv({"show", "interface", "swp3", "queue"}, &j).ok());
+  keys.clear();
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"rx-non-roce-stats", "rx-pfc-stats", "rx-roce-stats", "tx-cnp-stats",
+                                         "tx-ecn-stats", "tx-pfc-stats", "tx-roce-stats"});
+  CHECK(j["tx-roce-stats"]["roce-bytes"] == s.sw->counters(2)[sw::PortCounters::tx_roce_bytes]);
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "qos", "roce", "counters"}, &t).ok());
+  {
+    const std::string c = t.get<std::string>();
+    INFO(c);
+    // State only: one operational column; bytes humanised.
+    CHECK(c.rfind("                             operational\n"
+                  "---------------------------  -----------\n"
+                  "rx-non-roce-stats\n"
+                  "  buffer-max-usage ",
+                  0) == 0);
+    CHECK_THAT(c, Catch::Contains("\ntx-roce-stats\n") && Catch::Contains(" MB\n") && !Catch::Contains("applied"));
+  }
+  j = json_of({"show", "interface", "swp3", "queue"});
+  CHECK(j[3]["TxQ"] == "UC3");
   CHECK(j[3]["drop-packets"].get<uint64_t>() > 0);
-  REQUIRE(s.sw->nv({"show", "pfc", "counters"}, &j).ok());
-  CHECK(j["swp1"]["tx"][3] == pfc_switch);
+  j = json_of({"show", "pfc", "counters"});
+  CHECK(j["Port Tx"][0]["Port"] == "swp1");
+  CHECK(j["Port Tx"][0]["PFC3"] == pfc_switch);
   // NVUE's counters qos views: rows in NVUE's columns with -o json, a table by default.
-  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats", "-o", "json"}, &j).ok());
+  j = json_of({"show", "interface", "swp1", "counters", "qos", "pfc-stats"});
   REQUIRE(j.size() == 8);
   CHECK(j[3]["switch-priority"] == 3);
   CHECK(j[3]["tx-pause-frames"] == pfc_switch);
   CHECK(j[3]["tx-pause-duration"] == uint64_t(to_ns(s.sw->tx_pause_duration(0, 3, s.now())) / 1000));
   CHECK(j[3]["tx-pause-duration"].get<uint64_t>() > 0);
   CHECK(j[0]["tx-pause-frames"] == 0);
-  REQUIRE(s.sw->nv({"show", "interface", "swp3", "counters", "qos", "egress-queue-stats", "-o", "json"}, &j).ok());
+  j = json_of({"show", "interface", "swp3", "counters", "qos", "egress-queue-stats"});
   const auto& q3 = s.sw->queue_counters(2, 3);
   CHECK(j[3]["traffic-class"] == 3);
   CHECK(j[3]["tx-frames"] == q3[sw::QueueCounters::packets]);
@@ -212,22 +276,38 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() + j[3]["wred-discards"].get<uint64_t>() ==
         q3[sw::QueueCounters::drop_packets]);
   CHECK(j[3]["tx-uc-buffer-discards"].get<uint64_t>() > 0);
-  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats"}, &j).ok());
-  const std::string table = j.get<std::string>();
+  // ingress-buffer-stats: frames per ingress PG; RoCE (SP3) is PG0 in lossy mode.
+  j = json_of({"show", "interface", "swp1", "counters", "qos", "ingress-buffer-stats"});
+  REQUIRE(j.size() == 8);
+  CHECK(j[0]["priority-group"] == 0);
+  uint64_t pg_frames = 0;
+  for (const auto& row : j) pg_frames += row["rx-frames"].get<uint64_t>();
+  CHECK(pg_frames == s.sw->counters(0)[sw::PortCounters::rx_roce_packets] +
+                         s.sw->counters(0)[sw::PortCounters::rx_non_roce_packets]);
+  CHECK(pg_frames > 0);
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos", "pfc-stats"}, &t).ok());
+  const std::string table = t.get<std::string>();
   INFO(table);
   CHECK(table.rfind("switch-priority  rx-pause-frames  rx-pause-duration  tx-pause-frames  tx-pause-duration\n"
                     "---------------  ---------------", 0) == 0);
   CHECK(table.find("\n3                ") != std::string::npos);
-  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos"}, &j).ok());
-  CHECK_THAT(j.get<std::string>(), Catch::Contains("pfc-stats\n=========\n") &&
-                                       Catch::Contains("egress-queue-stats\n==================\n"));
+  REQUIRE(s.sw->nv({"show", "interface", "swp3", "counters", "qos", "egress-queue-stats"}, &t).ok());
+  CHECK_THAT(t.get<std::string>(), Catch::Contains(" MB  ") || Catch::Contains(" KB  "));  // tx-bytes humanised
+  REQUIRE(s.sw->nv({"show", "interface", "swp1", "counters", "qos"}, &t).ok());
+  CHECK_THAT(t.get<std::string>(), Catch::Contains("pfc-stats\n=========\n    switch-priority  rx-pause-frames") &&
+                                       Catch::Contains("egress-queue-stats\n==================\n") &&
+                                       Catch::Contains("ingress-buffer-stats\n====================\n"
+                                                       "    priority-group  rx-frames  rx-buffer-discards  "
+                                                       "rx-shared-buffer-discards\n"));
   CHECK(!s.sw->nv({"show", "interface", "swp1", "counters", "qos", "bogus"}).ok());
+  CHECK(!s.sw->nv({"show", "qos", "roce", "-o", "xml"}).ok());
+  CHECK(!s.sw->nv({"show", "qos", "roce", "-o"}).ok());
 
   // Back to the non-RoCE default.
   REQUIRE(s.sw->nv({"unset", "qos", "roce"}).ok());
   REQUIRE(s.sw->nv({"config", "apply"}).ok());
-  REQUIRE(s.sw->nv({"show", "qos", "roce"}, &j).ok());
-  CHECK(j["enable"]["applied"] == "off");
+  j = json_of({"show", "qos", "roce"});
+  CHECK(j["enable"] == "off");
   CHECK(s.sw->config().qos.mapping.trust == sw::Trust::kL2);
   s.engine->run_to_idle(ms(20));
   // A clear that is not one of NVUE's forms clears nothing.

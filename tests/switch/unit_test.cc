@@ -338,7 +338,7 @@ TEST_CASE("Configuration is validated whole and errors name the field", "[unit][
   bad([](SwitchConfig& c) { c.qos.scheduler[0].bw_percent = 80; }, "qos.egress-scheduler.traffic-class");
   bad([](SwitchConfig& c) { c.qos.sp_to_tc[0] = 3; }, "qos.egress-queue-mapping.switch-priority.0.traffic-class");
   bad([](SwitchConfig& c) { c.qos.watchdog.detection_time = ms(0); }, "qos.pfc-watchdog.detection-time");
-  bad([](SwitchConfig& c) { c.qos.trim.remark_dscp = 64; }, "packet-trim.remark.dscp");
+  bad([](SwitchConfig& c) { c.qos.trim.remark_dscp = 64; }, "qos.packet-trim.remark-dscp");
   bad([](SwitchConfig& c) {
         c.qos.trim.enable = true;
         c.qos.trim.switch_priority = 3;
@@ -586,20 +586,29 @@ Status yaml_takes(const std::string& section) {
 
 }  // namespace
 
-TEST_CASE("One range per setting: YAML, NVUE and validate take the same values", "[unit][switch]") {
+TEST_CASE("One range per setting: YAML, NVUE and validate take the same values, refuse the others alike",
+          "[unit][switch]") {
   struct Row {
     const char* nv;       // nv set words before the value
     const char* yaml;     // section with {} for the value
     int64_t lo, hi;
+    const char* range;    // as every front end prints it
   };
   const Row rows[] = {
-      {"interface swp1 link mtu", "    interfaces: {swp1: {mtu: {}}}\n", 68, 9216},
-      {"interface swp1 cable-length", "    interfaces: {swp1: {cable-length: {}}}\n", 0, 100000},
-      {"qos pfc cable-length", "    qos: {pfc: {cable-length: {}}}\n", 0, 100000},
-      {"qos roce cable-length", "    qos: {roce: lossless, pfc: {cable-length: {}}}\n", 0, 100000},
-      {"qos pfc pause-quanta", "    qos: {pfc: {pause-quanta: {}}}\n", 2, 0xffff},
-      {"system forwarding packet-trim size", "    qos: {packet-trim: {size: {}}}\n", 64, 9216},
-      {"qos buffer roce-pool-percent", "    qos: {roce: lossless, buffer: {roce-pool-percent: {}}}\n", 0, 90},
+      {"interface swp1 link mtu", "    interfaces: {swp1: {mtu: {}}}\n", 68, 9216, "68..9216 bytes"},
+      {"interface swp1 cable-length", "    interfaces: {swp1: {cable-length: {}}}\n", 0, 100000, "0..100000 m"},
+      {"qos pfc cable-length", "    qos: {pfc: {cable-length: {}}}\n", 0, 100000, "0..100000 m"},
+      {"qos roce cable-length", "    qos: {roce: lossless, pfc: {cable-length: {}}}\n", 0, 100000, "0..100000 m"},
+      {"qos pfc pause-quanta", "    qos: {pfc: {pause-quanta: {}}}\n", 2, 0xffff, "2..65535 quanta"},
+      {"system forwarding packet-trim size", "    qos: {packet-trim: {size: {}}}\n", 64, 9216, "64..9216 bytes"},
+      {"system forwarding packet-trim remark dscp", "    qos: {packet-trim: {remark-dscp: {}}}\n", 0, 63, "0..63"},
+      {"qos buffer roce-pool-percent", "    qos: {roce: lossless, buffer: {roce-pool-percent: {}}}\n", 0, 90,
+       "0..90 %"},
+      {"qos mapping port-default-sp", "    qos: {mapping: {port-default-sp: {}}}\n", 0, 7, "0..7"},
+      {"qos congestion-control traffic-class 3 probability", "    qos: {congestion-control: {3: {probability: {}}}}\n",
+       0, 100, "0..100 %"},
+      {"interface swp2 pfc-storm quanta", "    interfaces: {swp2: {pfc-storm: {quanta: {}}}}\n", 1, 0xffff,
+       "1..65535 quanta"},
   };
   for (const Row& r : rows) {
     for (const int64_t v : {r.lo - 1, r.lo, r.hi, r.hi + 1}) {
@@ -618,6 +627,34 @@ TEST_CASE("One range per setting: YAML, NVUE and validate take the same values",
       INFO(r.nv << " " << v << ": nv says '" << nv.message() << "', yaml says '" << yaml.message() << "'");
       CHECK(nv.ok() == in);
       CHECK(yaml.ok() == in);
+      if (in) continue;
+      // Refused in the same words by both, after the place each names.
+      const std::string why = "'" + std::to_string(v) + "' is out of range (" + r.range + ")";
+      CHECK_THAT(nv.message(), Catch::EndsWith(": " + why));
+      CHECK_THAT(yaml.message(), Catch::EndsWith(": " + why));
     }
   }
+  // Sizes and durations: their own forms, the same words.
+  const std::pair<std::vector<std::string>, std::string> other[] = {
+      {{"set", "qos", "pfc-watchdog", "detection-time", "6s"}, "    qos: {pfc-watchdog: {detection-time: 6s}}\n"},
+      {{"set", "qos", "buffer", "size", "20GiB"}, "    qos: {buffer: {size: 20GiB}}\n"},
+  };
+  for (const auto& [words, y] : other) {
+    SwitchConfig c = SwitchConfig::with_ports(2);
+    const Status nv = nv_edit(c, words);
+    const Status yaml = yaml_takes(y);
+    INFO(nv.message() << " / " << yaml.message());
+    REQUIRE(!nv.ok());
+    REQUIRE(!yaml.ok());
+    const std::string why = "'" + words.back() + "' is out of range";
+    CHECK_THAT(nv.message(), Catch::Contains(why));
+    CHECK(nv.message().substr(nv.message().find(why)) == yaml.message().substr(yaml.message().find(why)));
+  }
+  // validate() says it of a value set in code, with the YAML path.
+  SwitchConfig c = SwitchConfig::with_ports(2);
+  c.qos.pfc.cable_length = 100001;
+  CHECK(c.validate().message() == "qos.pfc.cable-length: '100001' is out of range (0..100000 m)");
+  c.qos.pfc.cable_length = 100;
+  c.qos.watchdog.detection_time = ms(6000);
+  CHECK(c.validate().message() == "qos.pfc-watchdog.detection-time: '6000ms' is out of range (1ms..5000ms)");
 }

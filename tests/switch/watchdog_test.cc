@@ -76,8 +76,12 @@ TEST_CASE("PFC storm: the watchdog detects it in time, drops, and restores", "[s
   CHECK(!s.sw->watchdog_storm(1, 3));
   CHECK(r.received_after_restore > 50);
   const auto show = s.sw->show_pfc_watchdog();
-  CHECK(show["queues"]["swp2"]["3"]["storm-detected"] == 1);
-  CHECK(show["queues"]["swp2"]["3"]["status"] == "operational");
+  REQUIRE(show["queues"].size() == 2);  // TC3 of swp1 and swp2
+  const auto& q = show["queues"][1];
+  CHECK(q["interface"] == "swp2");
+  CHECK(q["traffic-class"] == 3);
+  CHECK(q["storm-detected"] == 1);
+  CHECK(q["status"] == "operational");
 }
 
 TEST_CASE("PFC storm with action forward: received PFC is ignored while in storm", "[sim][switch]") {
