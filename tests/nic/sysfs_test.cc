@@ -183,7 +183,7 @@ TEST_CASE("The FUSE sysfs answers each read with the tree of that moment", "[uni
   CHECK(c.read(counter) == "5\n");
   packets = 123456;
   CHECK(c.read(counter) == "123456\n");  // the same open file, read again: the new value
-  CHECK(c.read(counter, 3) == "56\n");
+  CHECK(c.read(counter, 4) == "56\n");
   CHECK(c.read(counter, 2, 2) == "34");
   CHECK(c.read(counter, 100).empty());
   CHECK(c.read(c.walk("rocemu0/ports/1/state")) == "4: ACTIVE\n");
