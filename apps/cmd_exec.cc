@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include "apps/commands.h"
+#include "apps/device_files.h"
 #include "apps/runtime.h"
 #include "nic/verbs/protocol.h"
+#include "nic/verbs/sysfs_tree.h"
 
 namespace rocemu::app {
 
@@ -42,6 +44,37 @@ int cmd_exec(const std::string& node, const std::vector<std::string>& argv) {
   if (access(provider.c_str(), R_OK) != 0) {
     std::fprintf(stderr, "rocemu exec: cannot find librocemu-verbs.so at %s (set ROCEMU_PROVIDER)\n", provider.c_str());
     return 1;
+  }
+  // The device files UCX, ibstat and friends look for, in a mount
+  // namespace of the program's own (apps/device_files.h).
+  std::string tree_text;
+  if (const int e = engine_command(paths, {"sysfs", node}, tree_text); e != 0) {
+    std::fprintf(stderr, "rocemu exec: the engine gave no device files for %s: %s\n", node.c_str(), tree_text.c_str());
+    return 1;
+  }
+  const auto tree = verbs::parse_sysfs(tree_text);
+  if (!tree) {
+    std::fprintf(stderr, "rocemu exec: the engine's device files for %s do not parse\n", node.c_str());
+    return 1;
+  }
+  const auto placed = enter_device_namespace(*tree, [&](int fuse_fd) -> Status {
+    std::string why;
+    if (engine_serve_sysfs(paths, node, fuse_fd, why) != 0) return Status::error(why);
+    return {};
+  });
+  if (!placed.ok()) {
+    std::fprintf(stderr, "rocemu exec: cannot lay out the device files of %s: %s\n", node.c_str(),
+                 placed.status().message().c_str());
+    return 1;
+  }
+  if (placed.value() == DeviceFiles::kSnapshot) {
+    std::fprintf(stderr, "rocemu exec: no FUSE (/dev/fuse): /sys/class/infiniband shows %s as it was at start\n",
+                 node.c_str());
+  } else if (placed.value() == DeviceFiles::kNotPermitted) {
+    std::fprintf(stderr,
+                 "rocemu exec: no /dev/infiniband or /sys/class/infiniband for %s (a private mount namespace needs "
+                 "root or CAP_SYS_ADMIN); verbs calls work, programs that look for these files (UCX) find no device\n",
+                 node.c_str());
   }
   std::string preload = provider;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') preload += std::string(":") + old;

@@ -37,6 +37,7 @@
 #include "nic/cc/cc_config.h"
 #include "nic/nic.h"
 #include "nic/verbs/server.h"
+#include "nic/verbs/sysfs.h"
 #include "switch/switch.h"
 
 namespace rocemu::app {
@@ -187,6 +188,22 @@ std::string telemetry_line() {
   return "telemetry: " + sock + " (" + env + "dpdk-telemetry.py -f " + dpdk::file_prefix() + ")";
 }
 
+// sysfs NODE: the device files of NODE's NIC (nic/verbs/sysfs.h), for
+// `rocemu exec` to lay out.
+int handle_sysfs(Engine& engine, const std::vector<std::string>& w, std::string& out) {
+  auto* n = w.size() >= 2 ? dynamic_cast<nic::Nic*>(engine.find_node(w[1])) : nullptr;
+  if (w.size() != 2) {
+    out = "usage: sysfs NODE";
+    return EINVAL;
+  }
+  if (n == nullptr) {
+    out = "no NIC named '" + w[1] + "'";
+    return ENODEV;
+  }
+  out = verbs::serialize(verbs::nic_sysfs(*n));
+  return 0;
+}
+
 // CLI commands, on the engine thread.
 int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std::string>& w, std::string& out) {
   if (w.empty()) {
@@ -243,6 +260,7 @@ int handle_cli(Engine& engine, verbs::VerbsServer& server, const std::vector<std
   }
   if (w[0] == "fault") return handle_fault(engine, w, out);
   if (w[0] == "nic") return handle_nic(engine, w, out);
+  if (w[0] == "sysfs") return handle_sysfs(engine, w, out);
   if (w[0] == "capture") return handle_capture(engine, w, out);
   out = "unknown command '" + w[0] + "'";
   return EINVAL;

@@ -177,6 +177,35 @@ int engine_command(const RuntimePaths& p, const std::vector<std::string>& words,
   return rep.err;
 }
 
+int engine_serve_sysfs(const RuntimePaths& p, const std::string& node, int fuse_fd, std::string& out) {
+  const int fd = connect_engine(p, out);
+  if (fd < 0) return -fd;
+  verbs::Request req;
+  req.op = verbs::Op::kServeSysfs;
+  std::snprintf(req.u.serve_sysfs.node, sizeof req.u.serve_sysfs.node, "%s", node.c_str());
+  iovec iov{&req, sizeof req};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fuse_fd, sizeof(int));
+  verbs::Reply rep;
+  if (sendmsg(fd, &msg, MSG_NOSIGNAL) != ssize_t(sizeof req) || recv(fd, &rep, sizeof rep, 0) != ssize_t(sizeof rep)) {
+    close(fd);
+    out = "the engine did not answer";
+    return EIO;
+  }
+  close(fd);
+  if (rep.err != 0) out = std::strerror(rep.err);
+  return rep.err;
+}
+
 std::string self_path() {
   char buf[PATH_MAX];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);

@@ -54,6 +54,11 @@ std::optional<EngineProcess> running_engine(const RuntimePaths& p);
 // message.
 int engine_command(const RuntimePaths& p, const std::vector<std::string>& words, std::string& out);
 
+// Hands the engine the /dev/fuse descriptor of a mount on which it serves
+// NODE's /sys/class/infiniband (nic/verbs/sysfs_fuse.h); 0 or an errno
+// value and a message.
+int engine_serve_sysfs(const RuntimePaths& p, const std::string& node, int fuse_fd, std::string& out);
+
 // Path of librocemu-verbs.so: $ROCEMU_PROVIDER, else ../lib or (installed)
 // ../lib/rocemu from this binary.
 std::string provider_path();

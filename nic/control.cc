@@ -164,6 +164,40 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   return 0;
 }
 
+int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle, uint64_t addr, uint64_t length,
+                  int access) {
+  Mr* mr = mrs_.find(key);
+  if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
+  // The kernel's checks (ib_uverbs_rereg_mr): some flag, no unknown one.
+  if (flags == 0 || (flags & ~int(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS)))
+    return EINVAL;
+  Pd* pd = mr->pd;
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    pd = pds_.find(pd_handle);
+    if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  }
+  int new_access = mr->access;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    if (access & ~kKnownAccess) return EINVAL;
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+      return EINVAL;
+    new_access = access;
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (length == 0 || addr + length < addr)) return EINVAL;
+  mr->pd = pd;
+  mr->access = new_access;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = mr->host_addr = addr;
+    mr->length = length;
+  }
+  return 0;
+}
+
+int Nic::mr_access(HostContext* ctx, uint32_t key) const {
+  const Mr* mr = mrs_.find(key);
+  return mr != nullptr && mr->pd->ctx == ctx ? mr->access : -1;
+}
+
 int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle) {
   // The cap bounds the count asked for, not the ring rounded up from it.
   if (ring == nullptr || entries == 0 || entries > cfg_.max_cqe) return EINVAL;

@@ -151,6 +151,12 @@ class Nic final : public Node {
   int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key,
              std::optional<uint64_t> iova = std::nullopt);
   int dereg_mr(HostContext* ctx, uint32_t key);
+  // ibv_rereg_mr: `flags` (ibv_rereg_mr_flags) says which of pd, access
+  // and the translation (addr, length; the I/O address becomes addr)
+  // change. The key stays. An error changes nothing.
+  int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access);
+  // The access flags of an MR of `ctx`, or -1.
+  int mr_access(HostContext* ctx, uint32_t key) const;
   // `entries` is the count asked for (at most max_cqe, or max_qp_wr for an
   // SRQ); the ring holds round_up_pow2(entries). Ring memory
   // (ring_bytes(round_up_pow2(entries), stride)) stays the caller's.
@@ -360,7 +366,8 @@ class Nic final : public Node {
   void schedule_ack(Qp& qp, uint8_t syndrome, uint32_t psn, Time now);
   void responder_error(Qp& qp, ibv_wc_status status, uint8_t nak_syndrome, uint32_t psn, Time now);
   void write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
-                      uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited);
+                      uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited,
+                      uint8_t sl = 0);
   bool responder_has_work(const Qp& qp) const { return qp.resp.ack_pending || !qp.resp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
   // The MR `rkey` names if it grants `access` to [va, va + len) to this

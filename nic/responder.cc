@@ -112,7 +112,7 @@ bool Nic::scatter(Qp& qp, RecvEntry& r, uint64_t offset, const uint8_t* src, uin
 }
 
 void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t byte_len,
-                         uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited) {
+                         uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited, uint8_t sl) {
   flush_dma();  // the data of a completion is in place before the completion
   if (std::exchange(qp.resp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
   Cqe cqe{};
@@ -124,6 +124,7 @@ void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_w
   cqe.qp_num = qp.qpn;
   cqe.src_qp = src_qp;
   cqe.wc_flags = uint32_t(wc_flags);
+  cqe.sl = sl;
   if (status == IBV_WC_WR_FLUSH_ERR) {
     counters_[NicCounters::resp_cqe_flush_error]++;
   } else if (status != IBV_WC_SUCCESS) {
@@ -666,7 +667,12 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
     flags |= IBV_WC_WITH_IMM;
     imm = __builtin_bswap32(v.imm().imm.get());
   }
-  write_recv_cqe(qp, r, IBV_WC_SUCCESS, IBV_WC_RECV, total, imm, flags, deth.src_qp(), v.bth().se());
+  // A UD completion on RoCE says in sl what carried the packet, as mlx5
+  // does (its PRM; IBA annex A17.4.5.1 asks for the L3 type): bit 3 a UDP
+  // header (RoCEv2), bits 2:0 the L3 header, 1 IPv6, 2 IPv4. UCX's
+  // ud_verbs reads it to find the destination GID in the GRH area.
+  const uint8_t roce_packet_type = 0x8 | (v.is_ipv6() ? 0x1 : 0x2);
+  write_recv_cqe(qp, r, IBV_WC_SUCCESS, IBV_WC_RECV, total, imm, flags, deth.src_qp(), v.bth().se(), roce_packet_type);
 }
 
 rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -45,6 +45,8 @@ enum class Op : uint32_t {
   kDestroyAh,
   kGetAsyncEvent,  // non-blocking: the oldest pending event, or EAGAIN
   kCli,            // a CLI command (words separated by NUL); the reply's text follows in a second message
+  kServeSysfs,     // request fd: /dev/fuse of a mount of a NIC's /sys/class/infiniband (nic/verbs/sysfs_fuse.h)
+  kReregMr,
 };
 inline constexpr size_t kCliMax = 2048;
 
@@ -126,6 +128,16 @@ struct Request {
       uint32_t length;
       char text[kCliMax];
     } cli;
+    struct {
+      char node[64];
+    } serve_sysfs;
+    struct {
+      uint32_t key;
+      uint32_t flags;   // enum ibv_rereg_mr_flags
+      uint32_t pd;      // with IBV_REREG_MR_CHANGE_PD
+      uint32_t access;  // with IBV_REREG_MR_CHANGE_ACCESS
+      uint64_t addr, length;  // with IBV_REREG_MR_CHANGE_TRANSLATION
+    } rereg_mr;
   } u{};
 };
 

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -18,9 +19,13 @@
 #include <cstring>
 #include <chrono>
 #include <future>
+#include <list>
+#include <optional>
 
 #include "common/log.h"
 #include "nic/verbs/pinning.h"
+#include "nic/verbs/sysfs.h"
+#include "nic/verbs/sysfs_fuse.h"
 
 namespace rocemu::verbs {
 
@@ -336,6 +341,8 @@ struct VerbsServer::Impl {
       rep.err = EPROTO;
     } else if (req.op == Op::kCli) {
       cli_text = serve_cli(req, rep);
+    } else if (req.op == Op::kServeSysfs) {
+      rep.err = serve_sysfs(req, fds_in);
     } else if (req.op != Op::kHello && s->ctx == nullptr) {
       rep.err = EPROTO;
     } else {
@@ -407,6 +414,72 @@ struct VerbsServer::Impl {
 
   void handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep, std::vector<int>& fds_out);
 
+  // ---- the /sys/class/infiniband trees of `rocemu exec` (sysfs_fuse.h) ----
+  // Control thread only. A mount lives until the kernel says it is gone
+  // (its namespace ended) or the server stops.
+  struct SysfsMount {
+    std::unique_ptr<SysfsFuse> fs;
+    std::unique_ptr<asio::posix::stream_descriptor> dev;
+    std::vector<uint8_t> buf;
+  };
+  std::list<std::unique_ptr<SysfsMount>> sysfs_mounts;
+  static constexpr size_t kMaxSysfsMounts = 1024;
+
+  std::optional<std::vector<SysfsFile>> tree_of(const std::string& node) {
+    return on_engine([&]() -> std::optional<std::vector<SysfsFile>> {
+      auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
+      if (n == nullptr) return std::nullopt;
+      return nic_sysfs(*n);
+    });
+  }
+
+  // Takes the /dev/fuse descriptor of the request and serves it.
+  int serve_sysfs(const Request& req, std::vector<int>& fds_in) {
+    if (fds_in.size() != 1) return EINVAL;
+    struct stat st {};
+    if (fstat(fds_in[0], &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != makedev(10, 229)) return EINVAL;
+    if (sysfs_mounts.size() >= kMaxSysfsMounts) return EBUSY;
+    char node_c[sizeof req.u.serve_sysfs.node + 1] = {};
+    std::memcpy(node_c, req.u.serve_sysfs.node, sizeof req.u.serve_sysfs.node);
+    const std::string node = node_c;
+    auto shape = tree_of(node);
+    if (!shape) return ENODEV;
+    auto m = std::make_unique<SysfsMount>();
+    m->fs = std::make_unique<SysfsFuse>(kSysfsIbRoot, *shape, [this, node] {
+      return tree_of(node).value_or(std::vector<SysfsFile>{});
+    });
+    const int fd = fds_in[0];
+    fds_in.erase(fds_in.begin());
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    m->dev = std::make_unique<asio::posix::stream_descriptor>(io, fd);
+    m->buf.resize(SysfsFuse::kReadBuffer);
+    SysfsMount* raw = m.get();
+    sysfs_mounts.push_back(std::move(m));
+    wait_sysfs(raw);
+    return 0;
+  }
+
+  void wait_sysfs(SysfsMount* m) {
+    m->dev->async_wait(asio::posix::stream_descriptor::wait_read, [this, m](const boost::system::error_code& ec) {
+      if (ec) return;  // the server stops
+      for (;;) {
+        const ssize_t n = read(m->dev->native_handle(), m->buf.data(), m->buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) return drop_sysfs(m);  // ENODEV: unmounted
+        const std::vector<uint8_t> reply = m->fs->handle({m->buf.data(), size_t(n)});
+        // ENOENT: the request was interrupted meanwhile; nothing to do.
+        if (!reply.empty()) [[maybe_unused]] ssize_t w = write(m->dev->native_handle(), reply.data(), reply.size());
+        if (m->fs->destroyed()) return drop_sysfs(m);
+      }
+      wait_sysfs(m);
+    });
+  }
+
+  void drop_sysfs(SysfsMount* m) {
+    sysfs_mounts.remove_if([m](const std::unique_ptr<SysfsMount>& x) { return x.get() == m; });
+  }
+
   void close_session(int fd) {
     std::unique_ptr<Session> s;
     std::unique_ptr<SeqPacket::socket> sock;
@@ -445,9 +518,7 @@ struct VerbsServer::Impl {
   }
 };
 
-namespace {
-
-PortInfo port_info(nic::Nic& nic) {
+PortInfo port_info(const nic::Nic& nic) {
   PortInfo p{};
   p.state = nic.link_up() ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p.active_mtu = nic.active_mtu();
@@ -455,6 +526,37 @@ PortInfo port_info(nic::Nic& nic) {
   p.link_mtu = nic.link_mtu();
   return p;
 }
+
+DeviceInfo device_info(const nic::Nic& n) {
+  DeviceInfo d{};
+  const auto& cfg = n.config();
+  std::memcpy(d.mac, cfg.mac.b.data(), 6);
+  // Node GUID from the MAC, as mlx5 forms it (EUI-64).
+  const auto& m = cfg.mac.b;
+  d.node_guid = uint64_t(m[0]) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | uint64_t(0xff) << 32 |
+                uint64_t(0xfe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+  const auto& gids = n.gid_table();
+  d.num_gids = uint16_t(std::min<size_t>(gids.size(), kMaxGids));
+  for (size_t i = 0; i < d.num_gids; i++) {
+    std::memcpy(d.gids[i].raw, gids[i].gid.b.data(), 16);
+    d.gids[i].type = gids[i].type;
+  }
+  d.max_qp = cfg.max_qp;
+  d.max_qp_wr = cfg.max_qp_wr;
+  d.max_sge = cfg.max_sge;
+  d.max_cq = cfg.max_cq;
+  d.max_srq = cfg.max_srq;
+  d.max_cqe = cfg.max_cqe;
+  d.max_mr = cfg.max_mr;
+  d.max_srq_wr = cfg.max_qp_wr;
+  d.max_qp_rd_atom = cfg.max_qp_rd_atom;
+  d.max_qp_init_rd_atom = cfg.max_qp_init_rd_atom;
+  d.max_inline = nic::kMaxInline;
+  d.max_mr_size = ~0ull;
+  return d;
+}
+
+namespace {
 
 // Completion channels one application may hold (each is a pipe).
 constexpr size_t kMaxChannels = 256;
@@ -520,31 +622,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         h.ctx_id = s.ctx->id;
         h.engine_pid = getpid();
         h.doorbell_bytes = s.doorbell.bytes;
-        const auto& cfg = n->config();
-        DeviceInfo& d = h.device;
-        std::memcpy(d.mac, cfg.mac.b.data(), 6);
-        // Node GUID from the MAC, as mlx5 forms it (EUI-64).
-        const auto& m = cfg.mac.b;
-        d.node_guid = uint64_t(m[0]) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | uint64_t(0xff) << 32 |
-                      uint64_t(0xfe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
-        const auto& gids = n->gid_table();
-        d.num_gids = uint16_t(std::min<size_t>(gids.size(), kMaxGids));
-        for (size_t i = 0; i < d.num_gids; i++) {
-          std::memcpy(d.gids[i].raw, gids[i].gid.b.data(), 16);
-          d.gids[i].type = gids[i].type;
-        }
-        d.max_qp = cfg.max_qp;
-        d.max_qp_wr = cfg.max_qp_wr;
-        d.max_sge = cfg.max_sge;
-        d.max_cq = cfg.max_cq;
-        d.max_srq = cfg.max_srq;
-        d.max_cqe = cfg.max_cqe;
-        d.max_mr = cfg.max_mr;
-        d.max_srq_wr = cfg.max_qp_wr;
-        d.max_qp_rd_atom = cfg.max_qp_rd_atom;
-        d.max_qp_init_rd_atom = cfg.max_qp_init_rd_atom;
-        d.max_inline = nic::kMaxInline;
-        d.max_mr_size = ~0ull;
+        h.device = device_info(*n);
         h.port = port_info(*n);
         return 0;
       });
@@ -580,6 +658,28 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       rep.err = on_engine([&] { return s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova); });
+      return;
+    }
+    case Op::kReregMr: {
+      const auto& r = req.u.rereg_mr;
+      const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
+      if (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+        // The new range is pinned as at registration, with the access it
+        // will have.
+        const int will_have = (r.flags & IBV_REREG_MR_CHANGE_ACCESS)
+                                  ? access
+                                  : on_engine([&] { return s.nic->mr_access(s.ctx, r.key); });
+        if (will_have < 0) {
+          rep.err = EINVAL;
+          return;
+        }
+        if (const int e = check_pinnable(s.proc_dir, r.addr, r.length, mr_writable(will_have)); e != 0) {
+          rep.err = e == ESRCH ? EFAULT : e;
+          return;
+        }
+      }
+      rep.err = on_engine(
+          [&] { return s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access); });
       return;
     }
     case Op::kDeregMr:
@@ -801,6 +901,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       rep.err = on_engine([&] { return s.nic->destroy_ah(s.ctx, req.u.handle.handle); });
       return;
     case Op::kCli:  // served before a session is needed
+    case Op::kServeSysfs:
       rep.err = EPROTO;
       return;
     case Op::kGetAsyncEvent:
@@ -862,6 +963,7 @@ void VerbsServer::stop() {
   if (!impl_ || !impl_->thread.joinable()) return;
   impl_->io.stop();
   impl_->thread.join();
+  impl_->sysfs_mounts.clear();  // their programs' reads fail with ENOTCONN from now on
   std::vector<int> fds;
   {
     std::lock_guard lock(impl_->mutex);

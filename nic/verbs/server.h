@@ -67,6 +67,11 @@ struct Session {
   uint32_t next_channel = 1;
 };
 
+// What the provider reports for a NIC (ibv_query_device, ibv_query_port)
+// and what its sysfs tree shows; engine thread.
+DeviceInfo device_info(const nic::Nic& n);
+PortInfo port_info(const nic::Nic& n);
+
 class HostAgent final : public Node {
  public:
   HostAgent();

@@ -9,6 +9,8 @@
 //                                              or :: for every address)
 //   rocemu-verify --connect HOST [--port P]    the active side
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
+//   rocemu-verify --api                        ibv_rereg_mr, the GID queries, vendor IDs and
+//                                              comp_masks answer as rdma-core's man pages say
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   options: --size BYTES --iters N --gid INDEX
@@ -412,6 +414,130 @@ int run_misuse(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// A WRITE of `len` bytes from `from` into `to` at `remote` with `rkey`;
+// its completion status.
+ibv_wc_status write_status(Side& from, uint64_t remote, uint32_t rkey, uint32_t len) {
+  post(from, IBV_WR_RDMA_WRITE, 0, len, remote, rkey, 1);
+  return wait(from, 1)[0].status;
+}
+
+// ibv_rereg_mr (ibv_rereg_mr.3): each flag takes effect for the NIC, the
+// input errors leave the MR as it was, and a failed command says so.
+void check_rereg(const Options& o, ibv_context* ctx, ibv_pd* pd) {
+  Side a, b;
+  setup(a, ctx, pd, 4096, o.gid, 11);
+  setup(b, ctx, pd, 4096, o.gid, 12);
+  CHECKV(connect_qp(a, b.local) == 0 && connect_qp(b, a.local) == 0, "connect");
+  std::memset(a.buf.data(), 0x33, 256);
+  ibv_mr* mr = b.mr;
+  // Input errors: IBV_REREG_MR_ERR_INPUT with errno EINVAL.
+  errno = 0;
+  CHECKV(ibv_rereg_mr(mr, 1 << 5, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_INPUT && errno == EINVAL,
+         "an unknown flag must be IBV_REREG_MR_ERR_INPUT/EINVAL");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, nullptr, 64, 0) == IBV_REREG_MR_ERR_INPUT,
+         "CHANGE_TRANSLATION without an address must be IBV_REREG_MR_ERR_INPUT");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.buf.data(), 0, 0) == IBV_REREG_MR_ERR_INPUT,
+         "CHANGE_TRANSLATION without a length must be IBV_REREG_MR_ERR_INPUT");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) == IBV_REREG_MR_ERR_INPUT,
+         "access without CHANGE_ACCESS must be IBV_REREG_MR_ERR_INPUT");
+  // The MR still works after them.
+  CHECKV(write_status(a, b.local.addr, mr->rkey, 64) == IBV_WC_SUCCESS, "the MR works after input errors");
+  // Command errors: IBV_REREG_MR_ERR_CMD.
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_REMOTE_WRITE) ==
+             IBV_REREG_MR_ERR_CMD,
+         "REMOTE_WRITE without LOCAL_WRITE must be IBV_REREG_MR_ERR_CMD");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, reinterpret_cast<void*>(0x10), 4096, 0) ==
+             IBV_REREG_MR_ERR_CMD,
+         "a translation to unmapped memory must be IBV_REREG_MR_ERR_CMD");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_CMD,
+         "CHANGE_PD to no PD must be IBV_REREG_MR_ERR_CMD");
+  // CHANGE_TRANSLATION: the WRITE lands in the new buffer, not the old one.
+  std::vector<uint8_t> moved(8192, 0);
+  std::memset(b.buf.data(), 0, b.buf.size());
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, moved.data(), moved.size(), 0) == 0,
+         "CHANGE_TRANSLATION: %s", std::strerror(errno));
+  CHECKV(mr->addr == moved.data() && mr->length == moved.size(), "ibv_mr.addr and length follow the translation");
+  CHECKV(write_status(a, reinterpret_cast<uint64_t>(moved.data()) + 4096, mr->rkey, 256) == IBV_WC_SUCCESS,
+         "a WRITE into the new range");
+  bool landed = true, old_untouched = true;
+  for (size_t i = 0; i < 256; i++) landed = landed && moved[4096 + i] == 0x33;
+  for (uint8_t v : b.buf) old_untouched = old_untouched && v == 0;
+  CHECKV(landed && old_untouched, "the WRITE went to the new range only (landed %d, old untouched %d)", landed,
+         old_untouched);
+  // CHANGE_PD: an MR in another PD than the responder's QP refuses it.
+  ibv_pd* other = ibv_alloc_pd(ctx);
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, other, nullptr, 0, 0) == 0 && mr->pd == other,
+         "CHANGE_PD: %s", std::strerror(errno));
+  CHECKV(ibv_dealloc_pd(other) == EBUSY, "the new PD holds the MR");
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, nullptr, 0, 0) == 0, "CHANGE_PD back");
+  CHECKV(ibv_dealloc_pd(other) == 0, "the other PD is free again");
+  // CHANGE_ACCESS: without REMOTE_WRITE a WRITE is refused (the last
+  // case: the QPs go to error with it).
+  CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0, IBV_ACCESS_LOCAL_WRITE) == 0,
+         "CHANGE_ACCESS: %s", std::strerror(errno));
+  const ibv_wc_status st = write_status(a, reinterpret_cast<uint64_t>(moved.data()), mr->rkey, 64);
+  CHECKV(st == IBV_WC_REM_ACCESS_ERR, "a WRITE into an MR without REMOTE_WRITE: %s", ibv_wc_status_str(st));
+}
+
+// The queries' bad flows as rdma-core's man pages and the kernel answer
+// them, and the vendor as Soft-RoCE reports it.
+void check_queries(ibv_context* ctx) {
+  ibv_device_attr da{};
+  CHECKV(ibv_query_device(ctx, &da) == 0, "query_device");
+  CHECKV(da.vendor_id == 0xffffff && da.vendor_part_id == 0, "vendor %#x part %u (Soft-RoCE reports 0xffffff, 0)",
+         da.vendor_id, da.vendor_part_id);
+  ibv_port_attr pa{};
+  CHECKV(ibv_query_port(ctx, 1, &pa) == 0 && pa.gid_tbl_len > 0, "query_port");
+  const int n = pa.gid_tbl_len;
+  std::vector<ibv_gid_entry> table(size_t(n) + 2);
+  CHECKV(ibv_query_gid_table(ctx, table.data(), table.size(), 0) == n, "the table has gid_tbl_len entries");
+  CHECKV(ibv_query_gid_table(ctx, table.data(), size_t(n) - 1, 0) == -EINVAL,
+         "a buffer one entry short must fail with -EINVAL");
+  CHECKV(ibv_query_gid_table(ctx, table.data(), 0, 0) == -EINVAL, "max_entries 0 must fail with -EINVAL");
+  CHECKV(ibv_query_gid_table(ctx, table.data(), table.size(), 1) == -EINVAL, "flags must be 0 (-EINVAL)");
+  ibv_gid_entry e{};
+  CHECKV(ibv_query_gid_ex(ctx, 1, 3, &e, 0) == 0 && e.gid_type == IBV_GID_TYPE_ROCE_V2 && e.gid_index == 3,
+         "query_gid_ex 3 is RoCE v2");
+  CHECKV(std::memcmp(e.gid.raw, table[3].gid.raw, 16) == 0, "query_gid_ex and the table agree");
+  CHECKV(ibv_query_gid_ex(ctx, 1, uint32_t(n), &e, 0) == EINVAL, "an index past the table must be EINVAL");
+  CHECKV(ibv_query_gid_ex(ctx, 2, 0, &e, 0) == EINVAL, "port 2 must be EINVAL");
+  CHECKV(ibv_query_gid_ex(ctx, 1, 0, &e, 1) == EINVAL, "flags must be 0 (EINVAL)");
+  ibv_gid g;
+  CHECKV(ibv_query_gid(ctx, 1, n, &g) == -1, "ibv_query_gid past the table must fail");
+  // Unsupported comp_masks.
+  ibv_query_device_ex_input in{};
+  in.comp_mask = 1;
+  ibv_device_attr_ex dx{};
+  CHECKV(ibv_query_device_ex(ctx, &in, &dx) == EINVAL, "query_device_ex with a comp_mask must be EINVAL");
+  CHECKV(ibv_query_device_ex(ctx, nullptr, &dx) == 0 && dx.orig_attr.vendor_id == da.vendor_id,
+         "query_device_ex agrees with query_device");
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_qp_init_attr_ex qx{};
+  qx.qp_type = IBV_QPT_RC;
+  qx.send_cq = qx.recv_cq = cq;
+  qx.cap = {16, 16, 1, 1, 0};
+  qx.pd = pd;
+  qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
+  errno = 0;
+  CHECKV(ibv_create_qp_ex(ctx, &qx) == nullptr && errno == EOPNOTSUPP,
+         "create_qp_ex with an unsupported comp_mask must fail EOPNOTSUPP (errno %d)", errno);
+  ibv_cq_init_attr_ex cx{};
+  cx.cqe = 16;
+  errno = 0;
+  CHECKV(ibv_create_cq_ex(ctx, &cx) == nullptr && errno == EOPNOTSUPP, "create_cq_ex is not provided: EOPNOTSUPP");
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+}
+
+int run_api(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  check_queries(ctx);
+  check_rereg(o, ctx, pd);
+  return g_failures == 0 ? 0 : 1;
+}
+
 // Takes every kind of object into every state and then leaves without
 // freeing anything (or, with --wait, waits to be killed): what the engine
 // must clean up after an application that dies.
@@ -463,7 +589,7 @@ int run_leave(const Options& o, bool wait_to_be_killed) {
 
 int main(int argc, char** argv) {
   Options o;
-  bool leave = false, leave_wait = false;
+  bool leave = false, leave_wait = false, api = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -473,6 +599,7 @@ int main(int argc, char** argv) {
     if (a == "--loopback") o.loopback = true;
     else if (a == "--server") o.server = true;
     else if (a == "--misuse") o.misuse = true;
+    else if (a == "--api") api = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -484,7 +611,7 @@ int main(int argc, char** argv) {
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
       std::fprintf(stderr,
-                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --leave "
+                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --api | --leave "
                    "[--wait] [options]\n");
       return 2;
     }
@@ -492,7 +619,8 @@ int main(int argc, char** argv) {
   o.size &= ~size_t(7);
   int rc;
   if (leave) return run_leave(o, leave_wait);
-  if (o.misuse) rc = run_misuse(o);
+  if (api) rc = run_api(o);
+  else if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);
   else rc = run_pair(o);
   std::printf("rocemu-verify: %s (%d failure(s))\n", rc == 0 ? "every byte checked, all good" : "FAILED", g_failures);

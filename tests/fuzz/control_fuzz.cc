@@ -25,7 +25,7 @@ using verbs::Reply;
 using verbs::Request;
 
 constexpr int kReplyMs = 2000;
-constexpr uint32_t kOps = uint32_t(Op::kCli) + 2;  // every op, and one that is none
+constexpr uint32_t kOps = uint32_t(Op::kReregMr) + 1;  // every op, and one that is none
 
 // The server, made once per process: an engine that is not running (the
 // control requests run on the server's thread) with one NIC, h1.
@@ -158,6 +158,18 @@ Request make_request(Input& in, Known& k, World& w) {
       for (size_t i = 0; i < 64; i++) r.u.cli.text[i] = char(in.byte());
       break;
     }
+    case Op::kReregMr: {
+      auto& m = r.u.rereg_mr;
+      m.key = k.pick(k.mrs, in);
+      m.flags = in.byte() & 1 ? in.u32() : uint32_t(in.byte() & 7);
+      m.pd = k.pick(k.pds, in);
+      m.access = in.byte() & 1 ? in.u32() : uint32_t(in.byte() & 0x1f);
+      const bool inside = in.byte() & 1;
+      m.addr = inside ? uint64_t(w.memory.data()) + in.byte() * 64 : in.u64();
+      m.length = inside ? in.u32() % w.memory.size() : in.u64();
+      break;
+    }
+    case Op::kServeSysfs: std::snprintf(r.u.serve_sysfs.node, sizeof r.u.serve_sysfs.node, "h1"); break;
     case Op::kHello: std::snprintf(r.u.hello.node, sizeof r.u.hello.node, "%s", in.byte() & 1 ? "h1" : "nope"); break;
     default: break;
   }

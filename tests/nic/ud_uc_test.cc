@@ -66,6 +66,9 @@ TEST_CASE("UD SEND delivers the GRH in the first 40 bytes and checks the Q_Key",
   CHECK(rwc[0].wr_id == 1);
   CHECK(rwc[0].byte_len == 40 + 512);
   CHECK((rwc[0].wc_flags & IBV_WC_GRH));
+  // The RoCE packet type in sl, as mlx5 reports it: UDP (RoCEv2), IPv4.
+  // UCX's ud_verbs reads it to find the destination GID in the GRH area.
+  CHECK(rwc[0].sl == 0xa);
   CHECK((rwc[0].wc_flags & IBV_WC_WITH_IMM));
   CHECK(ntohl(rwc[0].imm_data) == 0x5151);
   CHECK(rwc[0].src_qp == u1->qpn);

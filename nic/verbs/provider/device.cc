@@ -14,7 +14,9 @@
 #include <mutex>
 #include <string>
 
+#include "nic/verbs/device_attrs.h"
 #include "nic/verbs/provider/provider.h"
+#include "nic/verbs/sysfs_tree.h"
 
 using namespace rocemu;
 using namespace rocemu::provider;
@@ -44,9 +46,9 @@ void make_device() {
   d->dev.node_type = IBV_NODE_CA;
   d->dev.transport_type = IBV_TRANSPORT_IB;
   std::snprintf(d->dev.name, sizeof d->dev.name, "%s", verbs::kDeviceName);
-  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs0");
-  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/sys/class/infiniband_verbs/uverbs0");
-  std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "/sys/class/infiniband/%s", verbs::kDeviceName);
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "%s", verbs::kUverbsName);
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s/%s", verbs::kSysfsVerbsRoot, verbs::kUverbsName);
+  std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s/%s", verbs::kSysfsIbRoot, verbs::kDeviceName);
   d->node = node;
   d->socket_path = sock;
   g_device = d;
@@ -67,19 +69,6 @@ int connect_engine(const std::string& path) {
   return fd;
 }
 
-// IB speed and width codes for an Ethernet rate (how mlx5 reports them).
-void speed_width(uint64_t bps, uint8_t& speed, uint8_t& width) {
-  const uint64_t g = bps / 1000000000ull;
-  width = 2;  // 4X
-  if (g >= 400) speed = 128;       // NDR
-  else if (g >= 200) speed = 64;   // HDR
-  else if (g >= 100) speed = 32;   // EDR
-  else if (g >= 50) { speed = 64; width = 1; }
-  else if (g >= 40) speed = 4;     // QDR
-  else if (g >= 25) { speed = 32; width = 1; }
-  else { speed = 8; width = 1; }   // FDR10
-}
-
 void fill_port(const Context& c, ibv_port_attr& a) {
   std::memset(&a, 0, sizeof a);
   a.state = ibv_port_state(c.port.state);
@@ -92,7 +81,9 @@ void fill_port(const Context& c, ibv_port_attr& a) {
   a.lid = 0;
   a.sm_lid = 0;
   a.max_vl_num = 4;
-  speed_width(c.port.rate_bps, a.active_speed, a.active_width);
+  const verbs::SpeedWidth sw = verbs::speed_width(c.port.rate_bps);
+  a.active_speed = sw.speed;
+  a.active_width = sw.width;
   a.phys_state = c.port.state == IBV_PORT_ACTIVE ? 5 : 3;  // LinkUp / Disabled
   a.link_layer = IBV_LINK_LAYER_ETHERNET;
 }
@@ -116,14 +107,14 @@ int query_port_ex(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t le
 
 void fill_device(const Context& c, ibv_device_attr& a) {
   std::memset(&a, 0, sizeof a);
-  std::snprintf(a.fw_ver, sizeof a.fw_ver, "rocemu-0.1");
+  std::snprintf(a.fw_ver, sizeof a.fw_ver, "%s", verbs::kFwVer);
   a.node_guid = htobe64(c.info.node_guid);
   a.sys_image_guid = a.node_guid;
   a.max_mr_size = c.info.max_mr_size;
   a.page_size_cap = 0xfffff000;
-  a.vendor_id = 0;       // no vendor: perftest then uses the generic ibv_post_send path
-  a.vendor_part_id = 0;
-  a.hw_ver = 0;
+  a.vendor_id = verbs::kVendorId;  // as Soft-RoCE: perftest and UCX take their generic verbs paths
+  a.vendor_part_id = verbs::kVendorPartId;
+  a.hw_ver = verbs::kHwVer;
   a.max_qp = int(c.info.max_qp);
   a.max_qp_wr = int(c.info.max_qp_wr);
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SRQ_RESIZE |
@@ -319,7 +310,9 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
                       uint32_t flags, size_t entry_size) {
   if (context == nullptr || entry == nullptr || port_num != 1 || flags != 0) return EINVAL;
   const Context& c = *Context::of(context);
-  if (gid_index >= c.info.num_gids) return ENODATA;
+  // Beyond the table: EINVAL, as the kernel's rdma_get_gid_attr answers
+  // (ENODATA is for an empty entry inside it; this table has none).
+  if (gid_index >= c.info.num_gids) return EINVAL;
   ibv_gid_entry e{};
   std::memcpy(e.gid.raw, c.info.gids[gid_index].raw, 16);
   e.gid_index = gid_index;
@@ -332,10 +325,13 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
 
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries, uint32_t flags,
                              size_t entry_size) {
-  if (context == nullptr || entries == nullptr || flags != 0) return -EINVAL;
+  if (context == nullptr || entries == nullptr || flags != 0 || max_entries == 0) return -EINVAL;
   const Context& c = *Context::of(context);
+  // The array must hold every valid entry, or the call fails (the man
+  // page; the kernel's rdma_query_gid_table answers -EINVAL).
+  if (max_entries < c.info.num_gids) return -EINVAL;
   size_t n = 0;
-  for (; n < c.info.num_gids && n < max_entries; n++) {
+  for (; n < c.info.num_gids; n++) {
     auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + n * entry_size);
     _ibv_query_gid_ex(context, 1, uint32_t(n), e, 0, entry_size);
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "nic/verbs/device_attrs.h"
 #include "nic/verbs/provider/provider.h"
 #include "nic/wc_status.h"
 
@@ -107,22 +108,24 @@ int ibv_dofork_range(void*, size_t) { return 0; }
 
 const char* ibv_get_sysfs_path(void) { return "/sys"; }
 
-// The device has no sysfs directory; answer the few files tools read.
+// Read from sysfs as libibverbs does; `rocemu exec` lays out the device's
+// tree (apps/device_files.h). Where it could not (no mount namespace
+// without root), the few files tools read are answered here.
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   if (dir == nullptr || file == nullptr || buf == nullptr || size == 0) return -1;
   char path[512];
   std::snprintf(path, sizeof path, "%s/%s", dir, file);
-  if (std::strstr(dir, verbs::kDeviceName) != nullptr) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (std::strstr(dir, verbs::kDeviceName) == nullptr) return -1;
     const char* v = nullptr;
-    if (std::strcmp(file, "board_id") == 0) v = "ROCEMU_0001";
+    if (std::strcmp(file, "board_id") == 0) v = verbs::kBoardId;
     else if (std::strcmp(file, "node_type") == 0) v = "1: CA";
-    else if (std::strcmp(file, "fw_ver") == 0) v = "rocemu-0.1";
+    else if (std::strcmp(file, "fw_ver") == 0) v = verbs::kFwVer;
     if (v == nullptr) return -1;
     const int n = std::snprintf(buf, size, "%s", v);
     return n < int(size) ? n : int(size) - 1;
   }
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   ssize_t n = read(fd, buf, size);
   close(fd);
   if (n <= 0) return -1;

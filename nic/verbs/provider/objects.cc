@@ -96,7 +96,36 @@ ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova, u
 
 ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) { return fail<ibv_mr>(EOPNOTSUPP); }
 
-int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) { return IBV_REREG_MR_ERR_INPUT; }
+// As libibverbs checks the input before the command: an input error
+// leaves the MR as it was; a failed command (the engine's answer) too
+// here, but the man page says not to use it then, only to deregister it.
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  if (mr == nullptr || (flags & ~int(IBV_REREG_MR_FLAGS_SUPPORTED)) != 0 ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (addr == nullptr || length == 0)) ||
+      (access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  verbs::Request req;
+  req.op = verbs::Op::kReregMr;
+  req.u.rereg_mr.key = mr->lkey;
+  req.u.rereg_mr.flags = uint32_t(flags);
+  req.u.rereg_mr.pd = (flags & IBV_REREG_MR_CHANGE_PD) && pd != nullptr ? reinterpret_cast<Pd*>(pd)->handle : 0;
+  req.u.rereg_mr.access = uint32_t(access);
+  req.u.rereg_mr.addr = reinterpret_cast<uint64_t>(addr);
+  req.u.rereg_mr.length = length;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(mr->context), req, rep); e != 0) {
+    errno = e;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = addr;
+    mr->length = length;
+  }
+  return 0;
+}
 
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
@@ -219,9 +248,17 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
         }
       }
     }
-    // Nothing yet: wait for the eventfd, and notice an engine that went away.
+    // Nothing yet. A channel the application made non-blocking answers
+    // EAGAIN, as libibverbs' read() of the channel does (UCX drains its
+    // channels so before arming them).
+    const bool nonblocking = (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) != 0;
+    // Else wait for the eventfd, and notice an engine that went away.
     pollfd p[2] = {{channel->fd, POLLIN, 0}, {ch->ctx->sock, POLLRDHUP, 0}};
-    const int r = ::poll(p, 2, -1);
+    const int r = ::poll(p, 2, nonblocking ? 0 : -1);
+    if (r == 0 && nonblocking) {
+      errno = EAGAIN;
+      return -1;
+    }
     if (r < 0) {
       if (errno == EINTR) continue;
       return -1;

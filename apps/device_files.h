@@ -1,0 +1,33 @@
+// The device files of an emulated NIC for a program run by `rocemu exec`:
+// a private mount namespace in which /sys/class and /dev are tmpfs copies
+// of themselves (every original entry bind-mounted back, symlinks made
+// again) plus the NIC's tree (nic/verbs/sysfs_tree.h): /dev/infiniband
+// and /sys/class/infiniband_verbs as files, /sys/class/infiniband as a
+// FUSE mount the engine serves, so that reads are live. Nothing changes
+// outside the namespace, and inside it only the added entries differ.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "common/status.h"
+#include "nic/verbs/sysfs_tree.h"
+
+namespace rocemu::app {
+
+enum class DeviceFiles {
+  kLive,          // the namespace is built, /sys/class/infiniband served by the engine
+  kSnapshot,      // built, but without FUSE: /sys/class/infiniband holds the values at start
+  kNotPermitted,  // no CAP_SYS_ADMIN: nothing was changed
+};
+
+// Hands a /dev/fuse descriptor, mounted on /sys/class/infiniband, to the
+// engine that serves it.
+using ServeSysfs = std::function<Status(int fuse_fd)>;
+
+// Moves the calling process into a new mount namespace holding `files`.
+// kNotPermitted leaves the process as it was; an error after the namespace
+// exists is returned as such (the caller must not run the program then).
+Result<DeviceFiles> enter_device_namespace(const std::vector<verbs::SysfsFile>& files, const ServeSysfs& serve);
+
+}  // namespace rocemu::app

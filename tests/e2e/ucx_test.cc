@@ -1,0 +1,74 @@
+// Debian's UCX (ucx_info, ucx_perftest), unmodified, on the emulated NICs:
+// it finds rocemu0 through /dev/infiniband and /sys/class/infiniband
+// (tests/e2e/device_files_test.cc) and runs its verbs transports,
+// rc_verbs and ud_verbs, between h1 and h2.
+#include "tests/e2e/fabric.h"
+
+using namespace rocemu::test;
+
+namespace {
+
+// ucx_perftest's server on h2 and its client on h1 with the same
+// environment; the client's output (its "Final:" line says it finished).
+std::string ucx_perftest(const Fabric& f, const std::vector<std::string>& env, const std::vector<std::string>& args) {
+  const int port = pick_port();
+  std::vector<std::string> server = {"/usr/bin/env"};
+  server.insert(server.end(), env.begin(), env.end());
+  server.insert(server.end(), {"/usr/bin/ucx_perftest", "-p", std::to_string(port)});
+  std::vector<std::string> client = server;
+  client.insert(client.end(), {"127.0.0.1"});
+  client.insert(client.end(), args.begin(), args.end());
+  const PairResult r = run_pair(f, "h2", "h1", server, client, port, 60);
+  std::string what = "ucx_perftest";
+  for (const auto& a : args) what += " " + a;
+  INFO(what << "\n--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  CHECK_THAT(r.client_out, Catch::Contains("Final:"));
+  return r.client_out;
+}
+
+}  // namespace
+
+TEST_CASE("ucx_info -d lists rocemu0:1 with rc_verbs and ud_verbs", "[e2e][ucx]") {
+  Fabric f;
+  Process p = f.exec("h1", {"ucx_info", "-d"});
+  REQUIRE(finish(p, std::chrono::seconds(60)) == 0);
+  INFO(p.output);
+  const size_t md = p.output.find("# Memory domain: rocemu0");
+  REQUIRE(md != std::string::npos);
+  const std::string dom = p.output.substr(md, p.output.find("# Memory domain:", md + 10) - md);
+  CHECK_THAT(dom, Catch::Contains("Transport: rc_verbs"));
+  CHECK_THAT(dom, Catch::Contains("Transport: ud_verbs"));
+  CHECK_THAT(dom, Catch::Contains("Device: rocemu0:1"));
+  CHECK_THAT(dom, Catch::Contains("atomic_fadd: 64 bit"));
+}
+
+TEST_CASE("ucx_perftest's UCT tests run over rc_verbs and ud_verbs", "[e2e][ucx]") {
+  Fabric f;
+  const std::vector<std::string> rc = {"-x", "rc_verbs", "-d", "rocemu0:1", "-n", "300", "-w", "20"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  ucx_perftest(f, {}, with(rc, {"-t", "put_bw", "-D", "zcopy", "-s", "65536"}));
+  ucx_perftest(f, {}, with(rc, {"-t", "get", "-D", "zcopy", "-s", "65536"}));
+  ucx_perftest(f, {}, with(rc, {"-t", "am_bw", "-D", "bcopy", "-s", "4096"}));
+  ucx_perftest(f, {}, with(rc, {"-t", "fadd", "-s", "8"}));
+  ucx_perftest(f, {}, with(rc, {"-t", "cswap", "-s", "8"}));
+  const std::vector<std::string> ud = {"-x", "ud_verbs", "-d", "rocemu0:1", "-n", "300", "-w", "20"};
+  ucx_perftest(f, {}, with(ud, {"-t", "am_bw", "-D", "bcopy", "-s", "2048"}));
+  ucx_perftest(f, {}, with(ud, {"-t", "am_lat", "-s", "8"}));
+}
+
+// UCP connects RC through an auxiliary transport (ud_verbs), as on real
+// hardware: UCX_TLS=rc_verbs alone fails "no auxiliary transport".
+TEST_CASE("ucx_perftest's UCP tests run with UCX_TLS=rc_verbs,ud_verbs and with ud_verbs", "[e2e][ucx]") {
+  Fabric f;
+  for (const char* tls : {"rc_verbs,ud_verbs", "ud_verbs"}) {
+    const std::vector<std::string> env = {std::string("UCX_TLS=") + tls, "UCX_NET_DEVICES=rocemu0:1"};
+    ucx_perftest(f, env, {"-t", "tag_bw", "-s", "65536", "-n", "300", "-w", "20"});
+    ucx_perftest(f, env, {"-t", "tag_lat", "-s", "8", "-n", "300", "-w", "20"});
+    ucx_perftest(f, env, {"-t", "stream_bw", "-s", "65536", "-n", "300", "-w", "20"});
+  }
+}
