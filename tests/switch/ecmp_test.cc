@@ -287,4 +287,10 @@ TEST_CASE("Topology files: next-hops lists and equal prefixes make ECMP groups; 
   bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [{interface: swp2, via: 10.0.0.1}, {interface: swp2, via: "
       "10.0.0.1}]}\n",
       "routes[1]");
+  // Not a mapping where one is expected: an error naming the field, not an exception.
+  bad("    forwarding: hash\n", "forwarding: expected a mapping");
+  bad("    forwarding: {ecmp-hash: all}\n", "forwarding.ecmp-hash: expected a mapping");
+  bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [swp2, swp3]}\n", "routes[0].next-hops[0]: expected a mapping");
+  bad("    routes:\n      - 10.2.0.0/16\n", "routes[0]: expected a mapping");
+  bad("    neighbors: [10.0.0.1]\n", "neighbors[0]: expected a mapping");
 }
