@@ -106,6 +106,7 @@ class RouteTable {
   const std::map<wire::IpAddr, NeighborEntry>& neighbors() const { return neighbors_; }
   const std::vector<Route>& routes() const { return routes_; }
   const NextHop& next_hop(uint32_t i) const { return next_hops_[i]; }
+  size_t num_next_hops() const { return next_hops_.size(); }
   const std::vector<EcmpGroup>& ecmp_groups() const { return groups_; }
   const EcmpMember& ecmp_member(uint32_t i) const { return members_[i]; }
   // Of every member, or of those out of `port`.

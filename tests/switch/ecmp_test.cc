@@ -11,6 +11,7 @@
 #include "common/config/topology.h"
 #include "switch/ecmp.h"
 #include "switch/nvue_yaml.h"
+#include "switch/route.h"
 #include "switch/switch_kind.h"
 #include "tests/switch/fixture.h"
 
@@ -293,4 +294,23 @@ TEST_CASE("Topology files: next-hops lists and equal prefixes make ECMP groups; 
   bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [swp2, swp3]}\n", "routes[0].next-hops[0]: expected a mapping");
   bad("    routes:\n      - 10.2.0.0/16\n", "routes[0]: expected a mapping");
   bad("    neighbors: [10.0.0.1]\n", "neighbors[0]: expected a mapping");
+}
+
+TEST_CASE("Route table: a neighbour refused by a full table leaves no next hop behind", "[unit][switch]") {
+  require_eal();
+  auto t = sw::RouteTable::create("ecmp_full_test");
+  REQUIRE(t.ok());
+  sw::RouteTable& rt = **t;
+  sw::SwitchConfig cfg;
+  cfg.num_ports = 4;
+  REQUIRE(rt.load(cfg).ok());
+  const wire::MacAddr mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  auto ip = [](uint32_t i) { return wire::IpAddr::v4(0x0a000000u + i); };
+  uint32_t learned = 0;
+  while (learned < 100000 && rt.learn(ip(learned), mac, 1)) learned++;
+  REQUIRE(learned < 100000);  // the table filled up
+  const size_t hops = rt.num_next_hops();
+  for (uint32_t i = 0; i < 1000; i++) CHECK_FALSE(rt.learn(ip(learned + 1 + i), mac, 1));
+  CHECK(rt.num_next_hops() == hops);
+  CHECK(rt.neighbors().size() == learned);
 }
