@@ -131,6 +131,19 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     for (uint32_t i = g.first; i < g.first + g.count; i++)
       kept[{g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip}] =
           members_[i].counters;
+  // On every exit, a failed load's too (the caller rolls back with the
+  // members as they are then), the members that stay get them back.
+  auto restore = [&] {
+    for (const EcmpGroup& g : groups_)
+      for (uint32_t i = g.first; i < g.first + g.count; i++)
+        if (auto it = kept.find({g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip});
+            it != kept.end())
+          members_[i].counters = it->second;
+  };
+  struct OnExit {
+    decltype(restore)& f;
+    ~OnExit() { f(); }
+  } on_exit{restore};
   rte_lpm_delete_all(lpm_);
   if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
   next_hops_.clear();
@@ -172,11 +185,6 @@ Status RouteTable::load(const SwitchConfig& cfg) {
   }
   for (const auto& same : by_prefix)
     if (Status s = add_static(same); !s.ok()) return s;
-  for (const EcmpGroup& g : groups_)
-    for (uint32_t i = g.first; i < g.first + g.count; i++)
-      if (auto it = kept.find({g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip});
-          it != kept.end())
-        members_[i].counters = it->second;
   // Neighbours: learned ones survive if their port does; static ones are
   // replaced.
   std::map<wire::IpAddr, NeighborEntry> old;
