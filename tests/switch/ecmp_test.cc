@@ -338,7 +338,9 @@ TEST_CASE("Route table: a reload that fails partway keeps the ECMP members' coun
   frame.resize(wire::encode_roce(frame, path, rf, payload));
   wire::PacketView v;
   REQUIRE(wire::decode(frame, v) == wire::DecodeError::kOk);
-  REQUIRE(rt.route(v, uint32_t(frame.size())) != nullptr);
+  uint32_t member;
+  REQUIRE(rt.route(v, member) != nullptr);
+  rt.count_ecmp(member, uint32_t(frame.size()));
   auto packets = [&] {
     uint64_t n = 0;
     for (uint32_t i = 0; i < 2; i++) n += rt.ecmp_member(rt.ecmp_groups().at(0).first + i).counters[sw::EcmpCounters::packets];
@@ -356,4 +358,28 @@ TEST_CASE("Route table: a reload that fails partway keeps the ECMP members' coun
   // Rolled back: the member still has its packet.
   REQUIRE(rt.load(cfg).ok());
   CHECK(packets() == 1);
+}
+
+TEST_CASE("ECMP counters count only what a member sends: a member whose link is down counts nothing",
+          "[sim][switch]") {
+  require_eal();
+  Star s = make_star(ecmp_star(sw::LoadBalancing::kPerPacket), 3, {}, 16384);
+  sw::SwitchConfig down = s.sw->config();
+  down.interfaces[2].faults.link_down = true;  // swp3
+  REQUIRE(s.sw->apply(down).ok());
+  FlowSpec fs;
+  fs.dst = *wire::IpAddr::parse("10.9.0.1");
+  fs.count = 400;
+  fs.payload = 1000;
+  s.host(0).add_flow(fs);
+  s.engine->run_for(ms(1));
+  MapSink c;
+  s.sw->report_counters(c);
+  CHECK(c.v["sw1/swp3/ecmp.tx-packets"] == 0);
+  CHECK(c.v["sw1/swp3/ecmp.tx-bytes"] == 0);
+  CHECK(c.v["sw1/swp1/discards.link-down"] == 100);
+  for (int h : {1, 3, 4}) {
+    INFO("h" << h);
+    CHECK(c.v["sw1/swp" + std::to_string(h + 1) + "/ecmp.tx-packets"] == 100);
+  }
 }
