@@ -296,6 +296,26 @@ bool parse_next_hop(const YAML::Node& r, const std::string& rf, Context& ctx, co
   return ok;
 }
 
+// A next hop the routes read so far already give for its prefix, or one
+// more than an ECMP group takes: named here, where the node gives the field
+// and line (validate() sees the routes after next-hops expansion).
+bool new_member(const YAML::Node& at, const std::string& field, const Route& r, const SwitchConfig& cfg, Context& ctx) {
+  size_t members = 1;
+  for (const Route& o : cfg.routes) {
+    if (!o.prefix.same_as(r.prefix)) continue;
+    if (o.port == r.port && o.via == r.via) {
+      ctx.error(at, field, "the same next hop as an earlier route for " + r.prefix.str());
+      return false;
+    }
+    members++;
+  }
+  if (members > kMaxEcmpMembers) {
+    ctx.error(at, field, "more than " + std::to_string(kMaxEcmpMembers) + " next hops for " + r.prefix.str());
+    return false;
+  }
+  return true;
+}
+
 // {prefix, interface, via?, mac?}, or {prefix, next-hops: [{interface,
 // via?, mac?}, ...]}: several next hops make an ECMP group, as several
 // routes to the same prefix do.
@@ -320,7 +340,7 @@ void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, Switc
   }
   route.prefix = *p;
   if (!hops) {
-    if (parse_next_hop(r, rf, ctx, cfg, route)) cfg.routes.push_back(route);
+    if (parse_next_hop(r, rf, ctx, cfg, route) && new_member(r, rf, route, cfg, ctx)) cfg.routes.push_back(route);
     return;
   }
   if (!hops.IsSequence() || hops.size() == 0) {
@@ -336,7 +356,7 @@ void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, Switc
       continue;
     }
     Route member = route;
-    if (parse_next_hop(hops[i], hf, ctx, cfg, member)) cfg.routes.push_back(member);
+    if (parse_next_hop(hops[i], hf, ctx, cfg, member) && new_member(hops[i], hf, member, cfg, ctx)) cfg.routes.push_back(member);
   }
 }
 

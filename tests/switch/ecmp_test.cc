@@ -289,7 +289,12 @@ TEST_CASE("Topology files: next-hops lists and equal prefixes make ECMP groups; 
       "routes[0].next-hops");
   bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [{interface: swp2, via: 10.0.0.1}, {interface: swp2, via: "
       "10.0.0.1}]}\n",
-      "routes[1]");
+      "routes[0].next-hops[1]: the same next hop");
+  {
+    std::string hops;
+    for (int i = 1; i <= 65; i++) hops += std::string(i > 1 ? ", " : "") + "{interface: swp2, via: 10.0.1." + std::to_string(i) + "}";
+    bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [" + hops + "]}\n", "routes[0].next-hops[64]: more than 64");
+  }
   // Not a mapping where one is expected: an error naming the field, not an exception.
   bad("    forwarding: hash\n", "forwarding: expected a mapping");
   bad("    forwarding: {ecmp-hash: all}\n", "forwarding.ecmp-hash: expected a mapping");
