@@ -54,7 +54,12 @@ Status RouteTable::ensure_lpm6() {
   return {};
 }
 
+// An index at or above kGroupBit would read as a group: new_next_hop
+// refuses with kNoNextHop, which add() and add_static() reject.
+constexpr uint32_t kNoNextHop = UINT32_MAX;
+
 Status RouteTable::add(const IpPrefix& p, uint32_t nh) {
+  if (nh == kNoNextHop) return Status::error("route " + p.str() + ": the next-hop table is full");
   int rc;
   if (p.is_v4()) {
     const uint32_t a = p.addr.v4_host_order();
@@ -75,6 +80,7 @@ Status RouteTable::add(const IpPrefix& p, uint32_t nh) {
 }
 
 uint32_t RouteTable::new_next_hop(const NextHop& nh) {
+  if (next_hops_.size() >= kGroupBit) return kNoNextHop;
   next_hops_.push_back(nh);
   return uint32_t(next_hops_.size() - 1);
 }
@@ -87,7 +93,10 @@ Status RouteTable::install_neighbor(const wire::IpAddr& ip, NeighborEntry& e) {
   nh.ip = ip;
   e.next_hop = new_next_hop(nh);
   IpPrefix host{ip, uint8_t(ip.is_v4() ? 32 : 128)};
-  if (Status s = add(host, e.next_hop); !s.ok()) return s;
+  if (Status s = add(host, e.next_hop); !s.ok()) {
+    if (e.next_hop != kNoNextHop) next_hops_.pop_back();  // refused: leave no next hop behind
+    return s;
+  }
   // Gateways of routes resolve through it.
   for (NextHop& g : next_hops_) {
     if (!g.glean && g.ip == ip && &g != &next_hops_[e.next_hop]) {
@@ -106,7 +115,11 @@ Status RouteTable::add_static(const std::vector<const Route*>& same_prefix) {
   g.prefix = prefix;
   g.first = uint32_t(members_.size());
   g.count = uint16_t(same_prefix.size());
-  for (const Route* r : same_prefix) members_.push_back(EcmpMember{new_next_hop(static_next_hop(*r)), {}});
+  for (const Route* r : same_prefix) {
+    const uint32_t nh = new_next_hop(static_next_hop(*r));
+    if (nh == kNoNextHop) return Status::error("route " + prefix.str() + ": the next-hop table is full");
+    members_.push_back(EcmpMember{nh, {}});
+  }
   groups_.push_back(g);
   return add(prefix, kGroupBit | uint32_t(groups_.size() - 1));
 }
@@ -118,6 +131,19 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     for (uint32_t i = g.first; i < g.first + g.count; i++)
       kept[{g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip}] =
           members_[i].counters;
+  // On every exit, a failed load's too (the caller rolls back with the
+  // members as they are then), the members that stay get them back.
+  auto restore = [&] {
+    for (const EcmpGroup& g : groups_)
+      for (uint32_t i = g.first; i < g.first + g.count; i++)
+        if (auto it = kept.find({g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip});
+            it != kept.end())
+          members_[i].counters = it->second;
+  };
+  struct OnExit {
+    decltype(restore)& f;
+    ~OnExit() { f(); }
+  } on_exit{restore};
   rte_lpm_delete_all(lpm_);
   if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
   next_hops_.clear();
@@ -159,11 +185,6 @@ Status RouteTable::load(const SwitchConfig& cfg) {
   }
   for (const auto& same : by_prefix)
     if (Status s = add_static(same); !s.ok()) return s;
-  for (const EcmpGroup& g : groups_)
-    for (uint32_t i = g.first; i < g.first + g.count; i++)
-      if (auto it = kept.find({g.prefix.str(), next_hops_[members_[i].next_hop].port, next_hops_[members_[i].next_hop].ip});
-          it != kept.end())
-        members_[i].counters = it->second;
   // Neighbours: learned ones survive if their port does; static ones are
   // replaced.
   std::map<wire::IpAddr, NeighborEntry> old;

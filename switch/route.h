@@ -69,10 +69,13 @@ class RouteTable {
   // neighbours are kept if their port still exists.
   Status load(const SwitchConfig& cfg);
 
-  // Data path: the next hop toward `v`'s destination (`len` bytes), nullptr
-  // if there is no route. For an ECMP group, the member the load balancing
-  // picks, counted.
-  const NextHop* route(const wire::PacketView& v, uint32_t len) {
+  // Data path: the next hop toward `v`'s destination, nullptr if there is no
+  // route. For an ECMP group, the member the load balancing picks; `member`
+  // names it (kNoMember outside a group) for count_ecmp once the packet
+  // passed the checks that may drop it.
+  static constexpr uint32_t kNoMember = UINT32_MAX;
+  const NextHop* route(const wire::PacketView& v, uint32_t& member) {
+    member = kNoMember;
     uint32_t id;
     const int rc = v.is_ipv4() ? rte_lpm_lookup(lpm_, v.ipv4().dst.get(), &id)
                    : lpm6_ != nullptr ? rte_lpm6_lookup(lpm6_, v.ipv6().dst.data(), &id)
@@ -80,10 +83,15 @@ class RouteTable {
     if (rc != 0) return nullptr;
     if ((id & kGroupBit) == 0) return &next_hops_[id];
     EcmpGroup& g = groups_[id & ~kGroupBit];
-    EcmpMember& m = members_[g.first + pick_(ecmp_, v, g.count, g.turn)];
-    m.counters[EcmpCounters::packets]++;
-    m.counters[EcmpCounters::bytes] += len;
-    return &next_hops_[m.next_hop];
+    member = g.first + pick_(ecmp_, v, g.count, g.turn);
+    return &next_hops_[members_[member].next_hop];
+  }
+  // A packet of `len` bytes sent on by `member` (from route()).
+  void count_ecmp(uint32_t member, uint32_t len) {
+    if (member == kNoMember) return;
+    EcmpCounters& c = members_[member].counters;
+    c[EcmpCounters::packets]++;
+    c[EcmpCounters::bytes] += len;
   }
   // Without a packet (proxy ARP, tools): an ECMP group's first member.
   const NextHop* lookup_v4(uint32_t dst_host_order) const {
@@ -108,6 +116,7 @@ class RouteTable {
   const std::map<wire::IpAddr, NeighborEntry>& neighbors() const { return neighbors_; }
   const std::vector<Route>& routes() const { return routes_; }
   const NextHop& next_hop(uint32_t i) const { return next_hops_[i]; }
+  size_t num_next_hops() const { return next_hops_.size(); }
   const std::vector<EcmpGroup>& ecmp_groups() const { return groups_; }
   const EcmpMember& ecmp_member(uint32_t i) const { return members_[i]; }
   // Of every member, or of those out of `port`.

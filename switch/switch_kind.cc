@@ -99,6 +99,14 @@ void read_double(const YAML::Node& n, const char* key, const std::string& field,
     if (auto x = ctx.number(v, join(field, key), lo, hi)) out = *x;
 }
 
+// Records "expected a mapping" (at n's line) unless n is one: indexing a
+// scalar by key throws.
+bool expect_map(const YAML::Node& n, const std::string& field, Context& ctx, std::string_view of) {
+  if (n.IsMap()) return true;
+  ctx.error(n, field, "expected a mapping " + std::string(of));
+  return false;
+}
+
 // Keys of a map by integer index 0..hi ("26: 3").
 template <typename F>
 void for_index_keys(const YAML::Node& n, const std::string& field, Context& ctx, const FieldRange& keys, F f) {
@@ -251,9 +259,11 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
 // `forwarding`: NVUE's `system forwarding` (ecmp-hash fields, hash-seed)
 // and the load balancing of ECMP groups.
 void parse_forwarding(const YAML::Node& n, const std::string& f, Context& ctx, EcmpConfig& e) {
+  if (!expect_map(n, f, ctx, "{ecmp-hash, hash-seed, load-balancing}")) return;
   ctx.check_keys(n, f, {"ecmp-hash", "hash-seed", "load-balancing"});
   if (const YAML::Node h = n["ecmp-hash"]) {
     const std::string hf = f + ".ecmp-hash";
+    if (!expect_map(h, hf, ctx, "field: on|off")) return;
     ctx.check_keys(h, hf, std::span<const std::string_view>(EcmpHashField::kNames));
     for (size_t i = 0; i < EcmpHashField::kCount; i++) {
       const std::string key(EcmpHashField::kNames[i]);
@@ -302,10 +312,31 @@ bool parse_next_hop(const YAML::Node& r, const std::string& rf, Context& ctx, co
   return ok;
 }
 
+// A next hop the routes read so far already give for its prefix, or one
+// more than an ECMP group takes: named here, where the node gives the field
+// and line (validate() sees the routes after next-hops expansion).
+bool new_member(const YAML::Node& at, const std::string& field, const Route& r, const SwitchConfig& cfg, Context& ctx) {
+  size_t members = 1;
+  for (const Route& o : cfg.routes) {
+    if (!o.prefix.same_as(r.prefix)) continue;
+    if (o.port == r.port && o.via == r.via) {
+      ctx.error(at, field, "the same next hop as an earlier route for " + r.prefix.str());
+      return false;
+    }
+    members++;
+  }
+  if (members > kMaxEcmpMembers) {
+    ctx.error(at, field, "more than " + std::to_string(kMaxEcmpMembers) + " next hops for " + r.prefix.str());
+    return false;
+  }
+  return true;
+}
+
 // {prefix, interface, via?, mac?}, or {prefix, next-hops: [{interface,
 // via?, mac?}, ...]}: several next hops make an ECMP group, as several
 // routes to the same prefix do.
 void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, SwitchConfig& cfg) {
+  if (!expect_map(r, rf, ctx, "{prefix, interface, via?, mac?} or {prefix, next-hops}")) return;
   ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac", "next-hops"});
   const YAML::Node hops = r["next-hops"];
   if (!r["prefix"] || (!r["interface"] && !hops)) {
@@ -325,7 +356,7 @@ void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, Switc
   }
   route.prefix = *p;
   if (!hops) {
-    if (parse_next_hop(r, rf, ctx, cfg, route)) cfg.routes.push_back(route);
+    if (parse_next_hop(r, rf, ctx, cfg, route) && new_member(r, rf, route, cfg, ctx)) cfg.routes.push_back(route);
     return;
   }
   if (!hops.IsSequence() || hops.size() == 0) {
@@ -334,13 +365,14 @@ void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, Switc
   }
   for (size_t i = 0; i < hops.size(); i++) {
     const std::string hf = rf + ".next-hops[" + std::to_string(i) + "]";
+    if (!expect_map(hops[i], hf, ctx, "{interface, via?, mac?}")) continue;
     ctx.check_keys(hops[i], hf, {"interface", "via", "mac"});
     if (!hops[i]["interface"]) {
       ctx.error(hops[i], hf, "a next hop needs an interface");
       continue;
     }
     Route member = route;
-    if (parse_next_hop(hops[i], hf, ctx, cfg, member)) cfg.routes.push_back(member);
+    if (parse_next_hop(hops[i], hf, ctx, cfg, member) && new_member(hops[i], hf, member, cfg, ctx)) cfg.routes.push_back(member);
   }
 }
 
@@ -399,6 +431,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     for (size_t i = 0; ns.IsSequence() && i < ns.size(); i++) {
       const std::string nf = f + ".neighbors[" + std::to_string(i) + "]";
       const YAML::Node e = ns[i];
+      if (!expect_map(e, nf, ctx, "{ip, mac, interface}")) continue;
       ctx.check_keys(e, nf, {"ip", "mac", "interface"});
       if (!e["ip"] || !e["mac"] || !e["interface"]) {
         ctx.error(e, nf, "a neighbor needs ip, mac and interface");

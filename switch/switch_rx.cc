@@ -173,7 +173,8 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
   }
 
   // route
-  const NextHop* nh = routes_->route(v, len);
+  uint32_t member;
+  const NextHop* nh = routes_->route(v, member);
   if (nh == nullptr || nh->local) {
     in.counters[nh == nullptr ? PortCounters::drop_no_route : PortCounters::drop_to_switch]++;
     rte_pktmbuf_free(m);
@@ -213,6 +214,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
   } else {
     reinterpret_cast<wire::Ipv6Hdr*>(data + v.l3_off)->hop_limit--;
   }
+  routes_->count_ecmp(member, len);
 
   // egress admission
   if (out.watchdog && out.wd[tc].storm && cfg_.qos.watchdog.action == WatchdogAction::kDrop) {

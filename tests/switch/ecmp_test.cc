@@ -9,8 +9,11 @@
 #include <set>
 
 #include "common/config/topology.h"
+#include "common/wire/build.h"
+#include "common/wire/packet.h"
 #include "switch/ecmp.h"
 #include "switch/nvue_yaml.h"
+#include "switch/route.h"
 #include "switch/switch_kind.h"
 #include "tests/switch/fixture.h"
 
@@ -286,5 +289,102 @@ TEST_CASE("Topology files: next-hops lists and equal prefixes make ECMP groups; 
       "routes[0].next-hops");
   bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [{interface: swp2, via: 10.0.0.1}, {interface: swp2, via: "
       "10.0.0.1}]}\n",
-      "routes[1]");
+      "routes[0].next-hops[1]: the same next hop");
+  {
+    std::string hops;
+    for (int i = 1; i <= 65; i++) hops += std::string(i > 1 ? ", " : "") + "{interface: swp2, via: 10.0.1." + std::to_string(i) + "}";
+    bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [" + hops + "]}\n", "routes[0].next-hops[64]: more than 64");
+  }
+  // Not a mapping where one is expected: an error naming the field, not an exception.
+  bad("    forwarding: hash\n", "forwarding: expected a mapping");
+  bad("    forwarding: {ecmp-hash: all}\n", "forwarding.ecmp-hash: expected a mapping");
+  bad("    routes:\n      - {prefix: 10.2.0.0/16, next-hops: [swp2, swp3]}\n", "routes[0].next-hops[0]: expected a mapping");
+  bad("    routes:\n      - 10.2.0.0/16\n", "routes[0]: expected a mapping");
+  bad("    neighbors: [10.0.0.1]\n", "neighbors[0]: expected a mapping");
+}
+
+TEST_CASE("Route table: a neighbour refused by a full table leaves no next hop behind", "[unit][switch]") {
+  require_eal();
+  auto t = sw::RouteTable::create("ecmp_full_test");
+  REQUIRE(t.ok());
+  sw::RouteTable& rt = **t;
+  sw::SwitchConfig cfg;
+  cfg.num_ports = 4;
+  REQUIRE(rt.load(cfg).ok());
+  const wire::MacAddr mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  auto ip = [](uint32_t i) { return wire::IpAddr::v4(0x0a000000u + i); };
+  uint32_t learned = 0;
+  while (learned < 100000 && rt.learn(ip(learned), mac, 1)) learned++;
+  REQUIRE(learned < 100000);  // the table filled up
+  const size_t hops = rt.num_next_hops();
+  for (uint32_t i = 0; i < 1000; i++) CHECK_FALSE(rt.learn(ip(learned + 1 + i), mac, 1));
+  CHECK(rt.num_next_hops() == hops);
+  CHECK(rt.neighbors().size() == learned);
+}
+
+TEST_CASE("Route table: a reload that fails partway keeps the ECMP members' counters", "[unit][switch]") {
+  require_eal();
+  auto t = sw::RouteTable::create("ecmp_reload_test");
+  REQUIRE(t.ok());
+  sw::RouteTable& rt = **t;
+  sw::SwitchConfig cfg;
+  cfg.num_ports = 4;
+  const sw::IpPrefix group = *sw::IpPrefix::parse("10.9.0.0/16");
+  for (uint16_t p = 1; p < 3; p++)
+    cfg.routes.push_back(sw::Route{group, p, wire::IpAddr::v4(0x0a000000u + p), std::nullopt});
+  REQUIRE(rt.load(cfg).ok());
+  // One packet down the group.
+  wire::PathHeaders path;
+  path.src_ip = *wire::IpAddr::parse("10.1.0.1");
+  path.dst_ip = *wire::IpAddr::parse("10.9.0.1");
+  wire::RoceFields rf;
+  rf.opcode = wire::op::kSendOnly;
+  std::vector<uint8_t> payload(64, 0), frame(256);
+  frame.resize(wire::encode_roce(frame, path, rf, payload));
+  wire::PacketView v;
+  REQUIRE(wire::decode(frame, v) == wire::DecodeError::kOk);
+  uint32_t member;
+  REQUIRE(rt.route(v, member) != nullptr);
+  rt.count_ecmp(member, uint32_t(frame.size()));
+  auto packets = [&] {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < 2; i++) n += rt.ecmp_member(rt.ecmp_groups().at(0).first + i).counters[sw::EcmpCounters::packets];
+    return n;
+  };
+  REQUIRE(packets() == 1);
+  // The group, then more /32s in distinct /24s than rte_lpm has tbl8 groups:
+  // the load fails after the group was installed.
+  sw::SwitchConfig big = cfg;
+  for (uint32_t i = 0; i < 400; i++)
+    big.routes.push_back(sw::Route{sw::IpPrefix{wire::IpAddr::v4(0x14000001u + (i << 8)), 32}, 3, std::nullopt,
+                                   wire::MacAddr::parse("02:00:00:00:00:03")});
+  REQUIRE_FALSE(rt.load(big).ok());
+  CHECK(packets() == 1);
+  // Rolled back: the member still has its packet.
+  REQUIRE(rt.load(cfg).ok());
+  CHECK(packets() == 1);
+}
+
+TEST_CASE("ECMP counters count only what a member sends: a member whose link is down counts nothing",
+          "[sim][switch]") {
+  require_eal();
+  Star s = make_star(ecmp_star(sw::LoadBalancing::kPerPacket), 3, {}, 16384);
+  sw::SwitchConfig down = s.sw->config();
+  down.interfaces[2].faults.link_down = true;  // swp3
+  REQUIRE(s.sw->apply(down).ok());
+  FlowSpec fs;
+  fs.dst = *wire::IpAddr::parse("10.9.0.1");
+  fs.count = 400;
+  fs.payload = 1000;
+  s.host(0).add_flow(fs);
+  s.engine->run_for(ms(1));
+  MapSink c;
+  s.sw->report_counters(c);
+  CHECK(c.v["sw1/swp3/ecmp.tx-packets"] == 0);
+  CHECK(c.v["sw1/swp3/ecmp.tx-bytes"] == 0);
+  CHECK(c.v["sw1/swp1/discards.link-down"] == 100);
+  for (int h : {1, 3, 4}) {
+    INFO("h" << h);
+    CHECK(c.v["sw1/swp" + std::to_string(h + 1) + "/ecmp.tx-packets"] == 100);
+  }
 }
