@@ -59,7 +59,7 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
 
   // A change staged on the same port is kept (the user's), the rest rebased.
   REQUIRE(s.sw->nv({"set", "interface", "swp2", "fault", "loss", "0.25"}).ok());
-  REQUIRE(clear_port_faults(*s.sw, 2).ok());
+  REQUIRE(clear_port_faults(*s.sw, 1).ok());
   const std::string kept = text(*s.sw, {"config", "diff"});
   INFO(kept);
   CHECK_THAT(kept, Catch::Contains("loss: 0.25") && !Catch::Contains("pfc-storm"));
