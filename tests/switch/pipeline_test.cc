@@ -212,6 +212,12 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
     CHECK(n["mode"].as<std::string>() == "lossy");
     CHECK(n["congestion-control"]["min-threshold"].as<uint64_t>() == 150000);
     CHECK(n.begin()->first.as<std::string>() == "enable");
+    // on/off are strings here, quoted so that a YAML 1.1 reader (python3-yaml)
+    // does not read them as booleans; numbers stay plain.
+    INFO(y.get<std::string>());
+    CHECK(n["enable"].as<std::string>() == "on");
+    CHECK(n["enable"].Tag() == "!");
+    CHECK(n["congestion-control"]["min-threshold"].Tag() == "?");
   }
   // The table, by default: operational and applied columns, nesting by indent.
   nlohmann::json t;
