@@ -326,3 +326,15 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   REQUIRE(s.sw->nv({"action", "clear", "interface", "swp3", "qos", "roce", "counters"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
 }
+
+TEST_CASE("nv show qos pfc-watchdog -o json gives its times in integer µs", "[unit][switch]") {
+  sw::QosConfig q = sw::qos_roce_profile(sw::RoceMode::kLossless);
+  q.watchdog.detection_time = us(1500);
+  Star s = make_star(star_config(2, q), 95);
+  nlohmann::json j;
+  REQUIRE(s.sw->nv({"show", "qos", "pfc-watchdog", "-o", "json"}, &j).ok());
+  const auto plain = nlohmann::json::parse(j.get<std::string>());
+  INFO(plain.dump());
+  CHECK(plain["detection-time"] == 1500);
+  CHECK(plain["polling-interval"] == to_ns(q.watchdog.polling_interval) / 1000);
+}
