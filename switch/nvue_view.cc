@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 namespace rocemu::sw {
@@ -34,23 +35,48 @@ std::string grid(const std::vector<std::string>& header, const std::vector<std::
   return out;
 }
 
-YAML::Node yaml_of(const ojson& j) {
+// Might a YAML 1.1 reader (python3-yaml) read this plain scalar as other
+// than a string: a boolean or null word, or anything that starts as a
+// number, a date or a sexagesimal does ("10:20" is 620 there)?
+bool resolves_to_non_string(const std::string& s) {
+  if (s.empty()) return true;
+  std::string l = s;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  static const char* const kWords[] = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"};
+  for (const char* w : kWords)
+    if (l == w) return true;
+  const char c = s[0];
+  return std::isdigit(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+}
+
+// Numbers and booleans as their types, strings as strings: quoted when
+// they would read back as something else.
+void emit(YAML::Emitter& e, const ojson& j) {
   if (j.is_object()) {
-    YAML::Node n(YAML::NodeType::Map);
-    for (const auto& [k, v] : j.items()) n[k] = yaml_of(v);
-    return n;
+    e << YAML::BeginMap;
+    for (const auto& [k, v] : j.items()) {
+      e << YAML::Key;
+      emit(e, ojson(k));
+      e << YAML::Value;
+      emit(e, v);
+    }
+    e << YAML::EndMap;
+  } else if (j.is_array()) {
+    if (j.empty() || std::all_of(j.begin(), j.end(), [](const ojson& v) { return v.is_primitive(); })) e << YAML::Flow;
+    e << YAML::BeginSeq;
+    for (const auto& v : j) emit(e, v);
+    e << YAML::EndSeq;
+  } else if (j.is_null()) {
+    e << YAML::Null;
+  } else if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (resolves_to_non_string(s)) e << YAML::DoubleQuoted;
+    e << s;
+  } else if (j.is_boolean()) {
+    e << j.get<bool>();
+  } else {
+    e << j.dump();  // a number: its JSON text is a YAML number
   }
-  if (j.is_array()) {
-    YAML::Node n(YAML::NodeType::Sequence);
-    for (const auto& v : j) n.push_back(yaml_of(v));
-    if (j.empty() || std::all_of(j.begin(), j.end(), [](const ojson& v) { return v.is_primitive(); }))
-      n.SetStyle(YAML::EmitterStyle::Flow);
-    return n;
-  }
-  if (j.is_null()) return YAML::Node(YAML::NodeType::Null);
-  if (j.is_string()) return YAML::Node(j.get<std::string>());
-  if (j.is_boolean()) return YAML::Node(j.get<bool>());
-  return YAML::Node(j.dump());
 }
 
 }  // namespace
@@ -202,7 +228,7 @@ Status take_output_format(std::vector<std::string>& words, std::string& format) 
 
 std::string yaml_text(const ojson& j) {
   YAML::Emitter e;
-  e << yaml_of(j);
+  emit(e, j);
   return std::string(e.c_str()) + "\n";
 }
 

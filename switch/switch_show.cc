@@ -23,7 +23,9 @@ NvValue runs(const std::vector<int>& v) {
 }
 
 NvValue us_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000)); }
-NvValue ms_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000000), config::format_duration(d)); }
+// A configured time: integer µs in -o json (a 1.5ms detection time is not
+// cut to 1), as it was given in the table.
+NvValue time_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000), config::format_duration(d)); }
 const char* state(bool on) { return on ? "enabled" : "disabled"; }
 
 const char* const kPoolNames[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
@@ -226,9 +228,9 @@ NvView Switch::view_pfc_watchdog(std::optional<uint16_t> only) const {
   NvView v;
   if (!only) {
     v.field("state", state(w.enable))
-        .field("polling-interval", ms_of(w.polling_interval))
-        .field("detection-time", ms_of(w.detection_time))
-        .field("restoration-time", ms_of(w.restoration_time))
+        .field("polling-interval", time_of(w.polling_interval))
+        .field("detection-time", time_of(w.detection_time))
+        .field("restoration-time", time_of(w.restoration_time))
         .field("action", std::string(watchdog_action_name(w.action)));
   }
   // SONiC `show pfcwd stats`: each lossless queue of each port.

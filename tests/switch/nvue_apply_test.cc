@@ -59,7 +59,7 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
 
   // A change staged on the same port is kept (the user's), the rest rebased.
   REQUIRE(s.sw->nv({"set", "interface", "swp2", "fault", "loss", "0.25"}).ok());
-  REQUIRE(clear_port_faults(*s.sw, 2).ok());
+  REQUIRE(clear_port_faults(*s.sw, 1).ok());
   const std::string kept = text(*s.sw, {"config", "diff"});
   INFO(kept);
   CHECK_THAT(kept, Catch::Contains("loss: 0.25") && !Catch::Contains("pfc-storm"));
@@ -70,6 +70,27 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
   same.interfaces[0].faults.delay = us(1);
   REQUIRE(s.sw->apply(same).ok());
   CHECK(text(*s.sw, {"config", "diff"}).empty());
+}
+
+TEST_CASE("A fault setting changed outside NVUE follows the running config beside one staged on the same port",
+          "[sim][switch]") {
+  Star s = make_star(star_config(2, sw::qos_roce_profile(sw::RoceMode::kLossless)), 94);
+  // rocemu fault ... link down on swp1, before anything is staged.
+  sw::SwitchConfig down = s.sw->config();
+  down.interfaces[0].faults.link_down = true;
+  REQUIRE(s.sw->apply(down).ok());
+  REQUIRE(s.sw->nv({"set", "interface", "swp1", "fault", "loss", "0.25"}).ok());
+  // rocemu fault ... link up on swp1: link_down cleared outside NVUE.
+  sw::SwitchConfig up = s.sw->config();
+  up.interfaces[0].faults.link_down = false;
+  REQUIRE(s.sw->apply(up).ok());
+  const std::string diff = text(*s.sw, {"config", "diff"});
+  INFO(diff);
+  CHECK_THAT(diff, Catch::Contains("loss: 0.25") && !Catch::Contains("link_down"));
+  CHECK(text(*s.sw, {"config", "apply"}) == "applied");
+  CHECK(s.sw->config().interfaces[0].faults.loss == 0.25);
+  CHECK(!s.sw->config().interfaces[0].faults.link_down);
+  CHECK(!s.sw->port_faults(0).configured().link_down);
 }
 
 TEST_CASE("nv config apply of a QoS change keeps a port's drop rule where it was", "[sim][switch]") {

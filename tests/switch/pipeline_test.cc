@@ -212,6 +212,12 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
     CHECK(n["mode"].as<std::string>() == "lossy");
     CHECK(n["congestion-control"]["min-threshold"].as<uint64_t>() == 150000);
     CHECK(n.begin()->first.as<std::string>() == "enable");
+    // on/off are strings here, quoted so that a YAML 1.1 reader (python3-yaml)
+    // does not read them as booleans; numbers stay plain.
+    INFO(y.get<std::string>());
+    CHECK(n["enable"].as<std::string>() == "on");
+    CHECK(n["enable"].Tag() == "!");
+    CHECK(n["congestion-control"]["min-threshold"].Tag() == "?");
   }
   // The table, by default: operational and applied columns, nesting by indent.
   nlohmann::json t;
@@ -319,4 +325,16 @@ TEST_CASE("Control API: apply validates whole; nv set/unset/show on a running sw
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == before);
   REQUIRE(s.sw->nv({"action", "clear", "interface", "swp3", "qos", "roce", "counters"}).ok());
   CHECK(s.sw->counters(2)[sw::PortCounters::tx_roce_packets] == 0);
+}
+
+TEST_CASE("nv show qos pfc-watchdog -o json gives its times in integer µs", "[unit][switch]") {
+  sw::QosConfig q = sw::qos_roce_profile(sw::RoceMode::kLossless);
+  q.watchdog.detection_time = us(1500);
+  Star s = make_star(star_config(2, q), 95);
+  nlohmann::json j;
+  REQUIRE(s.sw->nv({"show", "qos", "pfc-watchdog", "-o", "json"}, &j).ok());
+  const auto plain = nlohmann::json::parse(j.get<std::string>());
+  INFO(plain.dump());
+  CHECK(plain["detection-time"] == 1500);
+  CHECK(plain["polling-interval"] == to_ns(q.watchdog.polling_interval) / 1000);
 }
