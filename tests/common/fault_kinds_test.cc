@@ -200,3 +200,21 @@ TEST_CASE("A fault setting that would do nothing is refused, naming it, from the
   parse_faults(YAML::Load("{loss: 0.01, loss_correlation: 0.25, reorder: 0.1, reorder_gap: 3}"), "faults", ctx);
   CHECK(ctx.ok());
 }
+
+TEST_CASE("Each fault kind of the table reads back what it set", "[unit][config]") {
+  for (const config::FaultKind& k : config::fault_kinds()) {
+    INFO(k.key);
+    FaultConfig fc;
+    const config::FaultValue before = k.get(fc);
+    k.set(fc, 0.5, us(7), 3, true);
+    const config::FaultValue v = k.get(fc);
+    CHECK_FALSE(v == before);
+    switch (k.unit) {
+      case config::FaultUnit::kProbability: CHECK(v.probability == 0.5); break;
+      case config::FaultUnit::kTime: CHECK(v.time == us(7)); break;
+      case config::FaultUnit::kRate:
+      case config::FaultUnit::kCount: CHECK(v.number == 3u); break;
+      case config::FaultUnit::kFlag: CHECK(v.flag); break;
+    }
+  }
+}
