@@ -342,6 +342,13 @@ int del(const std::vector<std::string>& w, std::string& out) {
   return 0;
 }
 
+// A switch that refused to drop its configured faults keeps them in force
+// too: its stage gets back what its configuration still says.
+constexpr const char* kConfiguredStay = "run-time faults removed, configured faults stay: ";
+void restore_configured(sw::Switch& s, const sw::SwitchConfig& cfg, uint16_t port) {
+  if (port < cfg.interfaces.size()) s.port_faults(port).configure(cfg.interfaces[port].faults);
+}
+
 std::string failures(const std::vector<std::string>& failed) {
   std::string s;
   for (const auto& f : failed) s += (s.empty() ? "" : "; ") + f;
@@ -362,8 +369,12 @@ int clear_all(Engine& engine, std::string& out) {
   for (const auto& n : engine.nodes()) {
     auto* s = dynamic_cast<sw::Switch*>(n.get());
     if (s == nullptr) continue;
+    const sw::SwitchConfig before = s->config();
     for (uint16_t p = 0; p < s->num_ports(); p++) s->port_faults(p).clear();
-    if (Status st = clear_switch_ports(*s); !st.ok()) failed.push_back(s->name() + ": " + st.message());
+    if (Status st = clear_switch_ports(*s); !st.ok()) {
+      for (uint16_t p = 0; p < s->num_ports(); p++) restore_configured(*s, before, p);
+      failed.push_back(s->name() + ": " + kConfiguredStay + st.message());
+    }
   }
   if (failed.empty()) {
     out = "every fault cleared";
@@ -399,8 +410,12 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   }
   for (FaultStage* st : t->stages) st->clear();
   if (t->sw != nullptr) {
+    const sw::SwitchConfig before = t->sw->config();
     t->sw->port_faults(t->port).clear();
-    if (Status st = clear_switch_port(*t->sw, t->port); !st.ok()) failed.push_back(t->label + ": " + st.message());
+    if (Status st = clear_switch_port(*t->sw, t->port); !st.ok()) {
+      restore_configured(*t->sw, before, t->port);
+      failed.push_back(t->label + ": " + kConfiguredStay + st.message());
+    }
   }
   out = t->label + " (" + t->where + "): faults cleared";
   if (failed.empty()) return 0;

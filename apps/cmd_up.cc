@@ -376,6 +376,14 @@ int cmd_up(const UpOptions& o) {
                                   [&engine] { return collect_counters(engine); });
       !s.ok())
     std::fprintf(stderr, "rocemu up: %s (telemetry is off)\n", s.message().c_str());
+  // Every return from here on detaches telemetry before the engine goes:
+  // DPDK's telemetry thread would otherwise post to a destroyed engine.
+  struct TelemetryStop {
+    TelemetryStop() = default;
+    TelemetryStop(const TelemetryStop&) = delete;
+    TelemetryStop& operator=(const TelemetryStop&) = delete;
+    ~TelemetryStop() { Telemetry::stop(); }
+  } telemetry_stop;
   if (Status s = write_private_file(paths.pid, std::to_string(getpid()) + "\n"); !s.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", s.message().c_str());
     return 1;

@@ -26,9 +26,11 @@ struct Source {
   Telemetry::Collect collect;
   bool registered = false;
 };
+// Never destroyed: DPDK's telemetry client threads may still run (and take
+// the mutex) while static destructors run at exit.
 Source& source() {
-  static Source s;
-  return s;
+  static Source* s = new Source;
+  return *s;
 }
 
 // Every counter, taken on the engine thread for this request.

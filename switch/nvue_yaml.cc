@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/config/config.h"
+#include "common/config/fault_kinds.h"
 
 namespace rocemu::sw {
 namespace {
@@ -47,14 +48,19 @@ YAML::Node faults_yaml(const FaultConfig& f) {
     d["times"] = r.times;
     n["drop"].push_back(d);
   }
-  if (f.corrupt != def.corrupt) n["corrupt"] = number(f.corrupt);
-  if (f.delay != def.delay) n["delay"] = format_duration(f.delay);
-  if (f.jitter != def.jitter) n["jitter"] = format_duration(f.jitter);
-  if (f.reorder != def.reorder) n["reorder"] = number(f.reorder);
-  if (f.reorder_delay != def.reorder_delay) n["reorder_delay"] = format_duration(f.reorder_delay);
-  if (f.duplicate != def.duplicate) n["duplicate"] = number(f.duplicate);
-  if (f.link_down) n["link_down"] = true;
-  if (f.rate_bps) n["rate"] = format_rate(*f.rate_bps);
+  // Every kind of the one table that differs from its default.
+  for (const config::FaultKind& k : config::fault_kinds()) {
+    const config::FaultValue v = k.get(f);
+    if (v == k.get(def)) continue;
+    const std::string key(k.key);
+    switch (k.unit) {
+      case config::FaultUnit::kProbability: n[key] = number(v.probability); break;
+      case config::FaultUnit::kTime: n[key] = format_duration(v.time); break;
+      case config::FaultUnit::kRate: n[key] = format_rate(v.number); break;
+      case config::FaultUnit::kCount: n[key] = v.number; break;
+      case config::FaultUnit::kFlag: n[key] = v.flag; break;
+    }
+  }
   return n;
 }
 

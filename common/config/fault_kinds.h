@@ -20,12 +20,23 @@ namespace rocemu::config {
 // (netem's gap) is a plain number.
 enum class FaultUnit { kProbability, kTime, kRate, kCount, kFlag };
 
+// One kind's value, in the slot of its unit (`number`: a rate in bit/s,
+// 0 for none, or a count).
+struct FaultValue {
+  double probability = 0;
+  Duration time{0};
+  uint64_t number = 0;
+  bool flag = false;
+  bool operator==(const FaultValue&) const = default;
+};
+
 // A fault kind with one value.
 struct FaultKind {
   std::string_view key;  // topology/scenario key; on the command line `_` may be `-`
   FaultUnit unit;
   // `number`: a rate in bit/s or a count
   void (*set)(FaultConfig& fc, double probability, Duration time, uint64_t number, bool flag);
+  FaultValue (*get)(const FaultConfig& fc);  // what set() wrote
 };
 
 std::span<const FaultKind> fault_kinds();

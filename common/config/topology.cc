@@ -122,6 +122,7 @@ void register_basic_kinds(NodeKindRegistry& reg) {
 FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Context& ctx) {
   FaultConfig fc;
   const std::string f(field);
+  const size_t errors_before = ctx.error_count();
   if (!n.IsMap()) {
     ctx.error(n, f, "expected a mapping of fault settings");
     return fc;
@@ -178,6 +179,10 @@ FaultConfig parse_faults(const YAML::Node& n, std::string_view field, config::Co
       }
     }
   }
+  // Settings that do nothing together are refused as the command line refuses
+  // them (one check, FaultConfig::validate), once the values read.
+  if (ctx.error_count() == errors_before)
+    if (Status s = fc.validate(); !s.ok()) ctx.error(n, f, s.message());
   return fc;
 }
 

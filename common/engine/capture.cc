@@ -147,4 +147,14 @@ void Capture::flush() {
   }
 }
 
+bool ClosingCapture::finish(Time now) {
+  capture_->flush();
+  if (capture_->drained()) return true;
+  if (const size_t b = capture_->buffered(); b < buffered_) {
+    buffered_ = b;
+    give_up_ = now + grace_;
+  }
+  return now >= give_up_;
+}
+
 }  // namespace rocemu

@@ -56,11 +56,12 @@ class Capture {
   bool broken() const { return broken_; }
   // Everything written is out (or can never be: the reader went).
   bool drained() const { return broken_ || buffered() == 0; }
+  // Bytes written but not out yet.
+  size_t buffered() const { return buf_.size() - head_; }
 
  private:
   Capture(int fd, bool stream, std::string path, uint64_t epoch_ns, const CaptureOptions& opts);
   void block(uint32_t type, const std::vector<uint8_t>& body);
-  size_t buffered() const { return buf_.size() - head_; }
 
   int fd_;
   bool stream_;
@@ -83,6 +84,24 @@ struct Tap {
   void record(Time when, std::span<const uint8_t> frame) const {
     if (capture != nullptr) capture->write(interface, when, frame);
   }
+};
+
+// A stopped stream still writing out what it holds. It closes once all is
+// out, or once its reader has taken nothing for `grace`: each time the
+// reader takes some, the grace starts again.
+class ClosingCapture {
+ public:
+  ClosingCapture(std::unique_ptr<Capture> capture, Time now, Duration grace)
+      : capture_(std::move(capture)), grace_(grace), give_up_(now + grace), buffered_(capture_->buffered()) {}
+  Capture& capture() { return *capture_; }
+  // Writes out what the reader takes now; true when the capture may close.
+  bool finish(Time now);
+
+ private:
+  std::unique_ptr<Capture> capture_;
+  Duration grace_;
+  Time give_up_;
+  size_t buffered_;  // at the last look: less now means the reader took some
 };
 
 }  // namespace rocemu

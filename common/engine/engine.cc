@@ -213,7 +213,7 @@ bool Engine::stop_capture(uint32_t id) {
   c->flush();
   // A stream's reader may hold part of a block: the rest follows when it
   // takes more (service_captures), else the stream would end mid-block.
-  if (!c->drained()) closing_.push_back({std::move(c), now() + kCaptureCloseGrace});
+  if (!c->drained()) closing_.emplace_back(std::move(c), now(), kCaptureCloseGrace);
   return true;  // else `c` closes now
 }
 
@@ -226,7 +226,7 @@ std::vector<Engine::CaptureInfo> Engine::captures() const {
 
 void Engine::flush_captures() {
   for (auto& c : captures_) c.capture->flush();
-  for (auto& c : closing_) c.capture->flush();
+  for (auto& c : closing_) c.capture().flush();
 }
 
 void Engine::service_captures(Time t) {
@@ -238,10 +238,7 @@ void Engine::service_captures(Time t) {
     if (a.capture->done() || t >= a.deadline) finished.push_back(a.id);
   }
   for (uint32_t id : finished) stop_capture(id);
-  std::erase_if(closing_, [&](ClosingCapture& c) {
-    c.capture->flush();
-    return c.capture->drained() || t >= c.give_up;
-  });
+  std::erase_if(closing_, [&](ClosingCapture& c) { return c.finish(t); });
 }
 
 void Engine::start() {

@@ -170,11 +170,7 @@ class Engine {
   void service_captures(Time now);
   bool has_captures() const { return !captures_.empty() || !closing_.empty(); }
   std::vector<ActiveCapture> captures_;
-  // Stopped streams still writing out what they hold, and when to give up.
-  struct ClosingCapture {
-    std::unique_ptr<Capture> capture;
-    Time give_up;
-  };
+  // Stopped streams still writing out what they hold.
   std::vector<ClosingCapture> closing_;
   uint32_t next_capture_id_ = 1;
   Time next_capture_service_{0};

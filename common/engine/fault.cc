@@ -1,6 +1,7 @@
 #include "common/engine/fault.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/wire/packet.h"
 
@@ -9,6 +10,26 @@ namespace {
 
 Status check_probability(double p, const char* field) {
   if (p < 0 || p > 1) return Status::error(std::string(field) + ": must be between 0 and 1");
+  return {};
+}
+
+// A setting that only shapes another one is refused without it: it would
+// do nothing.
+Status check_dependents(const FaultConfig& f) {
+  for (auto [c, base, name, needs] :
+       {std::tuple{f.loss_correlation, f.loss, "loss_correlation", "loss"},
+        {f.corrupt_correlation, f.corrupt, "corrupt_correlation", "corrupt"},
+        {f.delay_correlation, f.jitter.count() > 0 ? 1.0 : 0.0, "delay_correlation", "jitter (it correlates the jitter)"},
+        {f.reorder_correlation, f.reorder, "reorder_correlation", "reorder"},
+        {f.duplicate_correlation, f.duplicate, "duplicate_correlation", "duplicate"}}) {
+    if (c > 0 && base <= 0) return Status::error(std::string(name) + ": does nothing without " + needs);
+  }
+  const FaultConfig defaults;
+  if (f.reorder_gap != defaults.reorder_gap && f.reorder <= 0)
+    return Status::error("reorder_gap: does nothing without reorder (as netem: reorder 25% gap 5)");
+  if (f.reorder_delay != defaults.reorder_delay && f.delay.count() > 0)
+    return Status::error("reorder_delay: does nothing with a delay (the frames reordered then go at once, as netem's); "
+                         "it is the hold-back for reorder without a delay");
   return {};
 }
 
@@ -40,8 +61,9 @@ Status FaultConfig::validate() const {
   if (reorder_delay.count() < 0) return Status::error("reorder_delay: must not be negative");
   if (reorder_gap == 0) return Status::error("reorder_gap: must be at least 1");
   if (rate_bps && *rate_bps == 0) return Status::error("rate: must be above 0");
-  return {};
+  return check_dependents(*this);
 }
+
 
 bool FaultInjector::match_drop(const uint8_t* frame, uint32_t len) {
   if (cfg_.drop.empty()) return false;

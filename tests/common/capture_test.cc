@@ -92,3 +92,50 @@ TEST_CASE("A capture into a pipe never waits for its reader: it drops whole fram
   close(reader);
   unlink(path.c_str());
 }
+
+TEST_CASE("A stopped stream closes once its reader has taken nothing for the grace, not at a fixed time",
+          "[unit][engine]") {
+  const std::string path = std::string(ROCEMU_BINARY_DIR) + "/capture-close-test.fifo";
+  unlink(path.c_str());
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  const int reader = open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  {  // every capture goes before the reader does (a write after would raise SIGPIPE)
+    auto cap = Capture::open(path, 0, {});
+    REQUIRE(cap.ok());
+    const uint32_t tx = cap.value()->add_interface("p tx", CaptureDirection::kOutbound);
+    std::vector<uint8_t> frame(1000, 0x5a);
+    for (int i = 0; i < 400; i++) cap.value()->write(tx, us(i), frame);  // 400 KB: far more than the pipe holds
+    cap.value()->flush();
+    REQUIRE(cap.value()->buffered() > 0);
+
+    ClosingCapture closing(std::move(cap.value()), Time{0}, ms(2000));
+    CHECK_FALSE(closing.finish(ms(1500)));  // the reader took nothing yet, within the grace
+    std::vector<uint8_t> got;
+    drain(reader, got);
+    REQUIRE(!got.empty());
+    CHECK_FALSE(closing.finish(ms(1900)));  // it took some: the grace starts again
+    CHECK_FALSE(closing.finish(ms(3000)));  // past the first 2 s, but the reader took some 1.1 s ago
+    CHECK(closing.finish(ms(3900)));        // nothing taken for 2 s: give up
+    CHECK_FALSE(closing.capture().drained());
+
+    // A reader that keeps taking sees the whole stream, however long it takes.
+    auto again = Capture::open(path, 0, {});
+    REQUIRE(again.ok());
+    drain(reader, got);
+    const uint32_t i2 = again.value()->add_interface("p tx", CaptureDirection::kOutbound);
+    for (int i = 0; i < 400; i++) again.value()->write(i2, us(i), frame);
+    again.value()->flush();
+    ClosingCapture slow(std::move(again.value()), Time{0}, ms(2000));
+    bool closed = false;
+    for (int k = 1; k <= 1000 && !closed; k++) {
+      std::vector<uint8_t> some;
+      drain(reader, some);
+      closed = slow.finish(ms(1500) * k);  // 1.5 s between reads, 10 s and more in all
+    }
+    CHECK(closed);
+    CHECK(slow.capture().drained());
+  }
+  close(reader);
+  unlink(path.c_str());
+}

@@ -115,6 +115,13 @@ TEST_CASE("The topology's faults mapping and rocemu fault add share one table of
                                                                         : "";
     std::vector<std::string> w = {std::string(k.key)};
     if (!value.empty()) w.push_back(value);
+    // a setting that shapes another comes with it
+    const std::string key(k.key);
+    if (key.ends_with("_correlation") || key == "reorder_gap") {
+      const std::string base = key == "delay_correlation" ? "jitter" : key.substr(0, key.find('_'));
+      w.insert(w.end(), {base, base == "jitter" ? "1us" : "1%"});
+    }
+    INFO(w.size());
     CHECK(parse(w).ok());
   }
   config::Context ctx("t.yaml");
@@ -152,4 +159,62 @@ TEST_CASE("loss gemodel loses in the long run what netem's Gilbert-Elliott chain
   INFO("lost " << lost << ", expected " << expected << " +- " << sigma);
   CHECK(std::abs(lost - expected) < 4 * sigma);
   CHECK(link.value()->faults(0).find(1)->stats.dropped == kFrames - sink.packets());
+}
+
+TEST_CASE("A fault setting that would do nothing is refused, naming it, from the command line and a topology",
+          "[unit][config]") {
+  const std::pair<std::vector<std::string>, std::string> words[] = {
+      {{"loss_correlation", "25%"}, "loss_correlation: does nothing without loss"},
+      {{"corrupt_correlation", "25%"}, "corrupt_correlation: does nothing without corrupt"},
+      {{"duplicate-correlation", "25%"}, "duplicate_correlation: does nothing without duplicate"},
+      {{"reorder_correlation", "25%"}, "reorder_correlation: does nothing without reorder"},
+      {{"delay", "10us", "delay_correlation", "25%"}, "delay_correlation: does nothing without jitter"},
+      {{"reorder_gap", "5"}, "reorder_gap: does nothing without reorder"},
+      {{"delay", "10us", "reorder", "25%", "reorder_delay", "3us"}, "reorder_delay: does nothing with a delay"},
+  };
+  for (const auto& [w, message] : words) {
+    INFO(w.front());
+    auto r = parse(w);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.status().message(), Catch::StartsWith(message));
+  }
+  // With what they shape they are taken.
+  CHECK(parse({"loss", "1%", "loss_correlation", "25%"}).ok());
+  CHECK(parse({"reorder", "25%", "reorder_gap", "5"}).ok());
+  CHECK(parse({"delay", "10us", "5us", "25%"}).ok());
+  CHECK(parse({"reorder", "25%", "reorder_delay", "3us"}).ok());
+
+  const std::pair<const char*, const char*> yaml[] = {
+      {"{loss_correlation: 0.25}", "faults: loss_correlation: does nothing without loss"},
+      {"{reorder_gap: 5}", "faults: reorder_gap: does nothing without reorder"},
+      {"{delay: 10us, reorder: 0.25, reorder_delay: 3us}", "faults: reorder_delay: does nothing with a delay"},
+  };
+  for (const auto& [text, message] : yaml) {
+    INFO(text);
+    config::Context ctx("t.yaml");
+    parse_faults(YAML::Load(text), "faults", ctx);
+    REQUIRE_FALSE(ctx.ok());
+    CHECK_THAT(ctx.status().message(), Catch::Contains(message));
+  }
+  config::Context ctx("t.yaml");
+  parse_faults(YAML::Load("{loss: 0.01, loss_correlation: 0.25, reorder: 0.1, reorder_gap: 3}"), "faults", ctx);
+  CHECK(ctx.ok());
+}
+
+TEST_CASE("Each fault kind of the table reads back what it set", "[unit][config]") {
+  for (const config::FaultKind& k : config::fault_kinds()) {
+    INFO(k.key);
+    FaultConfig fc;
+    const config::FaultValue before = k.get(fc);
+    k.set(fc, 0.5, us(7), 3, true);
+    const config::FaultValue v = k.get(fc);
+    CHECK_FALSE(v == before);
+    switch (k.unit) {
+      case config::FaultUnit::kProbability: CHECK(v.probability == 0.5); break;
+      case config::FaultUnit::kTime: CHECK(v.time == us(7)); break;
+      case config::FaultUnit::kRate:
+      case config::FaultUnit::kCount: CHECK(v.number == 3u); break;
+      case config::FaultUnit::kFlag: CHECK(v.flag); break;
+    }
+  }
 }

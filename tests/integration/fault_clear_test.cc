@@ -90,7 +90,9 @@ TEST_CASE("fault clear tries every link and switch, and names the switch that re
   const int rc = fault(e, {"clear"}, out);
   INFO(out);
   CHECK(rc == EIO);
-  CHECK_THAT(out, Catch::StartsWith("every fault cleared but: sw1: route table " + next_table));
+  CHECK_THAT(out, Catch::StartsWith("every fault cleared but: sw1: run-time faults removed, configured faults stay: "
+                                    "route table " +
+                                    next_table));
   CHECK_THAT(out, !Catch::Contains("sw2"));
   // Everything else is clear: the links, sw2's configured faults and its storm.
   for (const auto& l : e.links())
@@ -102,10 +104,25 @@ TEST_CASE("fault clear tries every link and switch, and names the switch that re
   CHECK_FALSE(sw2->config().interfaces[0].faults.any());
   CHECK_FALSE(sw2->config().interfaces[1].pfc_storm.enable);
   CHECK_FALSE(sw2->port_faults(0).active());
-  CHECK_FALSE(sw1->port_faults(0).active());  // its stage is clear; its configuration could not be changed
+  // sw1 could not change its configuration, so its configured faults are
+  // still in force, as its configuration says.
+  CHECK(sw1->config().interfaces[0].faults.loss == 0.01);
+  CHECK(sw1->port_faults(0).configured().loss == 0.01);
+  CHECK(sw1->port_faults(0).active());
   // Nothing added is left to list.
   REQUIRE(fault(e, {"list"}, out) == 0);
   CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // the header alone
+
+  // One port of the switch that refuses: a run-time fault goes, the
+  // configured ones stay in force.
+  REQUIRE(fault(e, {"add", "sw1:swp1", "delay", "10us"}, out) == 0);
+  CHECK(fault(e, {"clear", "sw1:swp1"}, out) == EIO);
+  CHECK_THAT(out, Catch::Contains("run-time faults removed, configured faults stay"));
+  CHECK(sw1->port_faults(0).entries().size() == 1);
+  CHECK(sw1->port_faults(0).configured().loss == 0.01);
+  CHECK(sw1->port_faults(0).active());
+  REQUIRE(fault(e, {"list"}, out) == 0);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
 
   // A switch that takes the change: exit 0.
   REQUIRE(fault(e, {"add", "h1", "loss", "1%"}, out) == 0);

@@ -234,3 +234,37 @@ nodes:
     CHECK(sw::switch_config_text(load_switch_section(y)) == y);
   }
 }
+
+TEST_CASE("nv config show -o yaml keeps every fault kind: correlations and reorder_gap read back", "[sim][switch]") {
+  const sw::SwitchConfig from_file = load_switch_section(
+      "kind: switch\n"
+      "ports: 2\n"
+      "interfaces:\n"
+      "  swp1: {faults: {loss: 0.01, loss_correlation: 0.25, corrupt: 0.001, corrupt_correlation: 0.5,\n"
+      "                  duplicate: 0.02, duplicate_correlation: 0.125, delay: 20us, jitter: 5us,\n"
+      "                  delay_correlation: 0.75, reorder: 0.1, reorder_correlation: 0.375, reorder_gap: 4}}\n"
+      "  swp2: {faults: {reorder: 0.2, reorder_delay: 3us, rate: 10G}}\n");
+  Star s = make_star(star_config(2, sw::qos_roce_profile(sw::RoceMode::kLossless)), 7);
+  sw::SwitchConfig cfg = s.sw->config();
+  cfg.interfaces[0].faults = from_file.interfaces[0].faults;
+  cfg.interfaces[1].faults = from_file.interfaces[1].faults;
+  REQUIRE(s.sw->apply(cfg).ok());
+
+  const std::string yaml = text(*s.sw, {"config", "show", "-o", "yaml"});
+  INFO(yaml);
+  for (const char* key : {"loss_correlation", "corrupt_correlation", "duplicate_correlation", "delay_correlation",
+                          "reorder_correlation", "reorder_gap", "reorder_delay"})
+    CHECK_THAT(yaml, Catch::Contains(std::string(key) + ":"));
+  const sw::SwitchConfig back = load_switch_section(yaml);
+  const FaultConfig& a = back.interfaces[0].faults;
+  CHECK(a.loss_correlation == 0.25);
+  CHECK(a.corrupt_correlation == 0.5);
+  CHECK(a.duplicate_correlation == 0.125);
+  CHECK(a.delay_correlation == 0.75);
+  CHECK(a.reorder_correlation == 0.375);
+  CHECK(a.reorder_gap == 4u);
+  CHECK(a.jitter == us(5));
+  CHECK(back.interfaces[1].faults.reorder_delay == us(3));
+  CHECK(back.interfaces[1].faults.rate_bps == 10'000'000'000ull);
+  CHECK(sw::switch_config_text(back) == yaml);
+}
