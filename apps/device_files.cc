@@ -141,11 +141,12 @@ struct FailAt {
   }
 };
 
-enum class Live { kServed, kNoFuse };
+enum class Live { kServed, kNoFuse, kRefused };
 
 // /sys/class/infiniband as a FUSE mount the engine serves; nothing mounted
-// (kNoFuse) where FUSE is not available.
-Result<Live> mount_live_tree(const ServeSysfs& serve, const FailAt& fail) {
+// (kNoFuse, or kRefused with `why`) where FUSE is missing or the engine
+// does not take the mount.
+Result<Live> mount_live_tree(const ServeSysfs& serve, const FailAt& fail, std::string& why) {
   const int fuse = open("/dev/fuse", O_RDWR | O_CLOEXEC);
   if (fuse < 0) return Live::kNoFuse;
   if (mkdir(verbs::kSysfsIbRoot, 0755) != 0 && errno != EEXIST) {
@@ -162,9 +163,12 @@ Result<Live> mount_live_tree(const ServeSysfs& serve, const FailAt& fail) {
   }
   const Status served = fail("serve") ? sys_error("forced") : serve(fuse);
   close(fuse);  // the engine holds its own copy now
-  if (!served.ok())
-    return Status::error("the engine does not serve " + std::string(verbs::kSysfsIbRoot) + ": " + served.message());
-  return Live::kServed;
+  if (served.ok()) return Live::kServed;
+  // The engine did not take it (at its mount limit, gone, a timeout): the
+  // static snapshot goes where the mount was.
+  why = "the engine does not serve " + std::string(verbs::kSysfsIbRoot) + " (" + served.message() + ")";
+  if (umount2(verbs::kSysfsIbRoot, MNT_DETACH) != 0) return sys_error(std::string("umount ") + verbs::kSysfsIbRoot);
+  return Live::kRefused;
 }
 
 // The steps inside the new namespace.
@@ -179,7 +183,7 @@ Result<DeviceFiles> build_namespace(const std::vector<verbs::SysfsFile>& files, 
     return s;
   if (fail("shadow-dev")) return sys_error("shadow /dev");
   if (Status s = shadow_dir("/dev", {"infiniband"}, MS_NOSUID); !s.ok()) return s;
-  auto live = mount_live_tree(serve, fail);
+  auto live = mount_live_tree(serve, fail, why);
   if (!live.ok()) return live.status();
   const bool served = live.value() == Live::kServed;
   if (fail("lay-out")) return sys_error("lay out the device files");

@@ -18,7 +18,8 @@ namespace rocemu::app {
 
 enum class DeviceFiles {
   kLive,          // the namespace is built, /sys/class/infiniband served by the engine
-  kSnapshot,      // built, but without FUSE: /sys/class/infiniband holds the values at start
+  kSnapshot,      // built, but /sys/class/infiniband holds the values at start (no FUSE,
+                  // or the engine did not take the mount: `why` says)
   kNotPermitted,  // no CAP_SYS_ADMIN: nothing was changed
   kFailed,        // a step failed (`why`): the process is back in its own mount
                   // namespace, nothing changed; run the program without device files

@@ -101,6 +101,11 @@ TEST_CASE("rocemu exec runs the program without device files when a step of the 
     REQUIRE(finish(p, std::chrono::seconds(30)) == 0);
     INFO(p.output);
     CHECK_THAT(p.output, Catch::Contains("Input/output error"));
+    if (std::string(step) == "serve") {
+      // The engine did not take the mount: the snapshot, with a warning.
+      CHECK_THAT(p.output, Catch::Contains("as it was at start"));
+      continue;
+    }
     CHECK_THAT(p.output, Catch::Contains("no /dev/infiniband or /sys/class/infiniband for h1"));
     // The host's own trees, unchanged.
     CHECK(words(section(p.output, "sys_class")) == sys_class);
