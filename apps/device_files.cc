@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "nic/verbs/device_attrs.h"
+
 namespace rocemu::app {
 namespace {
 
@@ -118,9 +120,14 @@ Status lay_out(const verbs::SysfsFile& f) {
   const size_t slash = f.path.rfind('/');
   if (Status s = make_dirs(f.path.substr(0, slash)); !s.ok()) return s;
   if (f.kind == verbs::SysfsFile::Kind::kCharDevice) {
-    unsigned major = 0, minor = 0;
-    if (std::sscanf(f.content.c_str(), "%u:%u", &major, &minor) != 2) return Status::error("bad device " + f.path);
-    if (mknod(f.path.c_str(), S_IFCHR | 0666, makedev(major, minor)) != 0) return sys_error("mknod " + f.path);
+    // The node is made here from the fixed uverbs numbers, never from what
+    // the engine says: a root exec must not mknod an arbitrary device.
+    const std::string want = std::to_string(verbs::kUverbsMajor) + ":" + std::to_string(verbs::kUverbsMinor);
+    if (f.path != std::string(verbs::kDevIbRoot) + "/" + verbs::kUverbsName || f.content != want)
+      return Status::error("refusing device " + f.path + " " + f.content + " (only " + verbs::kDevIbRoot + "/" +
+                           verbs::kUverbsName + " " + want + ")");
+    if (mknod(f.path.c_str(), S_IFCHR | 0666, makedev(verbs::kUverbsMajor, verbs::kUverbsMinor)) != 0)
+      return sys_error("mknod " + f.path);
     chmod(f.path.c_str(), 0666);  // past the umask, as udev makes uverbs nodes
     return {};
   }
