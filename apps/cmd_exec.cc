@@ -57,24 +57,31 @@ int cmd_exec(const std::string& node, const std::vector<std::string>& argv) {
     std::fprintf(stderr, "rocemu exec: the engine's device files for %s do not parse\n", node.c_str());
     return 1;
   }
-  const auto placed = enter_device_namespace(*tree, [&](int fuse_fd) -> Status {
+  const DevicePlacement placed = enter_device_namespace(*tree, [&](int fuse_fd) -> Status {
     std::string why;
     if (engine_serve_sysfs(paths, node, fuse_fd, why) != 0) return Status::error(why);
     return {};
   });
-  if (!placed.ok()) {
-    std::fprintf(stderr, "rocemu exec: cannot lay out the device files of %s: %s\n", node.c_str(),
-                 placed.status().message().c_str());
-    return 1;
-  }
-  if (placed.value() == DeviceFiles::kSnapshot) {
-    std::fprintf(stderr, "rocemu exec: no FUSE (/dev/fuse): /sys/class/infiniband shows %s as it was at start\n",
-                 node.c_str());
-  } else if (placed.value() == DeviceFiles::kNotPermitted) {
-    std::fprintf(stderr,
-                 "rocemu exec: no /dev/infiniband or /sys/class/infiniband for %s (a private mount namespace needs "
-                 "root or CAP_SYS_ADMIN); verbs calls work, programs that look for these files (UCX) find no device\n",
-                 node.c_str());
+  switch (placed.kind) {
+    case DeviceFiles::kLive:
+      break;
+    case DeviceFiles::kSnapshot:
+      std::fprintf(stderr, "rocemu exec: %s: /sys/class/infiniband shows %s as it was at start\n",
+                   placed.why.c_str(), node.c_str());
+      break;
+    case DeviceFiles::kNotPermitted:
+      std::fprintf(stderr,
+                   "rocemu exec: no /dev/infiniband or /sys/class/infiniband for %s (a private mount namespace needs "
+                   "root or CAP_SYS_ADMIN); verbs calls work, programs that look for these files (UCX) find no "
+                   "device\n",
+                   node.c_str());
+      break;
+    case DeviceFiles::kFailed:
+      std::fprintf(stderr,
+                   "rocemu exec: no /dev/infiniband or /sys/class/infiniband for %s (%s); verbs calls work, programs "
+                   "that look for these files (UCX) find no device\n",
+                   node.c_str(), placed.why.c_str());
+      break;
   }
   std::string preload = provider;
   if (const char* old = std::getenv("LD_PRELOAD"); old != nullptr && *old != '\0') preload += std::string(":") + old;

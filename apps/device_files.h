@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -17,17 +18,29 @@ namespace rocemu::app {
 
 enum class DeviceFiles {
   kLive,          // the namespace is built, /sys/class/infiniband served by the engine
-  kSnapshot,      // built, but without FUSE: /sys/class/infiniband holds the values at start
+  kSnapshot,      // built, but /sys/class/infiniband holds the values at start (no FUSE,
+                  // or the engine did not take the mount: `why` says)
   kNotPermitted,  // no CAP_SYS_ADMIN: nothing was changed
+  kFailed,        // a step failed (`why`): the process is back in its own mount
+                  // namespace, nothing changed; run the program without device files
+};
+
+struct DevicePlacement {
+  DeviceFiles kind = DeviceFiles::kFailed;
+  std::string why;  // for kSnapshot and kFailed
 };
 
 // Hands a /dev/fuse descriptor, mounted on /sys/class/infiniband, to the
 // engine that serves it.
 using ServeSysfs = std::function<Status(int fuse_fd)>;
 
-// Moves the calling process into a new mount namespace holding `files`.
-// kNotPermitted leaves the process as it was; an error after the namespace
-// exists is returned as such (the caller must not run the program then).
-Result<DeviceFiles> enter_device_namespace(const std::vector<verbs::SysfsFile>& files, const ServeSysfs& serve);
+// Moves the calling process (single-threaded) into a new mount namespace
+// holding `files`. Never leaves it half-built: on any failure after the
+// unshare the process goes back to the namespace it had (kFailed).
+// Test knob: ROCEMU_DEVICE_FILES_FAIL_AT=<step> makes that step fail with
+// EIO; the steps are those of kDeviceFileSteps.
+DevicePlacement enter_device_namespace(const std::vector<verbs::SysfsFile>& files, const ServeSysfs& serve);
+
+inline constexpr const char* kDeviceFileSteps[] = {"unshare", "private", "shadow-sys", "shadow-dev", "serve", "lay-out"};
 
 }  // namespace rocemu::app

@@ -424,6 +424,7 @@ struct VerbsServer::Impl {
   };
   std::list<std::unique_ptr<SysfsMount>> sysfs_mounts;
   static constexpr size_t kMaxSysfsMounts = 1024;
+  static constexpr int kSysfsBatch = 16;  // FUSE requests handled per wakeup
 
   std::optional<std::vector<SysfsFile>> tree_of(const std::string& node) {
     return on_engine([&]() -> std::optional<std::vector<SysfsFile>> {
@@ -462,7 +463,9 @@ struct VerbsServer::Impl {
   void wait_sysfs(SysfsMount* m) {
     m->dev->async_wait(asio::posix::stream_descriptor::wait_read, [this, m](const boost::system::error_code& ec) {
       if (ec) return;  // the server stops
-      for (;;) {
+      // A bounded batch per wakeup, then back to the io_context: a program
+      // reading sysfs in a loop must not starve other sessions' verbs calls.
+      for (int i = 0; i < kSysfsBatch; i++) {
         const ssize_t n = read(m->dev->native_handle(), m->buf.data(), m->buf.size());
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) break;

@@ -40,6 +40,9 @@ std::string section(const std::string& out, const std::string& name) {
 
 TEST_CASE("rocemu exec shows the NIC's device files, and nothing else changes", "[e2e][device-files]") {
   Fabric f;
+  namespace fs = std::filesystem;
+  // What the host has before (a host with rxe or a real NIC has these).
+  const bool had_ib = fs::exists("/sys/class/infiniband"), had_dev_ib = fs::exists("/dev/infiniband");
   const std::string script =
       "echo '== uverbs'; stat -c '%F %t:%T %a' /dev/infiniband/uverbs0; test -r /dev/infiniband/uverbs0 -a -w "
       "/dev/infiniband/uverbs0 && echo accessible;"
@@ -84,8 +87,37 @@ TEST_CASE("rocemu exec shows the NIC's device files, and nothing else changes", 
   for (const auto& name : dev)  // devices that come and go meanwhile aside, the same names
     CHECK((dev_inside.count(name) == 1 || !std::filesystem::exists("/dev/" + name)));
   // And nothing outside changed.
-  CHECK(!std::filesystem::exists("/sys/class/infiniband"));
-  CHECK(!std::filesystem::exists("/dev/infiniband"));
+  CHECK(fs::exists("/sys/class/infiniband") == had_ib);
+  CHECK(fs::exists("/dev/infiniband") == had_dev_ib);
+}
+
+TEST_CASE("rocemu exec runs the program without device files when a step of the namespace fails",
+          "[e2e][device-files]") {
+  Fabric f;
+  const std::string script = "echo '== sys_class'; ls /sys/class; echo '== dev'; ls -A /dev; echo '== end'";
+  for (const char* step : {"unshare", "private", "shadow-sys", "shadow-dev", "serve", "lay-out"}) {
+    INFO("ROCEMU_DEVICE_FILES_FAIL_AT=" << step);
+    std::vector<std::string> env = f.env();
+    env.push_back(std::string("ROCEMU_DEVICE_FILES_FAIL_AT=") + step);
+    const std::set<std::string> sys_class = names_in("/sys/class"), dev = names_in("/dev");
+    Process p = spawn({bin("rocemu"), "exec", "h1", "--", "/bin/sh", "-c", script}, env);
+    REQUIRE(finish(p, std::chrono::seconds(30)) == 0);
+    INFO(p.output);
+    CHECK_THAT(p.output, Catch::Contains("Input/output error"));
+    if (std::string(step) == "serve") {
+      // The engine did not take the mount: the snapshot, with a warning.
+      CHECK_THAT(p.output, Catch::Contains("as it was at start"));
+      continue;
+    }
+    CHECK_THAT(p.output, Catch::Contains("no /dev/infiniband or /sys/class/infiniband for h1"));
+    // The host's own trees, unchanged.
+    CHECK(words(section(p.output, "sys_class")) == sys_class);
+    const std::set<std::string> dev_inside = words(section(p.output, "dev"));
+    for (const auto& name : dev)
+      CHECK((dev_inside.count(name) == 1 || !std::filesystem::exists("/dev/" + name)));
+    for (const auto& name : dev_inside)
+      CHECK((dev.count(name) == 1 || std::filesystem::exists("/dev/" + name)));
+  }
 }
 
 TEST_CASE("ibstat, ibstatus and ibv_devinfo read the device from sysfs", "[e2e][device-files]") {
