@@ -109,9 +109,12 @@ TEST_CASE("fault clear tries every link and switch, and names the switch that re
   CHECK(sw1->config().interfaces[0].faults.loss == 0.01);
   CHECK(sw1->port_faults(0).configured().loss == 0.01);
   CHECK(sw1->port_faults(0).active());
-  // Nothing added is left to list.
+  // Nothing added is left to list: the header and sw1's configured fault
+  // (no id), which stays in force.
   REQUIRE(fault(e, {"list"}, out) == 0);
-  CHECK(std::count(out.begin(), out.end(), '\n') == 1);  // the header alone
+  CHECK(std::count(out.begin(), out.end(), '\n') == 2);
+  CHECK_THAT(out, Catch::Contains("sw1:swp1"));
+  CHECK_THAT(out, !Catch::Contains("sw2"));
 
   // One port of the switch that refuses: a run-time fault goes, the
   // configured ones stay in force.
@@ -122,7 +125,7 @@ TEST_CASE("fault clear tries every link and switch, and names the switch that re
   CHECK(sw1->port_faults(0).configured().loss == 0.01);
   CHECK(sw1->port_faults(0).active());
   REQUIRE(fault(e, {"list"}, out) == 0);
-  CHECK(std::count(out.begin(), out.end(), '\n') == 1);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 2);  // the configured fault alone
 
   // A switch that takes the change: exit 0.
   REQUIRE(fault(e, {"add", "h1", "loss", "1%"}, out) == 0);
