@@ -127,6 +127,8 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
         help = name == "watermark-bytes" ? std::optional<std::string_view>("the queue's highest occupancy, bytes")
                                          : help_in<sw::QueueCounters>(name);
       }
+    } else if (numbered("pg", "pg")) {
+      help = help_in<sw::PgCounters>(name);
     } else {
       help = help_in<sw::PortCounters>(name);
       if (!help) help = help_in<sw::EcmpCounters>(name);

@@ -242,6 +242,11 @@ void Switch::report_counters(CounterSink& sink) const {
       sink.counter(scope, pfx + "rx-pause-duration-us", uint64_t(to_ns(p->pause[prio].duration(now)) / 1000));
       sink.counter(scope, pfx + "tx-pause-duration-us", uint64_t(to_ns(p->xoff[prio].duration(now)) / 1000));
     }
+    for (int pg = 0; pg < kNumPg; pg++) {  // NVUE's ingress-buffer-stats
+      const std::string pfx = "pg" + std::to_string(pg) + ".";
+      for (size_t i = 0; i < PgCounters::kCount; i++)
+        sink.counter(scope, pfx + std::string(PgCounters::kNames[i]), p->pg_counters[size_t(pg)].v[i]);
+    }
     for (int tc = 0; tc < kNumTc; tc++) {
       const std::string pfx = "queue" + std::to_string(tc) + ".";
       for (size_t i = 0; i < QueueCounters::kCount; i++)

@@ -106,6 +106,13 @@ TEST_CASE("metrics: every counter of a fabric after an incast, as the Prometheus
   CHECK((*marks)[2].get<double>() == double(s.queue_counters(4, 3)[sw::QueueCounters::ecn_marked_packets]));
   CHECK(fams["rocemu_switch_queue_ecn_marked_packets"]["help"] ==
         std::string(sw::QueueCounters::kHelp[sw::QueueCounters::ecn_marked_packets]));
+  // NVUE's ingress-buffer-stats: per priority group of the port the
+  // senders come in on.
+  const auto* pg_rx = sample(fams, "rocemu_switch_pg_rx_frames", {{"node", "sw1"}, {"port", "swp1"}, {"pg", "3"}});
+  REQUIRE(pg_rx != nullptr);
+  CHECK((*pg_rx)[2].get<double>() == double(s.pg_counters(0, 3)[sw::PgCounters::rx_frames]));
+  CHECK((*pg_rx)[2].get<double>() > 0);
+  CHECK(fams["rocemu_switch_pg_rx_frames"]["help"] == std::string(sw::PgCounters::kHelp[sw::PgCounters::rx_frames]));
   CHECK(fams["rocemu_switch_rx_roce_stats_roce_bytes"]["help"] ==
         std::string(sw::PortCounters::kHelp[sw::PortCounters::rx_roce_bytes]));
   // A NIC's counter, and base units: PFC pause time in seconds.
