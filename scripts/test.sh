@@ -22,20 +22,35 @@ scripts/setup.sh --werror
 # their reports and compile about a fifth faster than full -g.
 line_tables="-Dcpp_args=-gline-tables-only"
 
-tsan_build_pid=
-if [ "$quick" = 0 ]; then
-  # The TSan build (step 3) is independent of step 1's tests: it builds
-  # meanwhile, at the lowest priority, in the CPU the real-time e2e tests
-  # leave idle.
-  if [ ! -f build-meson-tsan/build.ninja ]; then
-    rm -rf build-meson-tsan
-    CC=clang CXX=clang++ meson setup build-meson-tsan --buildtype=debug -Dwerror=true \
-      -Db_sanitize=thread -Db_lundef=false $line_tables >/dev/null
+# Both sanitizer builds (steps 2 and 3) are independent of step 1's tests:
+# they build meanwhile, one after the other, at the lowest priority, in the
+# CPU the real-time e2e tests leave idle. Each builds only what its tests
+# run (scripts/test-targets.py): no benchmark programs, and no e2e programs
+# in the ASan build, whose e2e tests are not run.
+setup_meson() {  # DIR SANITIZERS EXTRA...
+  local dir=$1 san=$2
+  shift 2
+  if [ ! -f "$dir/build.ninja" ]; then
+    rm -rf "$dir"
+    CC=clang CXX=clang++ meson setup "$dir" --buildtype=debug -Dwerror=true \
+      -Db_sanitize="$san" -Db_lundef=false $line_tables "$@" >/dev/null
   fi
-  nice -n 19 ninja -C build-meson-tsan >build-meson-tsan/build.log 2>&1 &
-  tsan_build_pid=$!
+}
+sanitizer_builds_pid=
+if [ "$quick" = 0 ]; then
+  setup_meson build-meson-asan address,undefined -Dfuzz=true
+  setup_meson build-meson-tsan thread
+  asan_targets=$(scripts/test-targets.py build-meson-asan --skip tests/e2e)
+  tsan_targets=$(scripts/test-targets.py build-meson-tsan)
+  (
+    # shellcheck disable=SC2086 # one target per word
+    nice -n 19 ninja -C build-meson-asan $asan_targets >build-meson-asan/build.log 2>&1 || exit 1
+    # shellcheck disable=SC2086
+    nice -n 19 ninja -C build-meson-tsan $tsan_targets >build-meson-tsan/build.log 2>&1 || exit 2
+  ) &
+  sanitizer_builds_pid=$!
   # A step that fails (set -e) leaves no build running behind the script.
-  trap '[ -n "$tsan_build_pid" ] && kill "$tsan_build_pid" 2>/dev/null; true' EXIT
+  trap '[ -n "$sanitizer_builds_pid" ] && { pkill -P "$sanitizer_builds_pid"; kill "$sanitizer_builds_pid"; } 2>/dev/null; true' EXIT
 fi
 
 echo "== tests (CMake build)"
@@ -43,28 +58,23 @@ echo "== tests (CMake build)"
 
 if [ "$quick" = 1 ]; then exit 0; fi
 
-echo "== meson build (clang, ASan+UBSan, libFuzzer) and its tests"
+echo "== meson builds (clang; ASan+UBSan with libFuzzer, ThreadSanitizer) [$(( $(date +%s) - start )) s]"
 # The second build is both the meson build and the sanitizer build: the same
 # libraries, programs and tests (tests/common/build_drift.py keeps the two
 # build descriptions equal), compiled by another compiler with ASan+UBSan.
-if [ ! -f build-meson-asan/build.ninja ]; then
-  rm -rf build-meson-asan
-  CC=clang CXX=clang++ meson setup build-meson-asan --buildtype=debug -Dwerror=true \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true $line_tables >/dev/null
-fi
-ninja -C build-meson-asan
-
-echo "== meson build (clang, ThreadSanitizer) [$(( $(date +%s) - start )) s]"
-# The engine thread and the control thread share the NIC only through
-# on_engine() (nic/verbs/server.h says who owns what); TSan checks that
-# over the unit, protocol, sim and e2e groups. The e2e group preloads the
-# CMake build's provider: an uninstrumented perftest cannot load a TSan one.
-if ! wait "$tsan_build_pid"; then
-  tsan_build_pid=
-  cat build-meson-tsan/build.log
-  exit 1
-fi
-tsan_build_pid=
+# The third is the same again with ThreadSanitizer: the engine thread and
+# the control thread share the NIC only through on_engine()
+# (nic/verbs/server.h says who owns what); TSan checks that over the unit,
+# protocol, sim and e2e groups. The e2e group preloads the CMake build's
+# provider: an uninstrumented perftest cannot load a TSan one.
+status=0
+wait "$sanitizer_builds_pid" || status=$?
+sanitizer_builds_pid=
+case "$status" in
+  0) ;;
+  1) tail -n 100 build-meson-asan/build.log; exit 1 ;;
+  *) tail -n 100 build-meson-tsan/build.log; exit 1 ;;
+esac
 tsan_start=$(date +%s)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 
