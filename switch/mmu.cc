@@ -35,6 +35,7 @@ void Mmu::configure(const QosConfig& qos, const std::vector<PortHeadroom>& ports
       pg.alpha = alpha_to_fixed(pg.lossless ? b.ingress_lossless_alpha : b.ingress_lossy_alpha);
       pg.headroom_size = pg.lossless ? ports[port].xoff : 0;
       pg.xon = pg.lossless ? ports[port].xon : 0;
+      pg.slack_size = pg.lossless ? ports[port].slack : 0;
       ingress_[pg.pool].used += pg.shared;
       ps.in_pool[pg.pool] += pg.total();
     }
@@ -59,6 +60,8 @@ Admission Mmu::check(uint16_t in_port, uint8_t g, uint16_t out_port, uint8_t tc,
     a.ingress = IngressPlace::kShared;
   } else if (pg.lossless && pg.headroom + len <= pg.headroom_size) {
     a.ingress = IngressPlace::kHeadroom;
+  } else if (pg.lossless && pg.slack + len <= pg.slack_size) {
+    a.ingress = IngressPlace::kSlack;
   }
   const QueueBuffer& q = ports_[out_port].queue[tc];
   const BufferPool& epool = egress_[q.pool];
@@ -83,6 +86,10 @@ void Mmu::commit(uint16_t in_port, uint8_t g, uint16_t out_port, uint8_t tc, uin
     case IngressPlace::kHeadroom:
       pg.headroom += len;
       raise(pg.headroom_watermark, pg.headroom);
+      break;
+    case IngressPlace::kSlack:
+      pg.slack += len;
+      raise(pg.slack_watermark, pg.slack);
       break;
     case IngressPlace::kNone:
       return;
@@ -109,6 +116,9 @@ void Mmu::release(uint16_t in_port, uint8_t g, uint16_t out_port, uint8_t tc, ui
   PortState& in = ports_[in_port];
   PgBuffer& pg = in.pg[g];
   uint64_t left = std::min<uint64_t>(len, pg.total());
+  const uint64_t from_slack = std::min(left, pg.slack);
+  pg.slack -= from_slack;
+  left -= from_slack;
   const uint64_t from_headroom = std::min(left, pg.headroom);
   pg.headroom -= from_headroom;
   left -= from_headroom;
@@ -137,6 +147,7 @@ void Mmu::clear_watermarks() {
     for (PgBuffer& pg : ps.pg) {
       pg.shared_watermark = pg.shared;
       pg.headroom_watermark = pg.headroom;
+      pg.slack_watermark = pg.slack;
       pg.watermark = pg.total();
     }
     for (QueueBuffer& q : ps.queue) q.watermark = q.total();

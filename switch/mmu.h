@@ -6,15 +6,19 @@
 //            alpha x (pool size - pool used), then, if lossless, headroom.
 //            A lossless PG asserts XOFF once its shared part reaches the
 //            threshold (or it spills into headroom) and XON once headroom
-//            is empty and shared is `xon` below the threshold. A packet
-//            that fits nowhere is a no-buffer-discard.
+//            is empty and shared is `xon` below the threshold. In real
+//            time a lossless PG then takes up to `slack` more bytes: what
+//            the link partner, running ahead of the engine's clock (the
+//            links' tx_slack), sent before it could see the XOFF -- frames
+//            the modelled fabric would not have sent. A packet that fits
+//            nowhere is a no-buffer-discard.
 //   egress:  each (port, queue) takes reserved, then shared under its own
 //            dynamic threshold; lossless queues are not limited at egress
 //            (SONiC's egress_lossless_profile), ingress already admitted
 //            them.
 //
-// Bytes are released in the reverse order they were taken: headroom, then
-// shared, then reserved. Plain arithmetic; no packets, no clock.
+// Bytes are released in the reverse order they were taken: slack, headroom,
+// then shared, then reserved. Plain arithmetic; no packets, no clock.
 #pragma once
 
 #include <array>
@@ -42,12 +46,13 @@ struct PgBuffer {
   uint64_t alpha = 0;          // fixed point, 1/65536 (dynamic_threshold.h)
   uint64_t headroom_size = 0;  // xoff: bytes absorbed after XOFF
   uint64_t xon = 0;            // hysteresis below the threshold before XON
+  uint64_t slack_size = 0;     // real time: bytes the partner sends late, beyond xoff
   // state
-  uint64_t reserved = 0, shared = 0, headroom = 0;
-  uint64_t shared_watermark = 0, headroom_watermark = 0, watermark = 0;
+  uint64_t reserved = 0, shared = 0, headroom = 0, slack = 0;
+  uint64_t shared_watermark = 0, headroom_watermark = 0, slack_watermark = 0, watermark = 0;
   bool xoff = false;
 
-  uint64_t total() const { return reserved + shared + headroom; }
+  uint64_t total() const { return reserved + shared + headroom + slack; }
 };
 
 struct QueueBuffer {
@@ -61,7 +66,7 @@ struct QueueBuffer {
 };
 
 // Where an admitted packet went at ingress.
-enum class IngressPlace : uint8_t { kReserved, kShared, kHeadroom, kNone };
+enum class IngressPlace : uint8_t { kReserved, kShared, kHeadroom, kSlack, kNone };
 
 struct Admission {
   IngressPlace ingress = IngressPlace::kNone;
@@ -71,10 +76,12 @@ struct Admission {
 
 class Mmu {
  public:
-  // Per port: the PG headroom (xoff) and xon of its lossless PGs.
+  // Per port: the PG headroom (xoff) and xon of its lossless PGs, and the
+  // bytes its link partner may send late in real time (0 in virtual time).
   struct PortHeadroom {
     uint64_t xoff = 0;
     uint64_t xon = 0;
+    uint64_t slack = 0;
   };
   // (Re)configures pools, thresholds and which PGs and queues are
   // lossless. Bytes in use are kept; pool usage is recounted.
@@ -91,11 +98,11 @@ class Mmu {
   // PFC decisions for a lossless PG, on its current state.
   bool pg_wants_xoff(uint16_t port, uint8_t g) const {
     const PgBuffer& b = ports_[port].pg[g];
-    return b.lossless && (b.headroom > 0 || b.shared >= pg_threshold(port, g));
+    return b.lossless && (b.headroom > 0 || b.slack > 0 || b.shared >= pg_threshold(port, g));
   }
   bool pg_may_xon(uint16_t port, uint8_t g) const {
     const PgBuffer& b = ports_[port].pg[g];
-    return b.headroom == 0 && (b.shared == 0 || b.shared + b.xon <= pg_threshold(port, g));
+    return b.headroom == 0 && b.slack == 0 && (b.shared == 0 || b.shared + b.xon <= pg_threshold(port, g));
   }
 
   uint64_t pg_threshold(uint16_t port, uint8_t g) const {

@@ -72,6 +72,11 @@ void Switch::derive_port(PortRuntime& p, const SwitchConfig& cfg, bool load_faul
   if (cfg.qos.pfc.xoff) p.headroom.xoff = *cfg.qos.pfc.xoff;
   if (cfg.qos.pfc.xon) p.headroom.xon = *cfg.qos.pfc.xon;
   if (cfg.qos.pfc.xoff || cfg.qos.pfc.xon) p.headroom.size = p.headroom.xoff + p.headroom.xon;
+  // What the partner may send after it should have seen XOFF, at its line
+  // rate for as long as it may run ahead (mmu.h). Not part of the
+  // configured headroom: the modelled fabric needs none of it.
+  const Duration slack = port != nullptr ? port->peer_tx_slack() : Duration(0);
+  p.slack_bytes = uint64_t(static_cast<unsigned __int128>(slack.count()) * p.speed / 8'000'000'000'000ull);
   p.watchdog = f.pfc_watchdog.value_or(cfg.qos.watchdog.enable);
   p.batch_tx = dynamic_cast<EthdevPort*>(port) != nullptr;
   p.scheduler.configure(cfg.qos.scheduler);
@@ -110,7 +115,7 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   std::vector<Mmu::PortHeadroom> hr(ports_.size());
   for (auto& p : ports_) {
     derive_port(*p, cfg_, load_faults[p->index] != 0);
-    hr[p->index] = {p->headroom.xoff, p->headroom.xon};
+    hr[p->index] = {p->headroom.xoff, p->headroom.xon, p->slack_bytes};
   }
   mmu_.configure(q, hr);
   if (!started_) return routed;

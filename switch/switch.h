@@ -138,6 +138,7 @@ class Switch final : public Node {
     uint32_t mtu = 9216;
     uint32_t cable_length = 0;
     Headroom headroom;
+    uint64_t slack_bytes = 0;  // real time: what the partner may send after XOFF (mmu.h)
     bool watchdog = false;
     bool batch_tx = false;  // DPDK ethdev: transmit in bursts
     // egress

@@ -99,7 +99,10 @@ ROCEMU_SW_COUNTER_SET(QueueCounters, ROCEMU_SW_QUEUE_COUNTERS);
   X(rx_bytes, "rx-bytes", "bytes received in the priority group")                                 \
   X(rx_buffer_discards, "rx-buffer-discards", "frames of the PG dropped at ingress for want of buffer") \
   X(rx_shared_buffer_discards, "rx-shared-buffer-discards",                                       \
-    "frames of a lossy PG dropped at ingress over its shared-buffer threshold")
+    "frames of a lossy PG dropped at ingress over its shared-buffer threshold")                     \
+  X(rx_slack_frames, "rx-slack-frames",                                                           \
+    "frames a lossless PG took beyond its headroom in real time: sent by a link partner running "    \
+    "ahead of the engine's clock (tx_slack) before it could see XOFF")
 
 ROCEMU_SW_COUNTER_SET(PgCounters, ROCEMU_SW_PG_COUNTERS);
 

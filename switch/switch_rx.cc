@@ -269,6 +269,7 @@ void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp,
                      IngressPlace where, Time now) {
   const uint32_t len = rte_pktmbuf_data_len(m);
   mmu_.commit(in.index, pg, out.index, tc, len, where);
+  if (where == IngressPlace::kSlack) in.pg_counters[pg][PgCounters::rx_slack_frames]++;
   dpdk::PktMeta& meta = dpdk::meta(m);
   meta.stamp = now;
   meta.in_port = in.index;

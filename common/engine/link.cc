@@ -31,6 +31,7 @@ bool LinkEnd::tx_ready(Time now) { return link_->ready(side_, now); }
 uint64_t LinkEnd::rate_bps() const { return link_->rate(side_); }
 uint32_t LinkEnd::mtu() const { return link_->params_.mtu; }
 bool LinkEnd::link_up() const { return link_->up(side_) && link_->up(1 - side_); }
+Duration LinkEnd::peer_tx_slack() const { return link_->params_.tx_slack; }
 
 InternalLink::InternalLink(std::string name, Node* a, uint16_t port_a, Node* b, uint16_t port_b,
                            const LinkParams& params, TimerWheel& wheel, dpdk::PacketPool& pool, uint64_t seed)

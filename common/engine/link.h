@@ -44,6 +44,7 @@ class LinkEnd final : public Port {
   uint64_t rate_bps() const override;
   uint32_t mtu() const override;
   bool link_up() const override;
+  Duration peer_tx_slack() const override;
   InternalLink& link() const { return *link_; }
 
  private:

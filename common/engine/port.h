@@ -48,6 +48,11 @@ class Port {
   // Largest IP packet (Ethernet MTU) the port carries.
   virtual uint32_t mtu() const = 0;
   virtual bool link_up() const { return true; }
+  // How far ahead of the engine's clock the link partner may put frames on
+  // the wire towards this port (the real-time links' tx_slack): it sees a
+  // PFC PAUSE only that late, so a lossless receiver absorbs that much more
+  // after XOFF than the modelled fabric would. 0 where the model is exact.
+  virtual Duration peer_tx_slack() const { return Duration(0); }
 
   Node* owner() const { return owner_; }
   uint16_t index() const { return index_; }

@@ -99,6 +99,49 @@ TEST_CASE("Lossless PG: XOFF at the threshold, headroom absorbs, XON after xon b
   CHECK(mmu.check(1, pg, 1, 3, 1000).egress_ok);
 }
 
+TEST_CASE("Lossless PG in real time: past its headroom it takes what a partner running ahead sends late, then no more",
+          "[unit][switch]") {
+  QosConfig q = qos_roce_profile(RoceMode::kLossless);
+  q.buffer.size = 1'000'000;
+  Mmu mmu;
+  // Port 0's partner may run 7 000 bytes ahead; port 1's runs exactly.
+  mmu.configure(q, {{20000, 5000, 7000}, {20000, 5000, 0}});
+  const uint8_t pg = q.pg_of(3);
+  for (uint16_t port : {0, 1}) {
+    while (!mmu.pg_wants_xoff(port, pg)) mmu.commit(port, pg, 1, 3, 1000, mmu.check(port, pg, 1, 3, 1000).ingress);
+    for (int i = 0; i < 20; i++) {
+      const Admission a = mmu.check(port, pg, 1, 3, 1000);
+      REQUIRE(a.ingress == IngressPlace::kHeadroom);
+      mmu.commit(port, pg, 1, 3, 1000, a.ingress);
+    }
+  }
+  // Port 1: the headroom was all there is.
+  CHECK(mmu.check(1, pg, 1, 3, 1000).ingress == IngressPlace::kNone);
+  // Port 0: 7 more frames of 1000 bytes, then a no-buffer-discard.
+  for (int i = 0; i < 7; i++) {
+    const Admission a = mmu.check(0, pg, 1, 3, 1000);
+    REQUIRE(a.ingress == IngressPlace::kSlack);
+    mmu.commit(0, pg, 1, 3, 1000, a.ingress);
+  }
+  CHECK(mmu.check(0, pg, 1, 3, 1000).ingress == IngressPlace::kNone);
+  CHECK(mmu.pg(0, pg).slack == 7000);
+  CHECK(mmu.pg(0, pg).slack_watermark == 7000);
+  CHECK(mmu.pg(0, pg).headroom == 20000);
+  // Draining gives back the slack first, then the headroom; XON waits for both.
+  mmu.release(0, pg, 1, 3, 1000);
+  CHECK(mmu.pg(0, pg).slack == 6000);
+  CHECK(mmu.pg(0, pg).headroom == 20000);
+  CHECK(mmu.pg_wants_xoff(0, pg));
+  int drained = 1;
+  while (!mmu.pg_may_xon(0, pg)) {
+    mmu.release(0, pg, 1, 3, 1000);
+    drained++;
+  }
+  CHECK(mmu.pg(0, pg).slack == 0);
+  CHECK(mmu.pg(0, pg).headroom == 0);
+  CHECK(drained >= 27 + 3);
+}
+
 TEST_CASE("WRED: probability rises linearly from min to max, marks ECT only", "[unit][switch]") {
   WredProfile w{150000, 1500000, 100};
   CHECK(w.probability_at(0) == 0.0);
