@@ -3,7 +3,9 @@
 // as before whatever it is and whatever happens to it (rocemu-memcheck
 // checks every byte), and neither side's death leaves the other damaged
 // or holding anything.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -155,4 +157,49 @@ TEST_CASE("The engine killed with mapped MRs: the application's memory keeps its
   CHECK(st == 0);
   CHECK_THAT(app.output, Catch::Contains("intact"));
   f.rocemu({"down"});
+}
+
+TEST_CASE("perftest on file-backed buffers (--mmap) and hugepages (--use_hugepages): the fallback reaches them",
+          "[e2e][memory]") {
+  Fabric f;
+  // perftest maps the file itself (MAP_SHARED): pages the provider leaves
+  // where they are.
+  std::vector<std::string> files;
+  for (const char* side : {"server", "client"}) {
+    const std::string path = f.dir() + "/perftest-" + side + ".buf";
+    const int fd = open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, 4 << 20) == 0);
+    close(fd);
+    files.push_back(path);
+  }
+  const int port = pick_port();
+  auto args = [&](const std::string& file) {
+    return std::vector<std::string>{"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-s", "65536",
+                                    "-n", "2000", "--mmap=" + file};
+  };
+  std::vector<std::string> cli = args(files[1]);
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", args(files[0]), cli, port);
+  INFO(r.client_out << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  // Hugepages where the machine has them (two perftest buffers' worth).
+  std::ifstream meminfo("/proc/meminfo");
+  long free_huge = 0;
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("HugePages_Free:", 0) == 0) free_huge = std::atol(line.c_str() + 15);
+  if (free_huge < 8) {
+    WARN("fewer than 8 free hugepages: perftest --use_hugepages not run");
+    return;
+  }
+  const int port2 = pick_port();
+  std::vector<std::string> h = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port2), "-s", "65536",
+                                "-n", "2000", "--use_hugepages"};
+  std::vector<std::string> hc = h;
+  hc.push_back("127.0.0.1");
+  const PairResult rh = run_pair(f, "h2", "h1", h, hc, port2);
+  INFO(rh.client_out << rh.server_out);
+  CHECK(rh.client == 0);
+  CHECK(rh.server == 0);
 }
