@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,7 +22,63 @@ ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), s
   remote_.reserve(kMaxIov);
 }
 
-ProcessMemory::~ProcessMemory() { close(pidfd_); }
+ProcessMemory::~ProcessMemory() {
+  for (const Window& w : windows_) munmap(w.local, w.end - w.start);
+  close(pidfd_);
+}
+
+void ProcessMemory::add_window(uint32_t key, uint64_t addr, size_t bytes, void* local) {
+  const Window w{addr, addr + bytes, static_cast<uint8_t*>(local), key};
+  auto at = std::upper_bound(windows_.begin(), windows_.end(), addr,
+                             [](uint64_t a, const Window& x) { return a < x.start; });
+  windows_.insert(at, w);
+  last_ = 0;
+}
+
+void ProcessMemory::remove_window(uint32_t key) {
+  for (auto it = windows_.begin(); it != windows_.end(); ++it) {
+    if (it->key != key) continue;
+    // Writes waiting for flush() may point into it.
+    flush();
+    munmap(it->local, it->end - it->start);
+    windows_.erase(it);
+    last_ = 0;
+    return;
+  }
+}
+
+void ProcessMemory::remove_windows(uint64_t addr, uint64_t bytes) {
+  for (size_t i = 0; i < windows_.size();) {
+    const Window& w = windows_[i];
+    if (w.start < addr + bytes && addr < w.end) {
+      remove_window(w.key);
+    } else {
+      i++;
+    }
+  }
+}
+
+uint8_t* ProcessMemory::local_of(uint64_t addr, size_t len) {
+  if (windows_.empty()) return nullptr;
+  const uint64_t end = addr + len;
+  if (end < addr) return nullptr;
+  if (last_ < windows_.size()) {
+    const Window& w = windows_[last_];
+    if (addr >= w.start && end <= w.end) return w.local + (addr - w.start);
+  }
+  // The windows starting at or below addr, nearest first (a few: windows
+  // overlap only where MRs share pages).
+  auto it = std::upper_bound(windows_.begin(), windows_.end(), addr,
+                             [](uint64_t a, const Window& x) { return a < x.start; });
+  for (int k = 0; k < 8 && it != windows_.begin(); k++) {
+    --it;
+    if (end <= it->end) {
+      last_ = size_t(it - windows_.begin());
+      return it->local + (addr - it->start);
+    }
+  }
+  return nullptr;
+}
 
 bool ProcessMemory::alive() {
   if (gone_) return false;
@@ -48,6 +106,16 @@ bool ProcessMemory::read(uint64_t addr, void* dst, size_t len) {
 bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
   // What this process reads must include what it wrote before.
   flush();
+  if (!windows_.empty()) {
+    size_t i = 0;
+    for (; i < n && local_of(pieces[i].addr, pieces[i].len) != nullptr; i++) {}
+    if (i == n) {
+      auto* d = static_cast<uint8_t*>(dst);
+      for (i = 0; i < n; d += pieces[i].len, i++) std::memcpy(d, local_of(pieces[i].addr, pieces[i].len), pieces[i].len);
+      copies_++;
+      return true;
+    }
+  }
   size_t total = 0;
   iovec remote[64];
   while (n > 0) {
@@ -71,6 +139,12 @@ bool ProcessMemory::readv(const nic::HostPiece* pieces, size_t n, void* dst) {
 
 bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) {
   flush();
+  if (!windows_.empty()) {
+    size_t i = 0;
+    for (; i < n && local_of(pieces[i].addr, pieces[i].len) != nullptr; i++) {}
+    // HostMemory's loop calls read(), which copies each piece's parts.
+    if (i == n) return HostMemory::readv_scatter(pieces, n, dst, nd);
+  }
   // One call when both lists fit (the NIC's read-ahead: up to 128 frames).
   constexpr size_t kMax = 128;
   if (n > kMax || nd > kMax) return HostMemory::readv_scatter(pieces, n, dst, nd);
@@ -91,6 +165,11 @@ bool ProcessMemory::readv_scatter(const nic::HostPiece* pieces, size_t n, const 
 
 bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   flush();
+  if (uint8_t* to = local_of(addr, len)) {
+    std::memcpy(to, src, len);
+    copies_++;
+    return true;
+  }
   iovec local{const_cast<void*>(src), len};
   iovec remote{reinterpret_cast<void*>(addr), len};
   if (!alive()) return false;
@@ -118,6 +197,14 @@ bool ProcessMemory::add(uint64_t addr, const void* src, size_t len, nic::DmaTag 
 }
 
 bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
+  // Into a window: at once (after any earlier writes still waiting, which
+  // may touch the same bytes).
+  if (uint8_t* to = local_of(addr, len)) {
+    flush();
+    std::memcpy(to, src, len);
+    copies_++;
+    return true;
+  }
   if (len > kStaging) return write(addr, src, len);
   if (staged_ + len > kStaging) flush();
   uint8_t* copy = staging_.data() + staged_;
@@ -127,6 +214,12 @@ bool ProcessMemory::write_deferred(uint64_t addr, const void* src, size_t len, n
 }
 
 bool ProcessMemory::write_deferred_ref(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
+  if (uint8_t* to = local_of(addr, len)) {
+    flush();
+    std::memcpy(to, src, len);
+    copies_++;
+    return true;
+  }
   return add(addr, src, len, tag);
 }
 

@@ -23,6 +23,13 @@
 // flush(). process_vm_writev stops at the first piece it cannot write:
 // flush() then names that piece's tag and goes on with the pieces behind
 // it.
+//
+// Most of that cost goes away for an MR whose pages the provider could
+// move onto a sealed memfd (nic/verbs/provider/mr_pages.cc): the engine
+// maps the same file, and an access that falls wholly inside such a
+// window is one memcpy, as a real NIC's DMA into pinned pages. Anything
+// else (memory that could not be moved, a piece straddling two windows)
+// takes the system calls above, which reach the same pages either way.
 #pragma once
 
 #include <sys/types.h>
@@ -54,6 +61,18 @@ class ProcessMemory final : public nic::HostMemory {
   bool flush() override;
   bool batches() const override { return true; }
   pid_t pid() const { return pid_; }
+
+  // Windows: the pages [addr, addr + bytes) of the application, mapped in
+  // this process at `local` (munmap'ed when the window is removed or this
+  // object destroyed). One per MR `key`; they may overlap. Engine thread.
+  void add_window(uint32_t key, uint64_t addr, size_t bytes, void* local);
+  void remove_window(uint32_t key);
+  // Removes the windows meeting [addr, addr + bytes): an MR there without
+  // one may be new memory where the application unmapped a window's
+  // pages, which only the system calls reach.
+  void remove_windows(uint64_t addr, uint64_t bytes);
+  size_t windows() const { return windows_.size(); }
+  uint64_t copies() const { return copies_; }  // accesses served by memcpy
   uint64_t failures() const { return failures_; }
   uint64_t calls() const { return calls_; }
 
@@ -67,6 +86,17 @@ class ProcessMemory final : public nic::HostMemory {
   uint64_t calls_ = 0;
   // False once the process has exited (then gone()): no call may be made
   // on its PID any more.
+  struct Window {
+    uint64_t start, end;
+    uint8_t* local;
+    uint32_t key;
+  };
+  std::vector<Window> windows_;  // by start
+  size_t last_ = 0;              // the window that served the last access
+  uint64_t copies_ = 0;
+  // Where [addr, addr + len) is mapped here, or nullptr if not wholly
+  // inside one window.
+  uint8_t* local_of(uint64_t addr, size_t len);
   bool alive();
   bool fail(ssize_t result);  // counts a failed call; notes ESRCH
   bool add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag);

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -28,7 +28,7 @@ enum class Op : uint32_t {
   kQueryPort,
   kAllocPd,
   kDeallocPd,
-  kRegMr,
+  kRegMr,          // request fd (optional): a sealed memfd holding the MR's pages (map_bytes)
   kDeregMr,
   kCreateChannel,  // reply fd: the read end of the channel's pipe (the engine writes the other)
   kDestroyChannel,
@@ -103,6 +103,11 @@ struct Request {
       uint32_t pd;
       uint32_t access;
       uint64_t addr, length, iova;
+      // With an fd: the pages from addr's down to the one holding the last
+      // byte are the fd's bytes [map_offset, map_offset + map_bytes),
+      // mapped there by the application (the engine maps them too and
+      // copies with memcpy). map_bytes 0: no fd, process_vm_readv/writev.
+      uint64_t map_offset, map_bytes;
     } reg_mr;
     struct {
       uint32_t entries;
@@ -198,5 +203,9 @@ inline constexpr const char* kNodeEnv = "ROCEMU_NODE";
 // A control call whose reply takes longer fails with ETIMEDOUT.
 inline constexpr const char* kRpcTimeoutEnv = "ROCEMU_RPC_TIMEOUT_MS";
 inline constexpr int kRpcTimeoutMs = 20000;
+// "process_vm": the provider shares no MR pages with the engine, which then
+// reaches all of them with process_vm_readv/writev (the fallback path,
+// kept tested this way).
+inline constexpr const char* kDmaEnv = "ROCEMU_DMA";
 
 }  // namespace rocemu::verbs

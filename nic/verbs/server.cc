@@ -561,6 +561,34 @@ DeviceInfo device_info(const nic::Nic& n) {
 
 namespace {
 
+constexpr uint64_t kPage = 4096;
+
+// Maps the pages of an MR that the provider moved onto a memfd (see
+// protocol.h's reg_mr): the pages from the MR's first to its last, shared
+// with the application. nullptr with err 0 if they cannot be mapped here
+// (the MR then takes system calls); err EINVAL if the request is not one
+// the provider makes. The file must be sealed against shrinking: an
+// application truncating it would otherwise make the engine's next copy
+// fault (SIGBUS).
+void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err) {
+  const auto& r = req.u.reg_mr;
+  err = EINVAL;
+  if (fds_in.size() != 1 || r.addr + r.length < r.addr || r.addr + r.length > UINT64_MAX - kPage) return nullptr;
+  const uint64_t first = r.addr & ~(kPage - 1);
+  const uint64_t last = (r.addr + r.length + kPage - 1) & ~(kPage - 1);
+  if (r.map_bytes != last - first || r.map_offset % kPage != 0 || r.map_offset + r.map_bytes < r.map_offset)
+    return nullptr;
+  const int fd = fds_in[0];
+  struct stat st {};
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+      uint64_t(st.st_size) < r.map_offset + r.map_bytes)
+    return nullptr;
+  err = 0;
+  void* p = mmap(nullptr, r.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(r.map_offset));
+  return p == MAP_FAILED ? nullptr : p;
+}
+
 // Completion channels one application may hold (each is a pipe).
 constexpr size_t kMaxChannels = 256;
 
@@ -660,7 +688,23 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         rep.err = e == ESRCH ? EFAULT : e;
         return;
       }
-      rep.err = on_engine([&] { return s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova); });
+      void* window = nullptr;
+      if (r.map_bytes != 0) {
+        window = map_mr_pages(req, fds_in, rep.err);
+        if (rep.err != 0) return;
+      }
+      rep.err = on_engine([&] {
+        const int e = s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova);
+        if (e != 0) return e;
+        const uint64_t first = r.addr & ~(kPage - 1);
+        if (window != nullptr) {
+          s.memory->add_window(rep.u.mr.key, first, r.map_bytes, window);
+        } else {
+          s.memory->remove_windows(first, ((r.addr + r.length + kPage - 1) & ~(kPage - 1)) - first);
+        }
+        return 0;
+      });
+      if (rep.err != 0 && window != nullptr) munmap(window, r.map_bytes);
       return;
     }
     case Op::kReregMr: {
@@ -681,12 +725,23 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
           return;
         }
       }
-      rep.err = on_engine(
-          [&] { return s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access); });
+      rep.err = on_engine([&] {
+        const int e = s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access);
+        // Other pages now: reached with system calls.
+        if (e == 0 && (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+          s.memory->remove_window(r.key);
+          s.memory->remove_windows(r.addr, r.length);
+        }
+        return e;
+      });
       return;
     }
     case Op::kDeregMr:
-      rep.err = on_engine([&] { return s.nic->dereg_mr(s.ctx, req.u.handle.handle); });
+      rep.err = on_engine([&] {
+        const int e = s.nic->dereg_mr(s.ctx, req.u.handle.handle);
+        if (e == 0) s.memory->remove_window(req.u.handle.handle);
+        return e;
+      });
       return;
     case Op::kCreateChannel: {
       // The engine makes the channel (see write_channel): an fd of the

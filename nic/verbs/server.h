@@ -2,8 +2,9 @@
 // accepts applications on a Unix socket, checks they belong to the
 // engine's user (SO_PEERCRED), and turns their requests into NIC control
 // calls, run on the engine thread between bursts. Queue memory is shared
-// through memfds; DMA uses process_vm_readv/writev on the application's
-// pid, guarded by a pidfd (process_memory.h). The HostAgent node, on the engine thread, drains the applications'
+// through memfds; DMA is a memcpy into the MR pages the provider shares
+// as a memfd, else process_vm_readv/writev on the application's pid,
+// guarded by a pidfd (process_memory.h). The HostAgent node, on the engine thread, drains the applications'
 // doorbells and lets the engine sleep when none ring.
 #pragma once
 

@@ -71,8 +71,8 @@ TEST_CASE("nv config apply switches lossless -> lossy -> lossless under ib_write
     running--;
   });
   std::thread verify([&] {
-    v = run_pair(f, "h2", "h1", {bin("rocemu-verify"), "--server", "--port", std::to_string(vport), "--iters", "400"},
-                 {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(vport), "--iters", "400"},
+    v = run_pair(f, "h2", "h1", {bin("rocemu-verify"), "--server", "--port", std::to_string(vport), "--iters", "3000"},
+                 {bin("rocemu-verify"), "--connect", "127.0.0.1", "--port", std::to_string(vport), "--iters", "3000"},
                  vport);
     running--;
   });

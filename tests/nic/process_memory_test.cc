@@ -180,3 +180,78 @@ TEST_CASE("ProcessMemory follows the process, not its PID: a reused PID is not w
   close(go[1]);
   munmap(page, 4096);
 }
+
+TEST_CASE("ProcessMemory: inside a window one memcpy, anything else the system calls", "[unit][nic]") {
+  constexpr size_t kPage = 4096;
+  // The child's memory: three pages (shared only so the test can look).
+  auto* pages = static_cast<uint8_t*>(mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(pages != MAP_FAILED);
+  std::memset(pages, 0x11, 3 * kPage);
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    char c;
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  REQUIRE(child > 0);
+  auto owned = memory_of(child);
+  ProcessMemory& mem = *owned;
+  const uint64_t base = reinterpret_cast<uint64_t>(pages);
+  // A window onto the first two pages: here a file of its own, so that
+  // the test sees which way each access went (in the engine it is the
+  // file the application's pages live in).
+  const int fd = memfd_create("window", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, 2 * kPage) == 0);
+  void* local = mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  auto* view = static_cast<uint8_t*>(mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(local != MAP_FAILED);
+  REQUIRE(view != MAP_FAILED);
+  std::memset(view, 0x22, 2 * kPage);
+  mem.add_window(7, base, 2 * kPage, local);
+  CHECK(mem.windows() == 1);
+
+  const uint8_t a[8] = {1, 1, 1, 1, 1, 1, 1, 1}, b[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+  uint8_t buf[16];
+  // Inside: memcpy, no call.
+  REQUIRE(mem.write(base + 100, a, 8));
+  REQUIRE(mem.write_deferred(base + kPage, b, 8, 1));
+  REQUIRE(mem.read(base + 96, buf, 16));
+  CHECK(mem.calls() == 0);
+  CHECK(mem.copies() == 3);
+  CHECK(std::memcmp(view + 100, a, 8) == 0);
+  CHECK(std::memcmp(view + kPage, b, 8) == 0);  // at once, not at flush
+  CHECK(buf[0] == 0x22);
+  CHECK(std::memcmp(buf + 4, a, 8) == 0);
+  CHECK(pages[100] == 0x11);
+  // Across the window's end, or beyond it: the system calls.
+  REQUIRE(mem.write(base + 2 * kPage - 4, a, 8));
+  CHECK(mem.calls() == 1);
+  CHECK(pages[2 * kPage - 4] == 1);
+  CHECK(view[2 * kPage - 4] == 0x22);
+  const rocemu::nic::HostPiece pieces[2] = {{base, 4}, {base + 2 * kPage + 8, 4}};
+  REQUIRE(mem.readv(pieces, 2, buf));
+  CHECK(mem.calls() == 2);
+  CHECK(buf[0] == 0x11);  // one piece outside: all through the call
+  // A deferred write outside, then one inside: the first lands first.
+  REQUIRE(mem.write_deferred(base + 2 * kPage + 16, a, 8, 2));
+  CHECK(pages[2 * kPage + 16] == 0x11);
+  REQUIRE(mem.write_deferred(base + 200, b, 8, 3));
+  CHECK(pages[2 * kPage + 16] == 1);
+  CHECK(view[200] == 2);
+  // An MR without a window over these pages takes the window away.
+  mem.remove_windows(base + kPage + 5, 10);
+  CHECK(mem.windows() == 0);
+  REQUIRE(mem.write(base + 300, a, 8));
+  CHECK(pages[300] == 1);
+  CHECK(view[300] == 0x22);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(go[0]);
+  close(go[1]);
+  close(fd);
+  munmap(view, 2 * kPage);
+  munmap(pages, 3 * kPage);
+}

@@ -416,3 +416,49 @@ TEST_CASE("Shared queue memory cannot be shrunk by the application (the engine w
   for (int f : fds) close(f);
   for (int f : ring) close(f);
 }
+
+TEST_CASE("An MR's pages are mapped only from a memfd sealed against shrinking and as big as the request says",
+          "[unit][verbs]") {
+  // An application that could truncate the file under the engine's
+  // mapping would kill it with SIGBUS at its next copy.
+  Server s;
+  Client c(s.path);
+  c.hello();
+  const uint32_t pd = alloc_pd(c);
+  constexpr size_t kPage = 4096;
+  auto* mem = static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(mem != MAP_FAILED);
+  auto memfd = [&](size_t bytes, unsigned seals) {
+    const int fd = memfd_create("mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(bytes)) == 0);
+    if (seals != 0) REQUIRE(fcntl(fd, F_ADD_SEALS, seals) == 0);
+    return fd;
+  };
+  // An MR of 100 bytes from mem + 4000: two pages.
+  auto reg = [&](int fd, uint64_t offset, uint64_t bytes) {
+    Request r = op(Op::kRegMr);
+    r.u.reg_mr = {pd, IBV_ACCESS_LOCAL_WRITE, uint64_t(mem + 4000), 100, uint64_t(mem + 4000), offset, bytes};
+    auto rep = c.call(r, fd);
+    REQUIRE(rep);
+    if (fd >= 0) close(fd);
+    return std::pair{rep->err, rep->u.mr.key};
+  };
+  CHECK(reg(memfd(2 * kPage, 0), 0, 2 * kPage).first == EINVAL);                    // not sealed
+  CHECK(reg(memfd(2 * kPage, F_SEAL_GROW), 0, 2 * kPage).first == EINVAL);          // may still shrink
+  CHECK(reg(memfd(kPage, F_SEAL_SHRINK), 0, 2 * kPage).first == EINVAL);            // too small
+  CHECK(reg(memfd(3 * kPage, F_SEAL_SHRINK), kPage + 1, 2 * kPage).first == EINVAL);  // offset not a page
+  CHECK(reg(memfd(3 * kPage, F_SEAL_SHRINK), 2 * kPage, 2 * kPage).first == EINVAL);  // runs past its end
+  CHECK(reg(memfd(3 * kPage, F_SEAL_SHRINK), 0, kPage).first == EINVAL);            // not the MR's pages
+  CHECK(reg(-1, 0, 2 * kPage).first == EINVAL);                                     // no file
+  const int dir = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  CHECK(reg(dir, 0, 2 * kPage).first == EINVAL);                                    // not a file
+  const auto [err, key] = reg(memfd(3 * kPage, F_SEAL_SHRINK | F_SEAL_GROW), kPage, 2 * kPage);
+  CHECK(err == 0);
+  Request d = op(Op::kDeregMr);
+  d.u.handle.handle = key;
+  auto rep = c.call(d);
+  REQUIRE(rep);
+  CHECK(rep->err == 0);
+  munmap(mem, 4 * kPage);
+}

@@ -44,9 +44,20 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
   req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
   req.u.reg_mr.length = length;
   req.u.reg_mr.iova = iova;
+  const SharedPages pages = share_pages(req.u.reg_mr.addr, length);
+  std::vector<int> fds;
+  if (pages.fd >= 0) {
+    req.u.reg_mr.map_offset = pages.offset;
+    req.u.reg_mr.map_bytes = pages.last - pages.first;
+    fds.push_back(pages.fd);
+  }
   verbs::Reply rep;
-  if (int e = call(c, req, rep); e != 0) return fail<ibv_mr>(e);
+  if (int e = call(c, req, rep, fds); e != 0) {
+    unshare_pages(pages);
+    return fail<ibv_mr>(e);
+  }
   auto* m = new Mr();
+  m->pages = pages;
   std::memset(&m->mr, 0, sizeof m->mr);
   m->mr.context = pd->context;
   m->mr.pd = pd;
@@ -123,6 +134,10 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
     mr->addr = addr;
     mr->length = length;
+    // The engine reaches the new pages through the fallback.
+    auto* m = reinterpret_cast<Mr*>(mr);
+    unshare_pages(m->pages);
+    m->pages = share_pages(reinterpret_cast<uint64_t>(addr), length, false);
   }
   return 0;
 }
@@ -130,7 +145,11 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
   const int e = simple(*Context::of(mr->context), verbs::Op::kDeregMr, mr->lkey);
-  if (e == 0) delete reinterpret_cast<Mr*>(mr);
+  if (e == 0) {
+    auto* m = reinterpret_cast<Mr*>(mr);
+    unshare_pages(m->pages);
+    delete m;
+  }
   return e;
 }
 

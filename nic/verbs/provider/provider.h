@@ -33,8 +33,22 @@ struct Pd {
   uint32_t handle = 0;
 };
 
+// The pages of an MR as shared with the engine (mr_pages.cc).
+struct SharedPages {
+  uint64_t first = 0, last = 0;  // the MR's whole pages
+  int fd = -1;                   // -1: not shared, the engine takes process_vm_readv/writev
+  uint64_t offset = 0;           // of `first` in fd (the provider's own: not to be closed)
+  uint64_t region = 0;
+};
+// The pages of [addr, addr + length) moved onto a memfd the engine can map
+// if that is safe (and `may_move`), else the fallback; each call is undone
+// by unshare_pages() once the MR is gone.
+SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move = true);
+void unshare_pages(const SharedPages& p);
+
 struct Mr {
   ibv_mr mr;
+  SharedPages pages;
 };
 
 struct Cq;
