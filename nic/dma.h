@@ -1,8 +1,11 @@
 // The NIC's window onto host memory. A real NIC DMAs into the registered
-// pages of a process; the emulated one copies with memcpy (tests and
-// virtual time, everything in one process) or process_vm_readv/writev,
-// guarded by a pidfd (the verbs provider, see verbs/process_memory.h). The NIC only ever calls these inside a
-// registered MR whose bounds and access it has checked.
+// pages of a process; the emulated one copies with memcpy: in tests and
+// virtual time everything is in one process, and for the verbs provider
+// (verbs/process_memory.h) into the MR's pages, which the engine maps from
+// the application's memfd -- or, for an MR whose pages could not be moved
+// there, with process_vm_readv/writev guarded by a pidfd. The NIC only
+// ever calls these inside a registered MR whose bounds and access it has
+// checked.
 //
 // Reaching another process costs a system call, so the interface lets the
 // NIC batch: readv() gathers several pieces in one call, and writes may be
