@@ -10,9 +10,10 @@
 # same invocation (these machines are shared and noisy). A benchmark, not
 # a test: it checks nothing.
 #   scripts/bench-sim.sh [--quick]      (--quick: 10 ms runs only)
+# ROCEMU=/path/to/rocemu runs another build (a baseline) on the same scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROCEMU=build/bin/rocemu
+ROCEMU=${ROCEMU:-build/bin/rocemu}
 [ -x "$ROCEMU" ] || { echo "build first: scripts/setup.sh" >&2; exit 2; }
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3

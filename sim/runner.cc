@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 
 #include "nic/nic.h"
 #include "sim/null_memory.h"
@@ -58,7 +59,16 @@ class Run {
   std::vector<Flow*> ready_;
   std::vector<Flow*> batch_;  // service_ready(): the flows being served
   std::vector<std::unique_ptr<Flow>> flows_;
+  // When each flow must next act (Flow::next_wake), and the earliest of
+  // them: the loop visits every flow only when one is due. A flow's wake
+  // changes only when it acts, when a completion is serviced, or, for an
+  // on/off pattern, with the time itself: those flows are refreshed at
+  // every step, the serviced ones after it (see act_due).
   std::vector<Time> wake_;
+  Time min_wake_ = kTimeNever;
+  std::vector<size_t> on_off_;    // flows with an on/off pattern
+  std::vector<size_t> serviced_;  // flows serviced this step
+  std::unordered_map<const Flow*, size_t> index_of_;
   std::unique_ptr<Sampler> sampler_;
   size_t next_event_ = 0;
   Time t0_{0};
@@ -104,6 +114,11 @@ Status Run::start_flows() {
   t0_ = engine_->now();
   for (auto& f : flows_) f->begin(t0_);
   wake_.assign(flows_.size(), t0_);
+  min_wake_ = t0_;
+  for (size_t i = 0; i < flows_.size(); i++) {
+    index_of_[flows_[i].get()] = i;
+    if (s_.workloads[s_.flows[i].workload].on_off) on_off_.push_back(i);
+  }
   start_counters_ = counters();
   sampler_ = std::make_unique<Sampler>(*engine_, s_, layout_, flows_);
   wall0_ = Clock::now();
@@ -145,16 +160,39 @@ Status Run::apply(const ScheduledEvent& e) {
 void Run::service_ready(Time now) {
   while (!ready_.empty()) {
     batch_.swap(ready_);  // both keep their capacity: no allocation per completion
-    for (Flow* f : batch_) f->service(now);
+    for (Flow* f : batch_) {
+      f->service(now);
+      serviced_.push_back(index_of_.at(f));
+    }
     batch_.clear();
   }
 }
 
 void Run::act_due(Time now) {
-  for (size_t i = 0; i < flows_.size(); i++) {
-    if (wake_[i] <= now) flows_[i]->act(now);
-    wake_[i] = flows_[i]->next_wake(now);
+  if (min_wake_ <= now) {
+    // A flow is due: every flow, in order, acts if due and looks ahead.
+    min_wake_ = kTimeNever;
+    for (size_t i = 0; i < flows_.size(); i++) {
+      if (wake_[i] <= now) flows_[i]->act(now);
+      wake_[i] = flows_[i]->next_wake(now);
+      min_wake_ = std::min(min_wake_, wake_[i]);
+    }
+    serviced_.clear();
+    return;
   }
+  // None is due, so none acts; only the wakes that may have moved are
+  // taken again (the same values the full pass above would give).
+  bool changed = false;
+  auto refresh = [&](size_t i) {
+    const Time w = flows_[i]->next_wake(now);
+    if (w == wake_[i]) return;
+    wake_[i] = w;
+    changed = true;
+  };
+  for (size_t i : serviced_) refresh(i);
+  for (size_t i : on_off_) refresh(i);
+  serviced_.clear();
+  if (changed) min_wake_ = *std::min_element(wake_.begin(), wake_.end());
 }
 
 bool Run::all_done() const {
@@ -163,8 +201,7 @@ bool Run::all_done() const {
 }
 
 Time Run::next_wake() const {
-  Time t = kTimeNever;
-  for (Time w : wake_) t = std::min(t, w);
+  Time t = min_wake_;
   if (next_event_ < s_.schedule.size()) t = std::min(t, t0_ + s_.schedule[next_event_].at);
   return t;
 }

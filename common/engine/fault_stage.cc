@@ -7,47 +7,35 @@
 namespace rocemu {
 namespace {
 
-bool later(const DelayQueue::Held& a, const DelayQueue::Held& b) {
-  return a.due != b.due ? a.due > b.due : a.seq > b.seq;
-}
-
 void bump(uint64_t* cell) {
   if (cell != nullptr) (*cell)++;
 }
 
 }  // namespace
 
-void DelayQueue::push(rte_mbuf* pkt, Time due) {
-  if (fifo_.empty() || due >= fifo_.back().due) {
-    fifo_.push_back({due, seq_++, pkt});
-    return;
-  }
+void DelayQueue::grow() {
+  std::vector<Held> bigger(ring_.size() * 2);
+  for (size_t i = 0; i < count_; i++) bigger[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+  ring_ = std::move(bigger);
+  head_ = 0;
+}
+
+void DelayQueue::push_out_of_order(rte_mbuf* pkt, Time due) {
   heap_.push_back({due, seq_++, pkt});
   std::push_heap(heap_.begin(), heap_.end(), later);
 }
 
-const DelayQueue::Held& DelayQueue::next() const {
-  if (heap_.empty()) return fifo_.front();
-  if (fifo_.empty()) return heap_.front();
-  return later(fifo_.front(), heap_.front()) ? heap_.front() : fifo_.front();
-}
-
-DelayQueue::Held DelayQueue::pop() {
-  if (!heap_.empty() && (fifo_.empty() || later(fifo_.front(), heap_.front()))) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
-    const Held h = heap_.back();
-    heap_.pop_back();
-    return h;
-  }
-  const Held h = fifo_.front();
-  fifo_.pop_front();
+DelayQueue::Held DelayQueue::pop_heap() {
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  const Held h = heap_.back();
+  heap_.pop_back();
   return h;
 }
 
 void DelayQueue::clear() {
-  for (Held& h : fifo_) rte_pktmbuf_free(h.pkt);
+  for (size_t i = 0; i < count_; i++) rte_pktmbuf_free(ring_[(head_ + i) & (ring_.size() - 1)].pkt);
   for (Held& h : heap_) rte_pktmbuf_free(h.pkt);
-  fifo_.clear();
+  head_ = count_ = 0;
   heap_.clear();
 }
 

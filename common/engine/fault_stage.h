@@ -32,7 +32,8 @@ struct FaultStats {
 
 // Frames held until they are due, delivered in (due, order of arrival)
 // order. Almost everything comes in order (a wire is a FIFO): that queues
-// in a deque; only a frame due earlier than one before it goes to a heap.
+// in a ring; only a frame due earlier than one before it goes to a heap.
+// The in-order paths are inline: a link pushes and pops every frame here.
 class DelayQueue {
  public:
   struct Held {
@@ -40,21 +41,50 @@ class DelayQueue {
     uint64_t seq;
     rte_mbuf* pkt;
   };
-  DelayQueue() { heap_.reserve(256); }
+  DelayQueue() : ring_(kInitialRing) { heap_.reserve(256); }
   ~DelayQueue() { clear(); }
   DelayQueue(const DelayQueue&) = delete;
   DelayQueue& operator=(const DelayQueue&) = delete;
 
-  void push(rte_mbuf* pkt, Time due);
-  bool empty() const { return fifo_.empty() && heap_.empty(); }
-  uint64_t size() const { return fifo_.size() + heap_.size(); }
-  const Held& next() const;
-  Held pop();
+  void push(rte_mbuf* pkt, Time due) {
+    if (count_ == 0 || due >= back().due) {
+      if (count_ == ring_.size()) grow();
+      ring_[(head_ + count_) & (ring_.size() - 1)] = {due, seq_++, pkt};
+      count_++;
+      return;
+    }
+    push_out_of_order(pkt, due);
+  }
+  bool empty() const { return count_ == 0 && heap_.empty(); }
+  uint64_t size() const { return count_ + heap_.size(); }
+  const Held& next() const {
+    if (heap_.empty() || (count_ != 0 && !later(front(), heap_.front()))) return front();
+    return heap_.front();
+  }
+  Held pop() {
+    if (heap_.empty() || (count_ != 0 && !later(front(), heap_.front()))) {
+      const Held h = front();
+      head_ = (head_ + 1) & (ring_.size() - 1);
+      count_--;
+      return h;
+    }
+    return pop_heap();
+  }
   // Frees every frame held.
   void clear();
 
  private:
-  std::deque<Held> fifo_;
+  static constexpr size_t kInitialRing = 64;  // a power of two, as the ring stays
+  static bool later(const Held& a, const Held& b) { return a.due != b.due ? a.due > b.due : a.seq > b.seq; }
+  const Held& front() const { return ring_[head_]; }
+  const Held& back() const { return ring_[(head_ + count_ - 1) & (ring_.size() - 1)]; }
+  void grow();
+  void push_out_of_order(rte_mbuf* pkt, Time due);
+  Held pop_heap();
+
+  std::vector<Held> ring_;  // in-order frames: count_ of them from head_
+  size_t head_ = 0;
+  size_t count_ = 0;
   std::vector<Held> heap_;  // binary heap on (due, seq)
   uint64_t seq_ = 0;
 };

@@ -65,6 +65,18 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
 
 constexpr std::array<OpcodeInfo, 256> kTable = build_table();
 
+constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> build_ext_offsets() {
+  std::array<std::array<uint8_t, kNumExtHeaders>, 256> t{};
+  for (int o = 0; o < 256; o++) {
+    uint8_t off = 0;
+    for (int h = 0; h < kNumExtHeaders; h++) {
+      t[size_t(o)][size_t(h)] = off;
+      if (kTable[size_t(o)].has(ExtHeader(h))) off = uint8_t(off + kExtHeaderLen[size_t(h)]);
+    }
+  }
+  return t;
+}
+
 // The table is the single source of header layout; check it against the
 // lengths the IBA spec gives (BTH excluded).
 static_assert(kTable[op::kWriteFirst].ext_len == 16);
@@ -79,15 +91,9 @@ static_assert(!kTable[0x15].valid() && !kTable[op::uc(op::kReadRequest)].valid()
 
 }  // namespace
 
-const OpcodeInfo& opcode_info(uint8_t opcode) { return kTable[opcode]; }
-
-uint8_t ext_offset(uint8_t opcode, ExtHeader h) {
-  const OpcodeInfo& info = kTable[opcode];
-  uint8_t off = 0;
-  for (int i = 0; i < h; i++)
-    if (info.has(ExtHeader(i))) off = uint8_t(off + kExtHeaderLen[i]);
-  return off;
-}
+constexpr std::array<OpcodeInfo, 256> kOpcodeTable = kTable;
+constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> kExtOffset = build_ext_offsets();
+static_assert(kExtOffset[op::kWriteOnlyImm][kExtImmDt] == 16);
 
 uint32_t rnr_timer_ns(uint8_t code) {
   // IBA vol. 1 table 45, in units of 10 us; code 0 means 655.36 ms.

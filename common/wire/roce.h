@@ -181,9 +181,15 @@ constexpr uint8_t uc(uint8_t o) { return uint8_t(0x20 | o); }
 constexpr uint8_t ud(uint8_t o) { return uint8_t(0x60 | o); }
 }  // namespace op
 
-const OpcodeInfo& opcode_info(uint8_t opcode);
+// The opcode table (roce.cc), read inline: every packet sent and received
+// looks its opcode up, some several times.
+extern const std::array<OpcodeInfo, 256> kOpcodeTable;
+// kExtOffset[opcode][h]: where extension header h starts after the BTH.
+extern const std::array<std::array<uint8_t, kNumExtHeaders>, 256> kExtOffset;
+
+inline const OpcodeInfo& opcode_info(uint8_t opcode) { return kOpcodeTable[opcode]; }
 constexpr Transport opcode_transport(uint8_t opcode) { return Transport(opcode & 0xe0); }
 // Offset of an extension header from the end of the BTH, for this opcode.
-uint8_t ext_offset(uint8_t opcode, ExtHeader h);
+inline uint8_t ext_offset(uint8_t opcode, ExtHeader h) { return kExtOffset[opcode][h]; }
 
 }  // namespace rocemu::wire
