@@ -76,7 +76,8 @@ TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path 
     REQUIRE(st == 0);
     const bool mapped = !fallback && !forced_fallback();
     // Movable memory moves (unless the fallback is forced)...
-    for (const char* c : {"malloc", "memalign", "mmap", "overlap", "reuse", "fork", "mprotect"}) {
+    for (const char* c : {"malloc", "memalign", "mmap", "overlap", "reuse", "fork", "mprotect", "thread_dereg",
+                          "thread_writes", "close_device"}) {
       INFO(c);
       const int m = moved_in(p.output, c);
       REQUIRE(m >= 0);

@@ -25,10 +25,17 @@
 // A later registration lying wholly inside moved pages that are still
 // mapped from the same memfd shares them (a count per moved range); one
 // overlapping them in part takes the fallback. When the last MR on a
-// moved range is deregistered, the pages move back to private anonymous
-// memory (same content, same protection, so MADV_DONTNEED zero-fills
-// again, as allocators expect) -- if the process is then single-threaded;
-// else they stay on the memfd, which only /proc/PID/maps can tell.
+// moved range is gone (deregistered, a dereg the dead engine answered
+// with EIO, or its device closed), the pages move back to private
+// anonymous memory with the same content and protection, so
+// MADV_DONTNEED zero-fills and mremap grows them again, as allocators
+// expect -- whatever other threads are doing meanwhile: the range is
+// write-protected with userfaultfd first (a thread writing it waits in
+// the kernel), copied into a new private mapping, which mremap puts in
+// its place, and then the waiting writers are woken (they write the new
+// pages). Without a userfaultfd that write-protects shmem (probed once:
+// unprivileged_userfaultfd=0 and no CAP_SYS_PTRACE, or an old kernel),
+// nothing moves: every MR takes the fallback.
 //
 // The memfd is sealed against shrinking and growing (the engine checks
 // F_SEAL_SHRINK: a truncated file would make its copies fault). Moved
@@ -42,10 +49,13 @@
 //
 // ROCEMU_DMA=process_vm moves nothing: every MR takes the fallback.
 #include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -297,24 +307,106 @@ bool mapped_pieces(const Region& r, Piece* out, int& n) {
   return true;
 }
 
+// A userfaultfd able to write-protect shmem, or -1.
+int open_uffd() {
+  int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC));
+  if (fd < 0) {
+    // Where unprivileged userfaultfd is off, /dev/userfaultfd may be open
+    // to this user.
+    const int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev < 0) return -1;
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+    close(dev);
+    if (fd < 0) return -1;
+  }
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+  if (ioctl(fd, UFFDIO_API, &api) != 0 || !(api.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool wp_range(int uffd, uint64_t start, uint64_t len, bool on) {
+  uffdio_writeprotect wp{};
+  wp.range = {start, len};
+  wp.mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+}
+
+bool wp_register(int uffd, uint64_t start, uint64_t len) {
+  uffdio_register reg{};
+  reg.range = {start, len};
+  reg.mode = UFFDIO_REGISTER_MODE_WP;
+  return ioctl(uffd, UFFDIO_REGISTER, &reg) == 0 && (reg.ioctls & (1ull << _UFFDIO_WRITEPROTECT)) != 0;
+}
+
+// Whether pages can move back safely here: a memfd page registered and
+// write-protected, then released.
+bool can_move_back() {
+  static const bool ok = [] {
+    const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+    const int uffd = open_uffd();
+    if (uffd < 0) return false;
+    bool good = false;
+    const int fd = memfd_create("rocemu-probe", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, off_t(page)) == 0) {
+      void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        const auto a = reinterpret_cast<uint64_t>(p);
+        good = wp_register(uffd, a, page) && wp_range(uffd, a, page, true) && wp_range(uffd, a, page, false);
+        munmap(p, page);
+      }
+    }
+    if (fd >= 0) close(fd);
+    close(uffd);
+    return good;
+  }();
+  return ok;
+}
+
 // Puts private anonymous memory with the same content and protection in
 // place of what is left of `r` on its memfd; false (nothing changed) if
-// it cannot.
+// it cannot. Other threads may be writing the pages: they are
+// write-protected from the copy until the new pages are in place.
 bool move_back(const Region& r) {
   Piece pieces[kMaxPieces];
   int n = 0;
   if (!mapped_pieces(r, pieces, n)) return false;
-  SignalsBlocked quiet;
+  if (n == 0) return true;
+  const int uffd = open_uffd();
+  if (uffd < 0) return false;
   for (int i = 0; i < n; i++) {
-    const Piece& p = pieces[i];
-    void* copy = private_copy(r.fd, p.offset, p.len, p.prot);
-    if (copy == nullptr) return false;  // the rest stays on the memfd
-    if (mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) == MAP_FAILED) {
-      munmap(copy, p.len);
+    if (!wp_register(uffd, pieces[i].start, pieces[i].len)) {
+      close(uffd);  // unregisters
       return false;
     }
   }
-  return true;
+  SignalsBlocked quiet;
+  // From here to the wake nothing may touch the heap: a thread waiting on
+  // a write-protected page may hold the allocator's lock.
+  int protected_ = 0;
+  while (protected_ < n && wp_range(uffd, pieces[protected_].start, pieces[protected_].len, true)) protected_++;
+  int moved = 0;
+  if (protected_ == n) {
+    for (; moved < n; moved++) {
+      const Piece& p = pieces[moved];
+      void* copy = private_copy(r.fd, p.offset, p.len, p.prot);
+      if (copy == nullptr) break;
+      if (mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) == MAP_FAILED) {
+        munmap(copy, p.len);
+        break;
+      }
+    }
+  }
+  // What did not move stays on the memfd, writable again.
+  for (int i = moved; i < protected_; i++) wp_range(uffd, pieces[i].start, pieces[i].len, false);
+  uffdio_range all{r.start, r.end - r.start};
+  ioctl(uffd, UFFDIO_WAKE, &all);
+  close(uffd);  // wakes whatever still waits, unregisters the rest
+  return moved == n;
 }
 
 // ---- fork(): the child gets a private copy of the moved pages ----------
@@ -371,7 +463,7 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
     g_fallback.emplace_back(first, last);
     return out;
   };
-  if (!may_move || disabled() || last <= first) return fallback();
+  if (!may_move || disabled() || last <= first || !can_move_back()) return fallback();
   for (auto it = g_regions.begin(); it != g_regions.end();) {
     Region& r = it->second;
     if (!overlaps(r.start, r.end, first, last)) {
@@ -426,15 +518,15 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
 
 namespace {
 
-// Moved pages no MR uses go back to private memory if nothing can write
-// them meanwhile; else they stay (a later registration can share them,
-// or the last fallback MR on them brings them back).
+// Moved pages no MR uses go back to private memory unless an MR on the
+// fallback still reaches them (the engine may be writing them with
+// process_vm_writev): the last of those brings them back.
 void settle(std::map<uint64_t, Region>::iterator it) {
   const Region& r = it->second;
   if (r.refs > 0) return;
   for (const auto& [a, b] : g_fallback)
     if (overlaps(a, b, r.start, r.end)) return;
-  if (threads() != 1 || !move_back(r)) return;
+  if (!move_back(r)) return;
   close(r.fd);
   g_regions.erase(it);
 }
