@@ -561,7 +561,10 @@ DeviceInfo device_info(const nic::Nic& n) {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
+uint64_t page_size() {
+  static const uint64_t size = uint64_t(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 // Maps the pages of an MR that the provider moved onto a memfd (see
 // protocol.h's reg_mr): the pages from the MR's first to its last, shared
@@ -572,11 +575,12 @@ constexpr uint64_t kPage = 4096;
 // fault (SIGBUS).
 void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err) {
   const auto& r = req.u.reg_mr;
+  const uint64_t page = page_size();
   err = EINVAL;
-  if (fds_in.size() != 1 || r.addr + r.length < r.addr || r.addr + r.length > UINT64_MAX - kPage) return nullptr;
-  const uint64_t first = r.addr & ~(kPage - 1);
-  const uint64_t last = (r.addr + r.length + kPage - 1) & ~(kPage - 1);
-  if (r.map_bytes != last - first || r.map_offset % kPage != 0 || r.map_offset + r.map_bytes < r.map_offset)
+  if (fds_in.size() != 1 || r.addr + r.length < r.addr || r.addr + r.length > UINT64_MAX - page) return nullptr;
+  const uint64_t first = r.addr & ~(page - 1);
+  const uint64_t last = (r.addr + r.length + page - 1) & ~(page - 1);
+  if (r.map_bytes != last - first || r.map_offset % page != 0 || r.map_offset + r.map_bytes < r.map_offset)
     return nullptr;
   const int fd = fds_in[0];
   struct stat st {};
@@ -696,11 +700,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       rep.err = on_engine([&] {
         const int e = s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova);
         if (e != 0) return e;
-        const uint64_t first = r.addr & ~(kPage - 1);
+        const uint64_t first = r.addr & ~(page_size() - 1);
         if (window != nullptr) {
           s.memory->add_window(rep.u.mr.key, first, r.map_bytes, window);
         } else {
-          s.memory->remove_windows(first, ((r.addr + r.length + kPage - 1) & ~(kPage - 1)) - first);
+          s.memory->remove_windows(first, ((r.addr + r.length + page_size() - 1) & ~(page_size() - 1)) - first);
         }
         return 0;
       });

@@ -8,7 +8,7 @@
 //
 //   rocemu-memcheck CASE...   malloc memalign mmap hugepages file overlap reuse
 //                             fork mprotect threads thread_dereg thread_writes
-//                             close_device (or all); each prints
+//                             close_device map_count (or all); each prints
 //                             "case NAME: ok, moved M of N" (M: MRs whose
 //                             pages the engine maps) or "case NAME: skipped"
 //   rocemu-memcheck --hold    registers, then transfers until killed
@@ -683,6 +683,31 @@ void case_close_device() {
   report("close_device", t);
 }
 
+// Registration when the process is at vm.max_map_count: putting the memfd
+// over the middle of a mapping needs two more areas, so it fails; the MR
+// takes the fallback with its pages as they were.
+void case_map_count() {
+  Tally t;
+  const size_t len = 16 * kPage;
+  uint8_t* a = map_anon(len);
+  uint8_t* b = map_anon(len);
+  std::vector<void*> filler;
+  filler.reserve(1 << 20);
+  // One-page mappings that cannot merge (protections alternate).
+  for (;;) {
+    void* p = mmap(nullptr, kPage, filler.size() % 2 ? PROT_READ : PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || filler.size() == filler.capacity()) break;
+    filler.push_back(p);
+  }
+  lifecycle({a, len, 4 * kPage + 10, 4 * kPage}, {b, len, 0, len}, t, "map_count");
+  for (void* p : filler) munmap(p, kPage);
+  std::printf("map_count: %zu mappings added\n", filler.size());
+  munmap(a, len);
+  munmap(b, len);
+  report("map_count", t);
+}
+
 // ---- processes killed ------------------------------------------------------
 
 int hold() {
@@ -758,7 +783,7 @@ int main(int argc, char** argv) {
   if (cases[0] == "--engine-dies") return engine_dies();
   if (cases[0] == "all")
     cases = {"malloc", "memalign", "mmap", "hugepages", "file", "overlap", "reuse", "fork", "mprotect", "threads",
-             "thread_dereg", "thread_writes", "close_device"};
+             "thread_dereg", "thread_writes", "close_device", "map_count"};
   for (const std::string& c : cases) {
     if (c == "malloc") case_malloc();
     else if (c == "memalign") case_memalign();
@@ -773,6 +798,7 @@ int main(int argc, char** argv) {
     else if (c == "thread_dereg") case_thread_dereg();
     else if (c == "thread_writes") case_thread_writes();
     else if (c == "close_device") case_close_device();
+    else if (c == "map_count") case_map_count();
     else {
       std::fprintf(stderr, "rocemu-memcheck: no case %s\n", c.c_str());
       return 2;

@@ -74,7 +74,10 @@ namespace rocemu::provider {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
+uint64_t page_size() {
+  static const uint64_t size = uint64_t(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 // A range of moved pages: [start, end) is the memfd's [0, end - start).
 struct Region {
@@ -211,68 +214,6 @@ struct Piece {
   int prot;
 };
 
-// Moves [first, last) (the areas `v`, all private anonymous read-write)
-// onto a new memfd; its fd, or -1 if nothing moved. Between the copy and
-// the last remap only the stack and the kernel are written.
-int move_pages(uint64_t first, uint64_t last, const std::vector<Vma>& v) {
-  Piece pieces[kMaxPieces];
-  int n = 0;
-  for (const Vma& a : v) {
-    if (n > 0 && pieces[n - 1].prot == a.prot && pieces[n - 1].start + pieces[n - 1].len == a.start) {
-      pieces[n - 1].len += a.end - a.start;
-      continue;
-    }
-    if (n == kMaxPieces) return -1;
-    pieces[n++] = {a.start, a.end - a.start, a.start - first, a.prot};
-  }
-  const uint64_t bytes = last - first;
-  const int fd = memfd_create("rocemu-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return -1;
-  if (ftruncate(fd, off_t(bytes)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    close(fd);
-    return -1;
-  }
-  SignalsBlocked quiet;
-  uint64_t done = 0;
-  while (done < bytes) {
-    const ssize_t k = pwrite(fd, reinterpret_cast<const void*>(first + done), bytes - done, off_t(done));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      close(fd);  // nothing remapped yet
-      return -1;
-    }
-    done += uint64_t(k);
-  }
-  for (int i = 0; i < n; i++) {
-    const Piece& p = pieces[i];
-    void* at = reinterpret_cast<void*>(p.start);
-    if (mmap(at, p.len, p.prot, MAP_SHARED | MAP_FIXED, fd, off_t(p.offset)) == MAP_FAILED) {
-      // Out of mappings (vm.max_map_count): the area may be gone, so put
-      // private memory with the same content back, and this piece's
-      // predecessors too.
-      for (int j = 0; j <= i; j++) {
-        const Piece& q = pieces[j];
-        void* to = reinterpret_cast<void*>(q.start);
-        if (mmap(to, q.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-          abort();  // the application's memory cannot be restored
-        uint64_t got = 0;
-        while (got < q.len) {
-          const ssize_t k = pread(fd, static_cast<uint8_t*>(to) + got, q.len - got, off_t(q.offset + got));
-          if (k < 0 && errno == EINTR) continue;
-          if (k <= 0) abort();
-          got += uint64_t(k);
-        }
-        mprotect(to, q.len, q.prot);
-      }
-      close(fd);
-      return -1;
-    }
-  }
-  madvise(reinterpret_cast<void*>(first), bytes, MADV_DONTFORK);
-  return fd;
-}
-
 // A private anonymous copy of fd's [offset, offset + len) with `prot`,
 // somewhere; nullptr if it could not be made.
 void* private_copy(int fd, uint64_t offset, uint64_t len, int prot) {
@@ -290,6 +231,89 @@ void* private_copy(int fd, uint64_t offset, uint64_t len, int prot) {
   }
   mprotect(p, len, prot);
   return p;
+}
+
+struct Moved {
+  int fd = -1;         // the memfd, -1 if nothing is on it
+  bool whole = false;  // false: some pieces are on it, the MR takes the fallback
+};
+
+// Moves [first, last) (the areas `v`, all private anonymous read-write)
+// onto a new memfd. Between the copy and the last remap only the stack
+// and the kernel are written.
+Moved move_pages(uint64_t first, uint64_t last, const std::vector<Vma>& v) {
+  Piece pieces[kMaxPieces];
+  int n = 0;
+  for (const Vma& a : v) {
+    if (n > 0 && pieces[n - 1].prot == a.prot && pieces[n - 1].start + pieces[n - 1].len == a.start) {
+      pieces[n - 1].len += a.end - a.start;
+      continue;
+    }
+    if (n == kMaxPieces) return {};
+    pieces[n++] = {a.start, a.end - a.start, a.start - first, a.prot};
+  }
+  const uint64_t bytes = last - first;
+  const int fd = memfd_create("rocemu-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return {};
+  if (ftruncate(fd, off_t(bytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return {};
+  }
+  SignalsBlocked quiet;
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t k = pwrite(fd, reinterpret_cast<const void*>(first + done), bytes - done, off_t(done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      close(fd);  // nothing remapped yet
+      return {};
+    }
+    done += uint64_t(k);
+  }
+  int mapped = 0;
+  for (; mapped < n; mapped++) {
+    const Piece& p = pieces[mapped];
+    if (mmap(reinterpret_cast<void*>(p.start), p.len, p.prot, MAP_SHARED | MAP_FIXED, fd, off_t(p.offset)) ==
+        MAP_FAILED)
+      break;
+  }
+  if (mapped == n) {
+    madvise(reinterpret_cast<void*>(first), bytes, MADV_DONTFORK);
+    return {fd, true};
+  }
+  // Refused (out of mappings at vm.max_map_count: ENOMEM): the kernel
+  // checks before it unmaps, so the piece is as it was -- unless it is a
+  // hole now, which is then filled with its content. The pieces before it
+  // go back to private memory; any that cannot stay on the memfd (the
+  // caller keeps it, a later settle() retries).
+  const Piece& f = pieces[mapped];
+  void* hole = mmap(reinterpret_cast<void*>(f.start), f.len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (hole != MAP_FAILED) {
+    uint64_t got = 0;
+    while (got < f.len) {
+      const ssize_t k = pread(fd, static_cast<uint8_t*>(hole) + got, f.len - got, off_t(f.offset + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      got += uint64_t(k);
+    }
+    mprotect(hole, f.len, f.prot);
+  }
+  bool left = false;
+  for (int i = 0; i < mapped; i++) {
+    const Piece& p = pieces[i];
+    void* copy = private_copy(fd, p.offset, p.len, p.prot);
+    if (copy != nullptr &&
+        mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) != MAP_FAILED)
+      continue;
+    if (copy != nullptr) munmap(copy, p.len);
+    madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);  // as moved pages are
+    left = true;
+  }
+  if (left) return {fd, false};
+  close(fd);
+  return {};
 }
 
 // The pieces of `r` still mapped from its memfd (the application may have
@@ -454,8 +478,9 @@ void after_fork_child() {
 
 SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
   SharedPages out;
-  const uint64_t first = addr & ~(kPage - 1);
-  const uint64_t last = (addr + length + kPage - 1) & ~(kPage - 1);
+  const uint64_t page = page_size();
+  const uint64_t first = addr & ~(page - 1);
+  const uint64_t last = (addr + length + page - 1) & ~(page - 1);
   out.first = first;
   out.last = last;
   std::lock_guard lock(g_lock);
@@ -504,11 +529,17 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
   if (cur != last) return fallback();
   text = std::string();  // nothing is freed while the pages move
   std::call_once(g_atfork_once, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
-  const int fd = move_pages(first, last, v);
-  if (fd < 0) return fallback();
+  const Moved m = move_pages(first, last, v);
+  if (m.fd < 0) return fallback();
+  const int fd = m.fd;
   struct stat st {};
   fstat(fd, &st);
   const uint64_t id = g_next_id++;
+  if (!m.whole) {
+    // Some pages could not go back: kept, with no MR on them.
+    g_regions[id] = Region{first, last, fd, st.st_ino, 0};
+    return fallback();
+  }
   g_regions[id] = Region{first, last, fd, st.st_ino, 1};
   out.fd = fd;
   out.offset = 0;
