@@ -208,6 +208,10 @@ struct VerbsServer::Impl {
   std::unique_ptr<asio::basic_socket_acceptor<SeqPacket>> acceptor;
   std::thread thread;
   mutable std::mutex mutex;
+  // MR pages mapped here (before the sessions: they count in it).
+  std::shared_ptr<ProcessMemory::WindowTotals> windows = std::make_shared<ProcessMemory::WindowTotals>();
+  std::atomic<uint64_t> max_window_bytes{VerbsServer::WindowLimits{}.bytes};
+  std::atomic<uint64_t> max_windows{VerbsServer::WindowLimits{}.count};
   std::map<int, std::unique_ptr<Session>> sessions;
   std::map<int, std::unique_ptr<SeqPacket::socket>> sockets;
   std::shared_ptr<spdlog::logger> log = logger("verbs");
@@ -634,6 +638,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       new (db->addr) DoorbellPage();
       s.doorbell = *db;
       s.memory = std::move(memory.value());
+      s.memory->count_windows_in(windows);
       s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       if (s.wake < 0) {
         rep.err = errno;
@@ -701,6 +706,17 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         const int e = s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova);
         if (e != 0) return e;
         const uint64_t first = r.addr & ~(page_size() - 1);
+        if (window != nullptr) {
+          // Within the budget, else the fallback (engine thread: windows
+          // are added only here, so the sums are exact).
+          const uint64_t bytes = max_window_bytes.load(), count = max_windows.load();
+          const ProcessMemory& m = *s.memory;
+          if (m.windows() + 1 > count / 2 || m.window_bytes() + r.map_bytes > bytes / 2 ||
+              windows->count.load() + 1 > count || windows->bytes.load() + r.map_bytes > bytes) {
+            munmap(window, r.map_bytes);
+            window = nullptr;
+          }
+        }
         if (window != nullptr) {
           s.memory->add_window(rep.u.mr.key, first, r.map_bytes, window);
         } else {
@@ -1051,6 +1067,11 @@ void VerbsServer::stop() {
 }
 
 void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
+
+void VerbsServer::set_window_limits(const WindowLimits& limits) {
+  impl_->max_window_bytes = limits.bytes;
+  impl_->max_windows = limits.count;
+}
 
 void VerbsServer::engine_stopped() { impl_->engine_stopped.store(true); }
 
