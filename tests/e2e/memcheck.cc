@@ -8,7 +8,7 @@
 //
 //   rocemu-memcheck CASE...   malloc memalign mmap hugepages file overlap reuse
 //                             fork mprotect threads thread_dereg thread_writes
-//                             close_device map_count (or all); each prints
+//                             close_device map_count odp (or all); each prints
 //                             "case NAME: ok, moved M of N" (M: MRs whose
 //                             pages the engine maps) or "case NAME: skipped"
 //   rocemu-memcheck --hold    registers, then transfers until killed
@@ -708,6 +708,25 @@ void case_map_count() {
   report("map_count", t);
 }
 
+// An ODP MR (IBV_ACCESS_ON_DEMAND): the application may change the
+// mappings under it at will (mremap, munmap and mmap again), so its pages
+// are never moved; the fallback reaches them.
+void case_odp() {
+  Tally t;
+  uint8_t* a = map_anon(4 * kPage);
+  uint8_t* b = map_anon(4 * kPage);
+  const Area s{a, 4 * kPage, 0, 4 * kPage}, d{b, 4 * kPage, 0, 4 * kPage};
+  ibv_mr* smr = reg(a, 4 * kPage, kAccess | IBV_ACCESS_ON_DEMAND);
+  ibv_mr* dmr = reg(b, 4 * kPage, kAccess | IBV_ACCESS_ON_DEMAND);
+  t.count(a);
+  t.count(b);
+  transfer(s, smr, d, dmr, 140, "odp");
+  CHECKM(ibv_dereg_mr(smr) == 0 && ibv_dereg_mr(dmr) == 0, "odp: dereg");
+  munmap(a, 4 * kPage);
+  munmap(b, 4 * kPage);
+  report("odp", t);
+}
+
 // ---- processes killed ------------------------------------------------------
 
 int hold() {
@@ -783,7 +802,7 @@ int main(int argc, char** argv) {
   if (cases[0] == "--engine-dies") return engine_dies();
   if (cases[0] == "all")
     cases = {"malloc", "memalign", "mmap", "hugepages", "file", "overlap", "reuse", "fork", "mprotect", "threads",
-             "thread_dereg", "thread_writes", "close_device", "map_count"};
+             "thread_dereg", "thread_writes", "close_device", "map_count", "odp"};
   for (const std::string& c : cases) {
     if (c == "malloc") case_malloc();
     else if (c == "memalign") case_memalign();
@@ -799,6 +818,7 @@ int main(int argc, char** argv) {
     else if (c == "thread_writes") case_thread_writes();
     else if (c == "close_device") case_close_device();
     else if (c == "map_count") case_map_count();
+    else if (c == "odp") case_odp();
     else {
       std::fprintf(stderr, "rocemu-memcheck: no case %s\n", c.c_str());
       return 2;

@@ -85,7 +85,7 @@ TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path 
       else CHECK(m == 0);
     }
     // ...the rest never does, and is still reached.
-    for (const char* c : {"file", "threads"}) {
+    for (const char* c : {"file", "threads", "odp"}) {
       INFO(c);
       CHECK(moved_in(p.output, c) == 0);
     }
