@@ -1,6 +1,7 @@
 #include "nic/verbs/server.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -11,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -576,7 +578,9 @@ uint64_t page_size() {
 // (the MR then takes system calls); err EINVAL if the request is not one
 // the provider makes. The file must be sealed against shrinking: an
 // application truncating it would otherwise make the engine's next copy
-// fault (SIGBUS).
+// fault (SIGBUS). And it must be on tmpfs (an ordinary memfd): there a
+// hole punched in it is filled with zeros at the next access, while on
+// hugetlbfs that access needs a free huge page, else SIGBUS.
 void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err) {
   const auto& r = req.u.reg_mr;
   const uint64_t page = page_size();
@@ -589,8 +593,9 @@ void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err)
   const int fd = fds_in[0];
   struct stat st {};
   const int seals = fcntl(fd, F_GET_SEALS);
+  struct statfs fs {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
-      uint64_t(st.st_size) < r.map_offset + r.map_bytes)
+      uint64_t(st.st_size) < r.map_offset + r.map_bytes || fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
     return nullptr;
   err = 0;
   void* p = mmap(nullptr, r.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(r.map_offset));

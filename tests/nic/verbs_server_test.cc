@@ -453,6 +453,16 @@ TEST_CASE("An MR's pages are mapped only from a memfd sealed against shrinking a
   CHECK(reg(-1, 0, 2 * kPage).first == EINVAL);                                     // no file
   const int dir = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CHECK(reg(dir, 0, 2 * kPage).first == EINVAL);                                    // not a file
+  // A hugetlbfs memfd sealed against shrinking can still lose pages (a
+  // hole punched, fallocate): only tmpfs (shmem) files are mapped.
+  const int huge = memfd_create("mr-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+  if (huge >= 0) {
+    REQUIRE(ftruncate(huge, 2 << 20) == 0);
+    REQUIRE(fcntl(huge, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    CHECK(reg(huge, 0, 2 * kPage).first == EINVAL);
+  } else {
+    WARN("no hugetlb memfd here: " << std::strerror(errno));
+  }
   const auto [err, key] = reg(memfd(3 * kPage, F_SEAL_SHRINK | F_SEAL_GROW), kPage, 2 * kPage);
   CHECK(err == 0);
   Request d = op(Op::kDeregMr);
