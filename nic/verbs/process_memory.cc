@@ -24,6 +24,10 @@ ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), s
 
 ProcessMemory::~ProcessMemory() {
   for (const Window& w : windows_) munmap(w.local, w.end - w.start);
+  if (totals_ != nullptr) {
+    totals_->bytes -= window_bytes_;
+    totals_->count -= windows_.size();
+  }
   close(pidfd_);
 }
 
@@ -33,6 +37,11 @@ void ProcessMemory::add_window(uint32_t key, uint64_t addr, size_t bytes, void* 
                              [](uint64_t a, const Window& x) { return a < x.start; });
   windows_.insert(at, w);
   last_ = 0;
+  window_bytes_ += bytes;
+  if (totals_ != nullptr) {
+    totals_->bytes += bytes;
+    totals_->count++;
+  }
 }
 
 void ProcessMemory::remove_window(uint32_t key) {
@@ -41,6 +50,11 @@ void ProcessMemory::remove_window(uint32_t key) {
     // Writes waiting for flush() may point into it.
     flush();
     munmap(it->local, it->end - it->start);
+    window_bytes_ -= it->end - it->start;
+    if (totals_ != nullptr) {
+      totals_->bytes -= it->end - it->start;
+      totals_->count--;
+    }
     windows_.erase(it);
     last_ = 0;
     return;

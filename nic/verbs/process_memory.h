@@ -35,6 +35,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -72,6 +73,12 @@ class ProcessMemory final : public nic::HostMemory {
   // pages, which only the system calls reach.
   void remove_windows(uint64_t addr, uint64_t bytes);
   size_t windows() const { return windows_.size(); }
+  uint64_t window_bytes() const { return window_bytes_; }
+  // Totals over every ProcessMemory counting in `t`: windows and bytes.
+  struct WindowTotals {
+    std::atomic<uint64_t> bytes{0}, count{0};
+  };
+  void count_windows_in(std::shared_ptr<WindowTotals> t) { totals_ = std::move(t); }
   uint64_t copies() const { return copies_; }  // accesses served by memcpy
   uint64_t failures() const { return failures_; }
   uint64_t calls() const { return calls_; }
@@ -92,6 +99,8 @@ class ProcessMemory final : public nic::HostMemory {
     uint32_t key;
   };
   std::vector<Window> windows_;  // by start
+  uint64_t window_bytes_ = 0;
+  std::shared_ptr<WindowTotals> totals_;
   size_t last_ = 0;              // the window that served the last access
   uint64_t copies_ = 0;
   // Where [addr, addr + len) is mapped here, or nullptr if not wholly

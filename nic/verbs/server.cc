@@ -1,6 +1,7 @@
 #include "nic/verbs/server.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -11,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -208,6 +210,10 @@ struct VerbsServer::Impl {
   std::unique_ptr<asio::basic_socket_acceptor<SeqPacket>> acceptor;
   std::thread thread;
   mutable std::mutex mutex;
+  // MR pages mapped here (before the sessions: they count in it).
+  std::shared_ptr<ProcessMemory::WindowTotals> windows = std::make_shared<ProcessMemory::WindowTotals>();
+  std::atomic<uint64_t> max_window_bytes{VerbsServer::WindowLimits{}.bytes};
+  std::atomic<uint64_t> max_windows{VerbsServer::WindowLimits{}.count};
   std::map<int, std::unique_ptr<Session>> sessions;
   std::map<int, std::unique_ptr<SeqPacket::socket>> sockets;
   std::shared_ptr<spdlog::logger> log = logger("verbs");
@@ -561,7 +567,10 @@ DeviceInfo device_info(const nic::Nic& n) {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
+uint64_t page_size() {
+  static const uint64_t size = uint64_t(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 // Maps the pages of an MR that the provider moved onto a memfd (see
 // protocol.h's reg_mr): the pages from the MR's first to its last, shared
@@ -569,20 +578,24 @@ constexpr uint64_t kPage = 4096;
 // (the MR then takes system calls); err EINVAL if the request is not one
 // the provider makes. The file must be sealed against shrinking: an
 // application truncating it would otherwise make the engine's next copy
-// fault (SIGBUS).
+// fault (SIGBUS). And it must be on tmpfs (an ordinary memfd): there a
+// hole punched in it is filled with zeros at the next access, while on
+// hugetlbfs that access needs a free huge page, else SIGBUS.
 void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err) {
   const auto& r = req.u.reg_mr;
+  const uint64_t page = page_size();
   err = EINVAL;
-  if (fds_in.size() != 1 || r.addr + r.length < r.addr || r.addr + r.length > UINT64_MAX - kPage) return nullptr;
-  const uint64_t first = r.addr & ~(kPage - 1);
-  const uint64_t last = (r.addr + r.length + kPage - 1) & ~(kPage - 1);
-  if (r.map_bytes != last - first || r.map_offset % kPage != 0 || r.map_offset + r.map_bytes < r.map_offset)
+  if (fds_in.size() != 1 || r.addr + r.length < r.addr || r.addr + r.length > UINT64_MAX - page) return nullptr;
+  const uint64_t first = r.addr & ~(page - 1);
+  const uint64_t last = (r.addr + r.length + page - 1) & ~(page - 1);
+  if (r.map_bytes != last - first || r.map_offset % page != 0 || r.map_offset + r.map_bytes < r.map_offset)
     return nullptr;
   const int fd = fds_in[0];
   struct stat st {};
   const int seals = fcntl(fd, F_GET_SEALS);
+  struct statfs fs {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
-      uint64_t(st.st_size) < r.map_offset + r.map_bytes)
+      uint64_t(st.st_size) < r.map_offset + r.map_bytes || fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
     return nullptr;
   err = 0;
   void* p = mmap(nullptr, r.map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(r.map_offset));
@@ -630,6 +643,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       new (db->addr) DoorbellPage();
       s.doorbell = *db;
       s.memory = std::move(memory.value());
+      s.memory->count_windows_in(windows);
       s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
       if (s.wake < 0) {
         rep.err = errno;
@@ -696,11 +710,22 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       rep.err = on_engine([&] {
         const int e = s.nic->reg_mr(s.ctx, r.pd, r.addr, r.length, access, rep.u.mr.key, r.iova);
         if (e != 0) return e;
-        const uint64_t first = r.addr & ~(kPage - 1);
+        const uint64_t first = r.addr & ~(page_size() - 1);
+        if (window != nullptr) {
+          // Within the budget, else the fallback (engine thread: windows
+          // are added only here, so the sums are exact).
+          const uint64_t bytes = max_window_bytes.load(), count = max_windows.load();
+          const ProcessMemory& m = *s.memory;
+          if (m.windows() + 1 > count / 2 || m.window_bytes() + r.map_bytes > bytes / 2 ||
+              windows->count.load() + 1 > count || windows->bytes.load() + r.map_bytes > bytes) {
+            munmap(window, r.map_bytes);
+            window = nullptr;
+          }
+        }
         if (window != nullptr) {
           s.memory->add_window(rep.u.mr.key, first, r.map_bytes, window);
         } else {
-          s.memory->remove_windows(first, ((r.addr + r.length + kPage - 1) & ~(kPage - 1)) - first);
+          s.memory->remove_windows(first, ((r.addr + r.length + page_size() - 1) & ~(page_size() - 1)) - first);
         }
         return 0;
       });
@@ -1047,6 +1072,11 @@ void VerbsServer::stop() {
 }
 
 void VerbsServer::set_cli_handler(CliHandler h) { impl_->cli = std::move(h); }
+
+void VerbsServer::set_window_limits(const WindowLimits& limits) {
+  impl_->max_window_bytes = limits.bytes;
+  impl_->max_windows = limits.count;
+}
 
 void VerbsServer::engine_stopped() { impl_->engine_stopped.store(true); }
 

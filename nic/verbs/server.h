@@ -113,6 +113,16 @@ class VerbsServer {
   using CliHandler = std::function<int(const std::vector<std::string>& words, std::string& out)>;
   void set_cli_handler(CliHandler h);
 
+  // What the engine maps of applications' MR pages (moved onto memfds by
+  // the provider), in bytes and windows: at most this per engine, half of
+  // it per application. An MR beyond it is registered all the same and
+  // reached with system calls (the fallback).
+  struct WindowLimits {
+    uint64_t bytes = 64ull << 30;
+    uint64_t count = 16384;
+  };
+  void set_window_limits(const WindowLimits& limits);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -7,7 +7,8 @@
 // after registration.
 //
 //   rocemu-memcheck CASE...   malloc memalign mmap hugepages file overlap reuse
-//                             fork mprotect threads (or all); each prints
+//                             fork mprotect threads thread_dereg thread_writes
+//                             close_device map_count odp (or all); each prints
 //                             "case NAME: ok, moved M of N" (M: MRs whose
 //                             pages the engine maps) or "case NAME: skipped"
 //   rocemu-memcheck --hold    registers, then transfers until killed
@@ -541,6 +542,191 @@ void case_threads() {
   report("threads", t);
 }
 
+// Deregistered while another thread is alive: the pages go back to
+// private memory all the same. glibc's realloc grows an mmap'd chunk with
+// mremap (a shared mapping of the sealed memfd would SIGBUS past its end),
+// and MADV_DONTNEED must zero-fill again (calloc in some allocators
+// counts on it).
+void case_thread_dereg() {
+  Tally t;
+  const size_t n = 1 << 20;
+  auto* h = static_cast<uint8_t*>(std::malloc(n));  // glibc: an mmap'd chunk
+  uint8_t* m = map_anon(n);
+  const Area s{h, n, 0, n}, d{m, n, 0, n};
+  ibv_mr* smr = reg(h, n);
+  ibv_mr* dmr = reg(m, n);
+  t.count(h);
+  t.count(m);
+  transfer(s, smr, d, dmr, 110, "thread_dereg");
+  int p[2];
+  if (pipe(p) != 0) std::exit(2);
+  std::thread idle([&] {
+    char c;
+    [[maybe_unused]] ssize_t r = read(p[0], &c, 1);
+  });
+  CHECKM(ibv_dereg_mr(smr) == 0 && ibv_dereg_mr(dmr) == 0, "thread_dereg: dereg");
+  CHECKM(!on_memfd(h) && !on_memfd(m), "thread_dereg: pages still on a memfd: %s", vma_of(h).c_str());
+  CHECKM(differs(h, n, 110) == n && differs(m, n, 110) == n, "thread_dereg: data lost at dereg");
+  auto* h2 = static_cast<uint8_t*>(std::realloc(h, 2 * n));
+  CHECKM(h2 != nullptr, "thread_dereg: realloc");
+  CHECKM(differs(h2, n, 110) == n, "thread_dereg: realloc lost data");
+  std::memset(h2 + n, 0x5a, n);  // SIGBUS here if the chunk grew on the memfd
+  size_t at = 0;
+  while (at < n && h2[n + at] == 0x5a) at++;
+  CHECKM(at == n, "thread_dereg: the grown part reads back wrong at %zu", at);
+  CHECKM(madvise(m, n, MADV_DONTNEED) == 0, "thread_dereg: madvise");
+  for (at = 0; at < n && m[at] == 0; at++) {}
+  CHECKM(at == n, "thread_dereg: MADV_DONTNEED did not zero-fill (byte %zu)", at);
+  auto* z = static_cast<uint8_t*>(std::calloc(1, n));
+  for (at = 0; at < n && z[at] == 0; at++) {}
+  CHECKM(at == n, "thread_dereg: calloc gave a non-zero byte at %zu", at);
+  std::free(z);
+  [[maybe_unused]] ssize_t r = write(p[1], "x", 1);
+  idle.join();
+  close(p[0]);
+  close(p[1]);
+  std::free(h2);
+  munmap(m, n);
+  report("thread_dereg", t);
+}
+
+// Another thread writing all over a moved MR's pages while it is
+// deregistered: the pages go back to private memory and none of its
+// writes is lost.
+void case_thread_writes() {
+  Tally t;
+  const size_t n = 1 << 20;
+  uint8_t* a = map_anon(n);
+  uint8_t* b = map_anon(n);
+  const Area s{a, n, 0, n}, d{b, n, 0, n};
+  ibv_mr* smr = reg(a, n);
+  ibv_mr* dmr = reg(b, n);
+  t.count(a);
+  t.count(b);
+  transfer(s, smr, d, dmr, 120, "thread_writes");
+  // Write i (from 1) goes to word idx(i), one word a page in turn, each
+  // word once: a write lost in the move would not be made good by a later
+  // one. The writer yields after each, so the pass outlasts the dereg.
+  constexpr uint32_t kPerPage = uint32_t(kPage / 4), kPages = uint32_t(n / kPage), kWords = kPerPage * kPages;
+  auto idx = [&](uint32_t i) { return ((i - 1) % kPages) * kPerPage + (i - 1) / kPages; };
+  auto* words = reinterpret_cast<volatile uint32_t*>(a);
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> last{0};
+  std::thread writer([&] {
+    for (uint32_t i = 1; i <= kWords && !stop.load(std::memory_order_relaxed); i++) {
+      words[idx(i)] = i;
+      last.store(i, std::memory_order_relaxed);
+      sched_yield();
+    }
+  });
+  while (last.load() < 1000) std::this_thread::yield();
+  const uint32_t before = last.load();
+  CHECKM(ibv_dereg_mr(smr) == 0 && ibv_dereg_mr(dmr) == 0, "thread_writes: dereg");
+  const uint32_t after = last.load();
+  stop = true;
+  writer.join();
+  std::printf("thread_writes: writes %u to %u during the dereg\n", before, after);
+  CHECKM(!on_memfd(a) && !on_memfd(b), "thread_writes: pages still on a memfd: %s", vma_of(a).c_str());
+  const uint32_t end = last.load();
+  std::vector<uint32_t> want(kWords);
+  int lost = 0;
+  for (uint32_t j = 0; j < kWords; j++) {
+    // The pattern transfer() left, unless the writer wrote the word.
+    uint32_t orig = 0;
+    for (int k = 0; k < 4; k++) orig |= uint32_t(pattern(120, 4 * uint64_t(j) + uint64_t(k))) << (8 * k);
+    want[j] = orig;
+  }
+  for (uint32_t i = 1; i <= end; i++) want[idx(i)] = i;
+  for (uint32_t j = 0; j < kWords; j++) {
+    if (words[j] != want[j] && lost++ < 5)
+      CHECKM(false, "thread_writes: a write was lost (word %u is %u, want %u)", j, words[j], want[j]);
+  }
+  CHECKM(lost == 0, "thread_writes: %d writes lost", lost);
+  CHECKM(differs(b, n, 120) == n, "thread_writes: the other MR's data lost");
+  munmap(a, n);
+  munmap(b, n);
+  report("thread_writes", t);
+}
+
+// ibv_close_device with MRs still registered (another thread alive): their
+// pages are private memory again with their content.
+void case_close_device() {
+  Tally t;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n == 0) std::exit(2);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  ibv_pd* pd = ctx != nullptr ? ibv_alloc_pd(ctx) : nullptr;
+  if (pd == nullptr) std::exit(2);
+  const size_t len = 64 * kPage;
+  uint8_t* m = map_anon(len);
+  fill(m, len, 130);
+  ibv_mr* mr = ibv_reg_mr(pd, m, len, kAccess);
+  CHECKM(mr != nullptr, "close_device: reg_mr");
+  t.count(m);
+  int p[2];
+  if (pipe(p) != 0) std::exit(2);
+  std::thread idle([&] {
+    char c;
+    [[maybe_unused]] ssize_t r = read(p[0], &c, 1);
+  });
+  CHECKM(ibv_close_device(ctx) == 0, "close_device: close");
+  CHECKM(!on_memfd(m), "close_device: pages still on a memfd: %s", vma_of(m).c_str());
+  CHECKM(differs(m, len, 130) == len, "close_device: data lost");
+  CHECKM(madvise(m, len, MADV_DONTNEED) == 0 && m[0] == 0 && m[len - 1] == 0, "close_device: not private memory");
+  [[maybe_unused]] ssize_t r = write(p[1], "x", 1);
+  idle.join();
+  close(p[0]);
+  close(p[1]);
+  munmap(m, len);
+  report("close_device", t);
+}
+
+// Registration when the process is at vm.max_map_count: putting the memfd
+// over the middle of a mapping needs two more areas, so it fails; the MR
+// takes the fallback with its pages as they were.
+void case_map_count() {
+  Tally t;
+  const size_t len = 16 * kPage;
+  uint8_t* a = map_anon(len);
+  uint8_t* b = map_anon(len);
+  std::vector<void*> filler;
+  filler.reserve(1 << 20);
+  // One-page mappings that cannot merge (protections alternate).
+  for (;;) {
+    void* p = mmap(nullptr, kPage, filler.size() % 2 ? PROT_READ : PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || filler.size() == filler.capacity()) break;
+    filler.push_back(p);
+  }
+  lifecycle({a, len, 4 * kPage + 10, 4 * kPage}, {b, len, 0, len}, t, "map_count");
+  for (void* p : filler) munmap(p, kPage);
+  std::printf("map_count: %zu mappings added\n", filler.size());
+  munmap(a, len);
+  munmap(b, len);
+  report("map_count", t);
+}
+
+// An ODP MR (IBV_ACCESS_ON_DEMAND): the application may change the
+// mappings under it at will (mremap, munmap and mmap again), so its pages
+// are never moved; the fallback reaches them.
+void case_odp() {
+  Tally t;
+  uint8_t* a = map_anon(4 * kPage);
+  uint8_t* b = map_anon(4 * kPage);
+  const Area s{a, 4 * kPage, 0, 4 * kPage}, d{b, 4 * kPage, 0, 4 * kPage};
+  ibv_mr* smr = reg(a, 4 * kPage, kAccess | IBV_ACCESS_ON_DEMAND);
+  ibv_mr* dmr = reg(b, 4 * kPage, kAccess | IBV_ACCESS_ON_DEMAND);
+  t.count(a);
+  t.count(b);
+  transfer(s, smr, d, dmr, 140, "odp");
+  CHECKM(ibv_dereg_mr(smr) == 0 && ibv_dereg_mr(dmr) == 0, "odp: dereg");
+  munmap(a, 4 * kPage);
+  munmap(b, 4 * kPage);
+  report("odp", t);
+}
+
 // ---- processes killed ------------------------------------------------------
 
 int hold() {
@@ -583,6 +769,22 @@ int engine_dies() {
   fill(s.base, s.size, 31);
   fill(d.base, d.size, 32);
   CHECKM(differs(s.base, s.size, 31) == s.size && differs(d.base, d.size, 32) == d.size, "engine-dies: not writable");
+  // Deregistered with the engine gone (another thread alive): the MRs go,
+  // their pages are private memory again with their content.
+  int p[2];
+  if (pipe(p) != 0) std::exit(2);
+  std::thread idle([&] {
+    char c;
+    [[maybe_unused]] ssize_t r = read(p[0], &c, 1);
+  });
+  const int e1 = ibv_dereg_mr(smr), e2 = ibv_dereg_mr(dmr);
+  CHECKM(e1 == 0 && e2 == 0, "engine-dies: dereg: %s, %s", std::strerror(e1), std::strerror(e2));
+  CHECKM(!on_memfd(s.mr_start()) && !on_memfd(d.mr_start()), "engine-dies: pages still on a memfd after dereg: %s",
+         vma_of(s.mr_start()).c_str());
+  CHECKM(differs(s.base, s.size, 31) == s.size && differs(d.base, d.size, 32) == d.size,
+         "engine-dies: data lost at dereg");
+  [[maybe_unused]] ssize_t r = write(p[1], "x", 1);
+  idle.join();
   std::printf("%s\n", g_failures == 0 ? "intact" : "damaged");
   return g_failures == 0 ? 0 : 1;
 }
@@ -599,7 +801,8 @@ int main(int argc, char** argv) {
   if (cases[0] == "--hold") return hold();
   if (cases[0] == "--engine-dies") return engine_dies();
   if (cases[0] == "all")
-    cases = {"malloc", "memalign", "mmap", "hugepages", "file", "overlap", "reuse", "fork", "mprotect", "threads"};
+    cases = {"malloc", "memalign", "mmap", "hugepages", "file", "overlap", "reuse", "fork", "mprotect", "threads",
+             "thread_dereg", "thread_writes", "close_device", "map_count", "odp"};
   for (const std::string& c : cases) {
     if (c == "malloc") case_malloc();
     else if (c == "memalign") case_memalign();
@@ -611,6 +814,11 @@ int main(int argc, char** argv) {
     else if (c == "fork") case_fork();
     else if (c == "mprotect") case_mprotect();
     else if (c == "threads") case_threads();
+    else if (c == "thread_dereg") case_thread_dereg();
+    else if (c == "thread_writes") case_thread_writes();
+    else if (c == "close_device") case_close_device();
+    else if (c == "map_count") case_map_count();
+    else if (c == "odp") case_odp();
     else {
       std::fprintf(stderr, "rocemu-memcheck: no case %s\n", c.c_str());
       return 2;

@@ -76,7 +76,8 @@ TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path 
     REQUIRE(st == 0);
     const bool mapped = !fallback && !forced_fallback();
     // Movable memory moves (unless the fallback is forced)...
-    for (const char* c : {"malloc", "memalign", "mmap", "overlap", "reuse", "fork", "mprotect"}) {
+    for (const char* c : {"malloc", "memalign", "mmap", "overlap", "reuse", "fork", "mprotect", "thread_dereg",
+                          "thread_writes", "close_device"}) {
       INFO(c);
       const int m = moved_in(p.output, c);
       REQUIRE(m >= 0);
@@ -84,7 +85,7 @@ TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path 
       else CHECK(m == 0);
     }
     // ...the rest never does, and is still reached.
-    for (const char* c : {"file", "threads"}) {
+    for (const char* c : {"file", "threads", "odp"}) {
       INFO(c);
       CHECK(moved_in(p.output, c) == 0);
     }

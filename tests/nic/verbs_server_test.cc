@@ -453,6 +453,16 @@ TEST_CASE("An MR's pages are mapped only from a memfd sealed against shrinking a
   CHECK(reg(-1, 0, 2 * kPage).first == EINVAL);                                     // no file
   const int dir = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   CHECK(reg(dir, 0, 2 * kPage).first == EINVAL);                                    // not a file
+  // A hugetlbfs memfd sealed against shrinking can still lose pages (a
+  // hole punched, fallocate): only tmpfs (shmem) files are mapped.
+  const int huge = memfd_create("mr-huge", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_HUGETLB);
+  if (huge >= 0) {
+    REQUIRE(ftruncate(huge, 2 << 20) == 0);
+    REQUIRE(fcntl(huge, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    CHECK(reg(huge, 0, 2 * kPage).first == EINVAL);
+  } else {
+    WARN("no hugetlb memfd here: " << std::strerror(errno));
+  }
   const auto [err, key] = reg(memfd(3 * kPage, F_SEAL_SHRINK | F_SEAL_GROW), kPage, 2 * kPage);
   CHECK(err == 0);
   Request d = op(Op::kDeregMr);
@@ -461,4 +471,98 @@ TEST_CASE("An MR's pages are mapped only from a memfd sealed against shrinking a
   REQUIRE(rep);
   CHECK(rep->err == 0);
   munmap(mem, 4 * kPage);
+}
+
+namespace {
+
+// The engine's mappings of memfds named `name` (it runs in this process).
+int mapped_here(const std::string& name) {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  REQUIRE(f != nullptr);
+  int n = 0;
+  char line[4096];
+  while (std::fgets(line, sizeof line, f) != nullptr) n += std::strstr(line, ("/memfd:" + name).c_str()) != nullptr;
+  std::fclose(f);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("MR pages the engine maps are bounded per application and per engine; beyond, MRs take the fallback",
+          "[unit][verbs]") {
+  Server s;
+  // Per engine 4 windows and 16 pages: an application gets half of each.
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  s.server->set_window_limits({16 * page, 4});
+  auto* mem = static_cast<uint8_t*>(mmap(nullptr, 64 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(mem != MAP_FAILED);
+  const std::string name = "budget-test";
+  // Registers pages [at, at + n) of mem with a memfd of their own; err, key.
+  auto reg = [&](Client& c, uint32_t pd, size_t at, size_t n) {
+    const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(n * page)) == 0);
+    REQUIRE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    Request r = op(Op::kRegMr);
+    const uint64_t addr = uint64_t(mem + at * page);
+    r.u.reg_mr = {pd, IBV_ACCESS_LOCAL_WRITE, addr, n * page, addr, 0, n * page};
+    auto rep = c.call(r, fd);
+    close(fd);
+    REQUIRE(rep);
+    return std::pair{rep->err, rep->u.mr.key};
+  };
+  auto dereg = [&](Client& c, uint32_t key) {
+    Request d = op(Op::kDeregMr);
+    d.u.handle.handle = key;
+    auto rep = c.call(d);
+    REQUIRE(rep);
+    CHECK(rep->err == 0);
+  };
+  Client a(s.path), b(s.path), c(s.path);
+  a.hello();
+  b.hello();
+  c.hello();
+  const uint32_t pa = alloc_pd(a), pb = alloc_pd(b), pc = alloc_pd(c);
+  // a: 9 pages are more than its 8: registered, not mapped.
+  auto big = reg(a, pa, 0, 9);
+  CHECK(big.first == 0);
+  CHECK(mapped_here(name) == 0);
+  // a: two windows, the third MR not mapped (registered all the same).
+  auto a1 = reg(a, pa, 10, 1), a2 = reg(a, pa, 11, 1), a3 = reg(a, pa, 12, 1);
+  CHECK((a1.first == 0 && a2.first == 0 && a3.first == 0));
+  CHECK(mapped_here(name) == 2);
+  // b: two more, then the engine's four are taken: c gets none.
+  auto b1 = reg(b, pb, 20, 1), b2 = reg(b, pb, 21, 1);
+  CHECK((b1.first == 0 && b2.first == 0));
+  CHECK(mapped_here(name) == 4);
+  auto c1 = reg(c, pc, 30, 1);
+  CHECK(c1.first == 0);
+  CHECK(mapped_here(name) == 4);
+  // One of a's goes: c's next MR is mapped.
+  dereg(a, a1.second);
+  CHECK(mapped_here(name) == 3);
+  auto c2 = reg(c, pc, 31, 1);
+  CHECK(c2.first == 0);
+  CHECK(mapped_here(name) == 4);
+  // Bytes per application: b has 1 page mapped after this dereg; 7 more
+  // would make 8 + ... 1 + 8 = 9 > 8: not mapped; 1 + 7 = 8: mapped.
+  dereg(b, b2.second);
+  auto b3 = reg(b, pb, 40, 8);
+  CHECK(b3.first == 0);
+  CHECK(mapped_here(name) == 3);
+  auto b4 = reg(b, pb, 50, 7);
+  CHECK(b4.first == 0);
+  CHECK(mapped_here(name) == 4);
+  for (auto k : {big.second, a2.second, a3.second}) dereg(a, k);
+  for (auto k : {b1.second, b3.second, b4.second}) dereg(b, k);
+  for (auto k : {c1.second, c2.second}) dereg(c, k);
+  CHECK(mapped_here(name) == 0);
+  // Bytes per engine: 8 + 8 pages mapped, then c's one page is not.
+  auto a5 = reg(a, pa, 0, 8), b5 = reg(b, pb, 10, 8), c5 = reg(c, pc, 20, 1);
+  CHECK((a5.first == 0 && b5.first == 0 && c5.first == 0));
+  CHECK(mapped_here(name) == 2);
+  dereg(a, a5.second);
+  dereg(b, b5.second);
+  dereg(c, c5.second);
+  munmap(mem, 64 * page);
 }

@@ -273,6 +273,12 @@ int ibv_close_device(ibv_context* context) {
   munmap(c->db, c->db_bytes);
   close(c->wake_fd);
   close(c->sock);  // the engine frees whatever is left
+  // MRs left registered: their pages go back to private memory (the
+  // ibv_mr objects go too, as the device's other objects would).
+  for (Mr* m : c->mrs) {
+    unshare_pages(m->pages);
+    delete m;
+  }
   if (context->async_fd >= 0) close(context->async_fd);
   pthread_mutex_destroy(&context->mutex);
   delete c;

@@ -25,10 +25,17 @@
 // A later registration lying wholly inside moved pages that are still
 // mapped from the same memfd shares them (a count per moved range); one
 // overlapping them in part takes the fallback. When the last MR on a
-// moved range is deregistered, the pages move back to private anonymous
-// memory (same content, same protection, so MADV_DONTNEED zero-fills
-// again, as allocators expect) -- if the process is then single-threaded;
-// else they stay on the memfd, which only /proc/PID/maps can tell.
+// moved range is gone (deregistered, a dereg the dead engine answered
+// with EIO, or its device closed), the pages move back to private
+// anonymous memory with the same content and protection, so
+// MADV_DONTNEED zero-fills and mremap grows them again, as allocators
+// expect -- whatever other threads are doing meanwhile: the range is
+// write-protected with userfaultfd first (a thread writing it waits in
+// the kernel), copied into a new private mapping, which mremap puts in
+// its place, and then the waiting writers are woken (they write the new
+// pages). Without a userfaultfd that write-protects shmem (probed once:
+// unprivileged_userfaultfd=0 and no CAP_SYS_PTRACE, or an old kernel),
+// nothing moves: every MR takes the fallback.
 //
 // The memfd is sealed against shrinking and growing (the engine checks
 // F_SEAL_SHRINK: a truncated file would make its copies fault). Moved
@@ -42,10 +49,13 @@
 //
 // ROCEMU_DMA=process_vm moves nothing: every MR takes the fallback.
 #include <fcntl.h>
+#include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -64,7 +74,10 @@ namespace rocemu::provider {
 
 namespace {
 
-constexpr uint64_t kPage = 4096;
+uint64_t page_size() {
+  static const uint64_t size = uint64_t(sysconf(_SC_PAGESIZE));
+  return size;
+}
 
 // A range of moved pages: [start, end) is the memfd's [0, end - start).
 struct Region {
@@ -201,68 +214,6 @@ struct Piece {
   int prot;
 };
 
-// Moves [first, last) (the areas `v`, all private anonymous read-write)
-// onto a new memfd; its fd, or -1 if nothing moved. Between the copy and
-// the last remap only the stack and the kernel are written.
-int move_pages(uint64_t first, uint64_t last, const std::vector<Vma>& v) {
-  Piece pieces[kMaxPieces];
-  int n = 0;
-  for (const Vma& a : v) {
-    if (n > 0 && pieces[n - 1].prot == a.prot && pieces[n - 1].start + pieces[n - 1].len == a.start) {
-      pieces[n - 1].len += a.end - a.start;
-      continue;
-    }
-    if (n == kMaxPieces) return -1;
-    pieces[n++] = {a.start, a.end - a.start, a.start - first, a.prot};
-  }
-  const uint64_t bytes = last - first;
-  const int fd = memfd_create("rocemu-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return -1;
-  if (ftruncate(fd, off_t(bytes)) != 0 ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    close(fd);
-    return -1;
-  }
-  SignalsBlocked quiet;
-  uint64_t done = 0;
-  while (done < bytes) {
-    const ssize_t k = pwrite(fd, reinterpret_cast<const void*>(first + done), bytes - done, off_t(done));
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      close(fd);  // nothing remapped yet
-      return -1;
-    }
-    done += uint64_t(k);
-  }
-  for (int i = 0; i < n; i++) {
-    const Piece& p = pieces[i];
-    void* at = reinterpret_cast<void*>(p.start);
-    if (mmap(at, p.len, p.prot, MAP_SHARED | MAP_FIXED, fd, off_t(p.offset)) == MAP_FAILED) {
-      // Out of mappings (vm.max_map_count): the area may be gone, so put
-      // private memory with the same content back, and this piece's
-      // predecessors too.
-      for (int j = 0; j <= i; j++) {
-        const Piece& q = pieces[j];
-        void* to = reinterpret_cast<void*>(q.start);
-        if (mmap(to, q.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-          abort();  // the application's memory cannot be restored
-        uint64_t got = 0;
-        while (got < q.len) {
-          const ssize_t k = pread(fd, static_cast<uint8_t*>(to) + got, q.len - got, off_t(q.offset + got));
-          if (k < 0 && errno == EINTR) continue;
-          if (k <= 0) abort();
-          got += uint64_t(k);
-        }
-        mprotect(to, q.len, q.prot);
-      }
-      close(fd);
-      return -1;
-    }
-  }
-  madvise(reinterpret_cast<void*>(first), bytes, MADV_DONTFORK);
-  return fd;
-}
-
 // A private anonymous copy of fd's [offset, offset + len) with `prot`,
 // somewhere; nullptr if it could not be made.
 void* private_copy(int fd, uint64_t offset, uint64_t len, int prot) {
@@ -282,6 +233,89 @@ void* private_copy(int fd, uint64_t offset, uint64_t len, int prot) {
   return p;
 }
 
+struct Moved {
+  int fd = -1;         // the memfd, -1 if nothing is on it
+  bool whole = false;  // false: some pieces are on it, the MR takes the fallback
+};
+
+// Moves [first, last) (the areas `v`, all private anonymous read-write)
+// onto a new memfd. Between the copy and the last remap only the stack
+// and the kernel are written.
+Moved move_pages(uint64_t first, uint64_t last, const std::vector<Vma>& v) {
+  Piece pieces[kMaxPieces];
+  int n = 0;
+  for (const Vma& a : v) {
+    if (n > 0 && pieces[n - 1].prot == a.prot && pieces[n - 1].start + pieces[n - 1].len == a.start) {
+      pieces[n - 1].len += a.end - a.start;
+      continue;
+    }
+    if (n == kMaxPieces) return {};
+    pieces[n++] = {a.start, a.end - a.start, a.start - first, a.prot};
+  }
+  const uint64_t bytes = last - first;
+  const int fd = memfd_create("rocemu-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return {};
+  if (ftruncate(fd, off_t(bytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close(fd);
+    return {};
+  }
+  SignalsBlocked quiet;
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t k = pwrite(fd, reinterpret_cast<const void*>(first + done), bytes - done, off_t(done));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      close(fd);  // nothing remapped yet
+      return {};
+    }
+    done += uint64_t(k);
+  }
+  int mapped = 0;
+  for (; mapped < n; mapped++) {
+    const Piece& p = pieces[mapped];
+    if (mmap(reinterpret_cast<void*>(p.start), p.len, p.prot, MAP_SHARED | MAP_FIXED, fd, off_t(p.offset)) ==
+        MAP_FAILED)
+      break;
+  }
+  if (mapped == n) {
+    madvise(reinterpret_cast<void*>(first), bytes, MADV_DONTFORK);
+    return {fd, true};
+  }
+  // Refused (out of mappings at vm.max_map_count: ENOMEM): the kernel
+  // checks before it unmaps, so the piece is as it was -- unless it is a
+  // hole now, which is then filled with its content. The pieces before it
+  // go back to private memory; any that cannot stay on the memfd (the
+  // caller keeps it, a later settle() retries).
+  const Piece& f = pieces[mapped];
+  void* hole = mmap(reinterpret_cast<void*>(f.start), f.len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (hole != MAP_FAILED) {
+    uint64_t got = 0;
+    while (got < f.len) {
+      const ssize_t k = pread(fd, static_cast<uint8_t*>(hole) + got, f.len - got, off_t(f.offset + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) break;
+      got += uint64_t(k);
+    }
+    mprotect(hole, f.len, f.prot);
+  }
+  bool left = false;
+  for (int i = 0; i < mapped; i++) {
+    const Piece& p = pieces[i];
+    void* copy = private_copy(fd, p.offset, p.len, p.prot);
+    if (copy != nullptr &&
+        mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) != MAP_FAILED)
+      continue;
+    if (copy != nullptr) munmap(copy, p.len);
+    madvise(reinterpret_cast<void*>(p.start), p.len, MADV_DONTFORK);  // as moved pages are
+    left = true;
+  }
+  if (left) return {fd, false};
+  close(fd);
+  return {};
+}
+
 // The pieces of `r` still mapped from its memfd (the application may have
 // unmapped or replaced some); false if there are too many to list.
 bool mapped_pieces(const Region& r, Piece* out, int& n) {
@@ -297,24 +331,106 @@ bool mapped_pieces(const Region& r, Piece* out, int& n) {
   return true;
 }
 
+// A userfaultfd able to write-protect shmem, or -1.
+int open_uffd() {
+  int fd = int(syscall(SYS_userfaultfd, O_CLOEXEC));
+  if (fd < 0) {
+    // Where unprivileged userfaultfd is off, /dev/userfaultfd may be open
+    // to this user.
+    const int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev < 0) return -1;
+    fd = ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC);
+    close(dev);
+    if (fd < 0) return -1;
+  }
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+  if (ioctl(fd, UFFDIO_API, &api) != 0 || !(api.features & UFFD_FEATURE_WP_HUGETLBFS_SHMEM)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool wp_range(int uffd, uint64_t start, uint64_t len, bool on) {
+  uffdio_writeprotect wp{};
+  wp.range = {start, len};
+  wp.mode = on ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
+}
+
+bool wp_register(int uffd, uint64_t start, uint64_t len) {
+  uffdio_register reg{};
+  reg.range = {start, len};
+  reg.mode = UFFDIO_REGISTER_MODE_WP;
+  return ioctl(uffd, UFFDIO_REGISTER, &reg) == 0 && (reg.ioctls & (1ull << _UFFDIO_WRITEPROTECT)) != 0;
+}
+
+// Whether pages can move back safely here: a memfd page registered and
+// write-protected, then released.
+bool can_move_back() {
+  static const bool ok = [] {
+    const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+    const int uffd = open_uffd();
+    if (uffd < 0) return false;
+    bool good = false;
+    const int fd = memfd_create("rocemu-probe", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, off_t(page)) == 0) {
+      void* p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        const auto a = reinterpret_cast<uint64_t>(p);
+        good = wp_register(uffd, a, page) && wp_range(uffd, a, page, true) && wp_range(uffd, a, page, false);
+        munmap(p, page);
+      }
+    }
+    if (fd >= 0) close(fd);
+    close(uffd);
+    return good;
+  }();
+  return ok;
+}
+
 // Puts private anonymous memory with the same content and protection in
 // place of what is left of `r` on its memfd; false (nothing changed) if
-// it cannot.
+// it cannot. Other threads may be writing the pages: they are
+// write-protected from the copy until the new pages are in place.
 bool move_back(const Region& r) {
   Piece pieces[kMaxPieces];
   int n = 0;
   if (!mapped_pieces(r, pieces, n)) return false;
-  SignalsBlocked quiet;
+  if (n == 0) return true;
+  const int uffd = open_uffd();
+  if (uffd < 0) return false;
   for (int i = 0; i < n; i++) {
-    const Piece& p = pieces[i];
-    void* copy = private_copy(r.fd, p.offset, p.len, p.prot);
-    if (copy == nullptr) return false;  // the rest stays on the memfd
-    if (mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) == MAP_FAILED) {
-      munmap(copy, p.len);
+    if (!wp_register(uffd, pieces[i].start, pieces[i].len)) {
+      close(uffd);  // unregisters
       return false;
     }
   }
-  return true;
+  SignalsBlocked quiet;
+  // From here to the wake nothing may touch the heap: a thread waiting on
+  // a write-protected page may hold the allocator's lock.
+  int protected_ = 0;
+  while (protected_ < n && wp_range(uffd, pieces[protected_].start, pieces[protected_].len, true)) protected_++;
+  int moved = 0;
+  if (protected_ == n) {
+    for (; moved < n; moved++) {
+      const Piece& p = pieces[moved];
+      void* copy = private_copy(r.fd, p.offset, p.len, p.prot);
+      if (copy == nullptr) break;
+      if (mremap(copy, p.len, p.len, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(p.start)) == MAP_FAILED) {
+        munmap(copy, p.len);
+        break;
+      }
+    }
+  }
+  // What did not move stays on the memfd, writable again.
+  for (int i = moved; i < protected_; i++) wp_range(uffd, pieces[i].start, pieces[i].len, false);
+  uffdio_range all{r.start, r.end - r.start};
+  ioctl(uffd, UFFDIO_WAKE, &all);
+  close(uffd);  // wakes whatever still waits, unregisters the rest
+  return moved == n;
 }
 
 // ---- fork(): the child gets a private copy of the moved pages ----------
@@ -362,8 +478,9 @@ void after_fork_child() {
 
 SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
   SharedPages out;
-  const uint64_t first = addr & ~(kPage - 1);
-  const uint64_t last = (addr + length + kPage - 1) & ~(kPage - 1);
+  const uint64_t page = page_size();
+  const uint64_t first = addr & ~(page - 1);
+  const uint64_t last = (addr + length + page - 1) & ~(page - 1);
   out.first = first;
   out.last = last;
   std::lock_guard lock(g_lock);
@@ -371,7 +488,7 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
     g_fallback.emplace_back(first, last);
     return out;
   };
-  if (!may_move || disabled() || last <= first) return fallback();
+  if (!may_move || disabled() || last <= first || !can_move_back()) return fallback();
   for (auto it = g_regions.begin(); it != g_regions.end();) {
     Region& r = it->second;
     if (!overlaps(r.start, r.end, first, last)) {
@@ -412,11 +529,17 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
   if (cur != last) return fallback();
   text = std::string();  // nothing is freed while the pages move
   std::call_once(g_atfork_once, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
-  const int fd = move_pages(first, last, v);
-  if (fd < 0) return fallback();
+  const Moved m = move_pages(first, last, v);
+  if (m.fd < 0) return fallback();
+  const int fd = m.fd;
   struct stat st {};
   fstat(fd, &st);
   const uint64_t id = g_next_id++;
+  if (!m.whole) {
+    // Some pages could not go back: kept, with no MR on them.
+    g_regions[id] = Region{first, last, fd, st.st_ino, 0};
+    return fallback();
+  }
   g_regions[id] = Region{first, last, fd, st.st_ino, 1};
   out.fd = fd;
   out.offset = 0;
@@ -426,15 +549,15 @@ SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move) {
 
 namespace {
 
-// Moved pages no MR uses go back to private memory if nothing can write
-// them meanwhile; else they stay (a later registration can share them,
-// or the last fallback MR on them brings them back).
+// Moved pages no MR uses go back to private memory unless an MR on the
+// fallback still reaches them (the engine may be writing them with
+// process_vm_writev): the last of those brings them back.
 void settle(std::map<uint64_t, Region>::iterator it) {
   const Region& r = it->second;
   if (r.refs > 0) return;
   for (const auto& [a, b] : g_fallback)
     if (overlaps(a, b, r.start, r.end)) return;
-  if (threads() != 1 || !move_back(r)) return;
+  if (!move_back(r)) return;
   close(r.fd);
   g_regions.erase(it);
 }

@@ -44,7 +44,8 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
   req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
   req.u.reg_mr.length = length;
   req.u.reg_mr.iova = iova;
-  const SharedPages pages = share_pages(req.u.reg_mr.addr, length);
+  // An ODP MR may see its mappings changed under it at will: never moved.
+  const SharedPages pages = share_pages(req.u.reg_mr.addr, length, !(access & IBV_ACCESS_ON_DEMAND));
   std::vector<int> fds;
   if (pages.fd >= 0) {
     req.u.reg_mr.map_offset = pages.offset;
@@ -65,6 +66,10 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
   m->mr.length = length;
   m->mr.handle = rep.u.mr.key;
   m->mr.lkey = m->mr.rkey = rep.u.mr.key;
+  {
+    std::lock_guard lock(c.mrs_lock);
+    c.mrs.insert(m);
+  }
   return &m->mr;
 }
 
@@ -142,15 +147,20 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   return 0;
 }
 
+// EIO: the engine is gone, and with it the MR (as for the other objects).
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
-  const int e = simple(*Context::of(mr->context), verbs::Op::kDeregMr, mr->lkey);
-  if (e == 0) {
-    auto* m = reinterpret_cast<Mr*>(mr);
-    unshare_pages(m->pages);
-    delete m;
+  Context& c = *Context::of(mr->context);
+  const int e = simple(c, verbs::Op::kDeregMr, mr->lkey);
+  if (e != 0 && e != EIO) return e;
+  auto* m = reinterpret_cast<Mr*>(mr);
+  {
+    std::lock_guard lock(c.mrs_lock);
+    c.mrs.erase(m);
   }
-  return e;
+  unshare_pages(m->pages);
+  delete m;
+  return 0;
 }
 
 // ---------------------------------------------------------- channels ----

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "nic/host_queue.h"
@@ -119,6 +120,8 @@ struct Context {
   std::atomic<bool> dead{false};
   std::mutex qps_lock;
   std::unordered_map<uint32_t, Qp*> qps;
+  std::mutex mrs_lock;
+  std::unordered_set<Mr*> mrs;  // their pages go back at ibv_close_device
 
   static Context* of(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
