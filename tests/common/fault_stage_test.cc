@@ -1,7 +1,9 @@
 // The fault stage links and switch ports share (common/engine/fault_stage.h).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "common/engine/basic_nodes.h"
 #include "common/engine/fault_stage.h"
@@ -26,6 +28,17 @@ rte_mbuf* packet(Engine& e, uint8_t tag) {
   return m;
 }
 
+// A frame's arrival number, in two bytes of its payload.
+void set_seq(rte_mbuf* m, int seq) {
+  uint16_t v = uint16_t(seq);
+  std::memcpy(rte_pktmbuf_mtod_offset(m, uint8_t*, 20), &v, sizeof v);
+}
+int seq_of(const rte_mbuf* m) {
+  uint16_t v = 0;
+  std::memcpy(&v, rte_pktmbuf_mtod_offset(m, const uint8_t*, 20), sizeof v);
+  return v;
+}
+
 }  // namespace
 
 TEST_CASE("A fault stage's queue gives frames back by due time, ties in the order they came", "[unit][engine]") {
@@ -42,6 +55,79 @@ TEST_CASE("A fault stage's queue gives frames back by due time, ties in the orde
   }
   const std::vector<std::pair<int64_t, int>> want = {{1, 4}, {2, 7}, {3, 1}, {3, 3}, {5, 0}, {7, 2}, {9, 5}, {9, 6}};
   CHECK(out == want);
+}
+
+TEST_CASE("A fault stage's queue keeps that order past its first ring, wrapped, with frames due early mixed in",
+          "[unit][engine]") {
+  // The in-order frames sit in a ring that starts at 64 and doubles; those
+  // due before the last one go to a heap. Pops in between make the ring
+  // wrap before it grows; equal due times in both must still leave in the
+  // order they came. A sorted set of (due, arrival) is the model: every pop
+  // must give its first element.
+  auto engine = test::make_engine();
+  struct In {
+    int64_t due;
+    int seq;
+  };
+  uint64_t rng = 12345;
+  auto draw = [&rng](int n) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return int((rng >> 33) % uint64_t(n));
+  };
+  int64_t tail = 0;
+  {
+    DelayQueue q;
+    std::set<std::pair<int64_t, int>> model;
+    int seq = 0;
+    for (int round = 0; round < 6; round++) {
+      for (int i = 0; i < 90; i++) {
+        // Mostly in order (ties too), sometimes earlier than the tail.
+        const int64_t due = draw(5) == 0 ? tail - draw(4) : tail + draw(2);
+        tail = std::max(tail, due);
+        rte_mbuf* m = packet(*engine, 0);
+        set_seq(m, seq);
+        q.push(m, us(due));
+        model.insert({due, seq++});
+      }
+      CHECK(q.size() == model.size());
+      for (int i = 0; i < 40; i++) {
+        const DelayQueue::Held h = q.pop();
+        INFO("round " << round << " pop " << i);
+        CHECK(h.due.count() / 1'000'000 == model.begin()->first);
+        CHECK(seq_of(h.pkt) == model.begin()->second);
+        model.erase(model.begin());
+        rte_pktmbuf_free(h.pkt);
+      }
+    }
+    // clear() with frames in both: nothing left, every mbuf freed.
+    const unsigned before = rte_mempool_avail_count(engine->pool().mempool());
+    const uint64_t held = q.size();
+    REQUIRE(held == model.size());
+    q.clear();
+    CHECK(q.empty());
+    CHECK(q.size() == 0);
+    CHECK(rte_mempool_avail_count(engine->pool().mempool()) == before + held);
+  }
+  // Without pops in between, the whole stream leaves in stable order.
+  DelayQueue q2;
+  std::vector<In> in2;
+  for (int i = 0; i < 300; i++) {
+    const int64_t due = draw(5) == 0 ? tail - draw(4) : tail + draw(2);
+    tail = std::max(tail, due);
+    rte_mbuf* m = packet(*engine, 0);
+    set_seq(m, i);
+    q2.push(m, us(due));
+    in2.push_back({due, i});
+  }
+  std::stable_sort(in2.begin(), in2.end(), [](const In& a, const In& b) { return a.due < b.due; });
+  for (const In& want : in2) {
+    REQUIRE(!q2.empty());
+    const DelayQueue::Held h = q2.pop();
+    CHECK(h.due.count() / 1'000'000 == want.due);
+    CHECK(seq_of(h.pkt) == want.seq);
+    rte_pktmbuf_free(h.pkt);
+  }
+  CHECK(q2.empty());
 }
 
 TEST_CASE("Faults added to a stage add up, each with its own counters", "[unit][engine]") {
