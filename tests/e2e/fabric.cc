@@ -46,9 +46,11 @@ Process Fabric::exec(const std::string& node, const std::vector<std::string>& ar
   return spawn(a, env_);
 }
 
-PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
-                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
-                    int seconds) {
+namespace {
+
+PairResult run_pair_once(const Fabric& f, const std::string& server_node, const std::string& client_node,
+                         const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv,
+                         int port, int seconds) {
   PairResult r;
   Process s = f.exec(server_node, server_argv);
   const bool ready = wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&s});
@@ -64,6 +66,35 @@ PairResult run_pair(const Fabric& f, const std::string& server_node, const std::
   r.client_out = c.output;
   r.server_out = s.output;
   return r;
+}
+
+// perftest calibrates its cycle counter before each report (get_cpu_mhz: 200
+// busy loops timed by gettimeofday and the TSC, a linear fit) and gives up
+// with "Correlation coefficient r^2: ... < 0.9" and "Can't produce a report"
+// when the fit is poor -- which a process preempted inside the loop on a
+// loaded 2-core machine gets. That is perftest's clock, not the fabric: such
+// a run is repeated, and no other failure is.
+bool perftest_clock_calibration_failed(const PairResult& r) {
+  const auto said = [](const std::string& out) { return out.find("Correlation coefficient r^2") != std::string::npos; };
+  return (r.client != 0 && said(r.client_out)) || (r.server != 0 && said(r.server_out));
+}
+
+}  // namespace
+
+PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
+                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
+                    int seconds) {
+  constexpr int kAttempts = 3;
+  std::string earlier;
+  for (int attempt = 1;; ++attempt) {
+    PairResult r = run_pair_once(f, server_node, client_node, server_argv, client_argv, port, seconds);
+    if (attempt == kAttempts || !perftest_clock_calibration_failed(r)) {
+      r.client_out = earlier + r.client_out;
+      return r;
+    }
+    earlier += "[test: attempt " + std::to_string(attempt) +
+               " ended in perftest's clock calibration (r^2 < 0.9), run again]\n";
+  }
 }
 
 int pick_port() {

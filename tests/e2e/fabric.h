@@ -45,7 +45,9 @@ struct PairResult {
 
 // A perftest-style pair: the server on `server_node`, then the client on
 // `client_node` connecting to 127.0.0.1 (the out-of-band TCP exchange runs
-// over the kernel's loopback; RoCE crosses the fabric).
+// over the kernel's loopback; RoCE crosses the fabric). A run that perftest
+// ends because its own clock calibration failed under CPU contention is
+// repeated (up to 3 runs in all; fabric.cc says why), nothing else.
 PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
                     const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
                     int seconds = 120);
