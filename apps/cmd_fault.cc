@@ -47,7 +47,7 @@ struct Registry {
   uint32_t next_id = 1;
   std::vector<Record> records;
 };
-Registry& registry() {
+Registry& fault_registry() {
   static Registry r;
   return r;
 }
@@ -183,7 +183,7 @@ int link_up(Target& t, std::string& out) {
     cfg.interfaces[t.port].faults.link_down = false;
     [[maybe_unused]] const Status st = t.sw->apply(cfg);
   }
-  auto& recs = registry().records;
+  auto& recs = fault_registry().records;
   for (auto it = recs.begin(); it != recs.end();) {
     bool down = false;
     for (FaultStage* st : it->target.stages)
@@ -212,7 +212,7 @@ int add(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   const std::string dir = is_dir(w[i]) ? w[i++] : "both";
   auto t = resolve_target(engine, w[2], dir, out);
   if (!t) return EINVAL;
-  Registry& reg = registry();
+  Registry& reg = fault_registry();
   if (i < w.size() && w[i] == "pfc-storm") {
     if (t->sw == nullptr) {
       out = "pfc-storm: " + t->label + " is not a switch port (a switch sends the storm)";
@@ -286,7 +286,7 @@ const std::array<std::string, 4> kNoCounts = {"-", "-", "-", "-"};
 // topology or NVUE configuration (id "-": `fault clear TARGET` removes them).
 int list(Engine& engine, std::string& out) {
   row(out, "id", "target", "dir", "fault", {"dropped", "delayed", "duplicated", "corrupted"});
-  for (const Record& r : registry().records)
+  for (const Record& r : fault_registry().records)
     row(out, std::to_string(r.id), r.target.label, r.storm ? "out" : r.target.dir, r.what,
         r.storm ? kNoCounts : counts(stats_of(r)));
   for (const auto& l : engine.links())
@@ -305,7 +305,7 @@ int list(Engine& engine, std::string& out) {
       if (st.configured().any())
         row(out, "-", s->name() + ":" + f.name, "in", config::describe_faults(st.configured()),
             counts(st.find(0)->stats));
-      const bool added = std::any_of(registry().records.begin(), registry().records.end(),
+      const bool added = std::any_of(fault_registry().records.begin(), fault_registry().records.end(),
                                      [&](const Record& r) { return r.storm && r.target.sw == s && r.target.port == p; });
       if (f.pfc_storm.enable && !added) row(out, "-", s->name() + ":" + f.name, "out", storm_words(f.pfc_storm), kNoCounts);
     }
@@ -324,7 +324,7 @@ int del(const std::vector<std::string>& w, std::string& out) {
     out = "usage: rocemu fault del ID (ids: rocemu fault list)";
     return EINVAL;
   }
-  auto& recs = registry().records;
+  auto& recs = fault_registry().records;
   const auto it = std::find_if(recs.begin(), recs.end(), [&](const Record& r) { return std::to_string(r.id) == w[2]; });
   if (it == recs.end()) {
     std::vector<std::string> ids;
@@ -360,7 +360,7 @@ std::string failures(const std::vector<std::string>& failed) {
 // failures are named and make it exit 1.
 int clear_all(Engine& engine, std::string& out) {
   std::vector<std::string> failed;
-  auto& recs = registry().records;
+  auto& recs = fault_registry().records;
   for (const Record& r : recs)
     if (Status st = remove_record(r); !st.ok()) failed.push_back(r.target.label + ": " + st.message());
   recs.clear();
@@ -390,7 +390,7 @@ int clear(Engine& engine, const std::vector<std::string>& w, std::string& out) {
     return EINVAL;
   }
   if (w.size() == 2) return clear_all(engine, out);
-  auto& recs = registry().records;
+  auto& recs = fault_registry().records;
   auto t = resolve_target(engine, w[2], "both", out);
   if (!t) return EINVAL;
   const auto touches = [&](const Record& r) {

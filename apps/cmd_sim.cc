@@ -24,7 +24,7 @@ extern char** environ;
 namespace rocemu::app {
 namespace {
 
-constexpr int kFail = 1, kUsage = 2;
+constexpr int kExitFail = 1, kExitUsage = 2;
 
 // Where sim-plot.py is: $ROCEMU_SIM_PLOT, else the installed copy
 // (../share/rocemu from this binary), else the source tree's.
@@ -109,7 +109,7 @@ bool baseline(const SimOptions& o, const sim::Scenario& s, const sim::RunResult&
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
-  return kUsage;
+  return kExitUsage;
 }
 
 // The EAL, sized for the topology's packet pool (an mbuf takes about 5 KB
@@ -166,7 +166,7 @@ int cmd_sim(const SimOptions& o) {
     if (!write_text(o.junit, sim::junit_xml(suites, r->wall_seconds)))
       return usage_error("rocemu sim: cannot write " + o.junit);
   }
-  return r->verdict.pass() && base_ok ? 0 : kFail;
+  return r->verdict.pass() && base_ok ? 0 : kExitFail;
 }
 
 }  // namespace rocemu::app

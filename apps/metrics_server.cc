@@ -20,6 +20,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+}  // namespace
+
+// Named, not anonymous: MetricsServer::Impl (external linkage) holds them,
+// which gcc refuses (-Wsubobject-linkage) when a unity build includes this
+// file into another.
+namespace metrics_server_detail {
+
 // What the engine thread hands back: the text of one render, by
 // generation. Shared with the jobs in flight, so a job the engine runs
 // after the server is gone writes into it harmlessly.
@@ -47,6 +54,10 @@ struct Client {
   Clock::time_point deadline;
 };
 
+}  // namespace metrics_server_detail
+
+namespace {
+
 std::string response(int code, const char* reason, const std::string& type, const std::string& body, bool head) {
   std::string r = "HTTP/1.1 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
                   "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
@@ -57,6 +68,9 @@ std::string response(int code, const char* reason, const std::string& type, cons
 }  // namespace
 
 struct MetricsServer::Impl {
+  using Client = metrics_server_detail::Client;
+  using Handover = metrics_server_detail::Handover;
+
   Post post;
   Render render;
   int listen_fd = -1;

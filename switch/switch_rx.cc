@@ -11,7 +11,6 @@
 namespace rocemu::sw {
 namespace {
 
-constexpr uint8_t kFlagTrimmed = 1;
 constexpr Duration kArpInterval = ms(1);
 
 void set_ce(uint8_t* data, const wire::PacketView& v) {
@@ -307,7 +306,7 @@ bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, con
     return false;
   }
   enqueue(in, out, m, trim.switch_priority, pg, trim_tc_, adm.ingress, now);
-  dpdk::meta(m).flags |= kFlagTrimmed;
+  dpdk::meta(m).flags |= kMetaFlagTrimmed;
   return true;
 }
 

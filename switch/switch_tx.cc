@@ -5,11 +5,11 @@
 
 #include "common/wire/build.h"
 #include "switch/switch.h"
+#include "switch/trim.h"
 
 namespace rocemu::sw {
 namespace {
 
-constexpr uint8_t kFlagTrimmed = 1;
 constexpr uint16_t kBurst = 32;
 
 }  // namespace
@@ -165,7 +165,7 @@ void Switch::account_tx(PortRuntime& p, rte_mbuf* m) {
   QueueCounters& q = p.queue_counters[meta.tc];
   q[QueueCounters::packets]++;
   q[QueueCounters::bytes] += len;
-  if (meta.flags & kFlagTrimmed) {
+  if (meta.flags & kMetaFlagTrimmed) {
     q[QueueCounters::trim_sent_packets]++;
     p.counters[PortCounters::trim_sent_packets]++;
   }

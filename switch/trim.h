@@ -12,6 +12,10 @@
 
 namespace rocemu::sw {
 
+// The flag in an mbuf's metadata (dpdk::meta(m).flags) of a packet that
+// was trimmed on ingress, so egress counts and schedules it as trimmed.
+inline constexpr uint8_t kMetaFlagTrimmed = 1;
+
 // Cuts the IP packet described by `v` (decoded from `frame`) to at most
 // `size` bytes of frame and remarks it to `dscp`. RoCEv2: keeps Ethernet
 // to the last extension header, a whole number of 4-byte payload words and

@@ -141,7 +141,7 @@ constexpr std::array<uint32_t, 256> make_table() {
   }
   return t;
 }
-constexpr std::array<uint32_t, 256> kTable = make_table();
+constexpr std::array<uint32_t, 256> kCrc32Table = make_table();
 
 const bool kHavePclmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
 const bool kHaveVpclmul = kHavePclmul && __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f");
@@ -162,7 +162,7 @@ uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t len) {
     len -= bulk;
   }
   if (len > 64) return uint32_t(::crc32_z(~raw, data, len));  // no carry-less multiply
-  for (size_t i = 0; i < len; i++) raw = kTable[(raw ^ data[i]) & 0xff] ^ (raw >> 8);
+  for (size_t i = 0; i < len; i++) raw = kCrc32Table[(raw ^ data[i]) & 0xff] ^ (raw >> 8);
   return ~raw;
 }
 

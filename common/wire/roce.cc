@@ -63,7 +63,7 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
   return t;
 }
 
-constexpr std::array<OpcodeInfo, 256> kTable = build_table();
+constexpr std::array<OpcodeInfo, 256> kOpcodeTableBuilt = build_table();
 
 constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> build_ext_offsets() {
   std::array<std::array<uint8_t, kNumExtHeaders>, 256> t{};
@@ -71,7 +71,7 @@ constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> build_ext_offsets
     uint8_t off = 0;
     for (int h = 0; h < kNumExtHeaders; h++) {
       t[size_t(o)][size_t(h)] = off;
-      if (kTable[size_t(o)].has(ExtHeader(h))) off = uint8_t(off + kExtHeaderLen[size_t(h)]);
+      if (kOpcodeTableBuilt[size_t(o)].has(ExtHeader(h))) off = uint8_t(off + kExtHeaderLen[size_t(h)]);
     }
   }
   return t;
@@ -79,19 +79,19 @@ constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> build_ext_offsets
 
 // The table is the single source of header layout; check it against the
 // lengths the IBA spec gives (BTH excluded).
-static_assert(kTable[op::kWriteFirst].ext_len == 16);
-static_assert(kTable[op::kWriteOnlyImm].ext_len == 20);
-static_assert(kTable[op::kReadRespMiddle].ext_len == 0);
-static_assert(kTable[op::kAtomicAck].ext_len == 12);
-static_assert(kTable[op::kCmpSwap].ext_len == 28);
-static_assert(kTable[op::ud(op::kSendOnlyImm)].ext_len == 12);
-static_assert(kTable[op::uc(op::kWriteOnly)].ext_len == 16);
-static_assert(kTable[op::kSendOnlyInv].ext_len == 4);
-static_assert(!kTable[0x15].valid() && !kTable[op::uc(op::kReadRequest)].valid());
+static_assert(kOpcodeTableBuilt[op::kWriteFirst].ext_len == 16);
+static_assert(kOpcodeTableBuilt[op::kWriteOnlyImm].ext_len == 20);
+static_assert(kOpcodeTableBuilt[op::kReadRespMiddle].ext_len == 0);
+static_assert(kOpcodeTableBuilt[op::kAtomicAck].ext_len == 12);
+static_assert(kOpcodeTableBuilt[op::kCmpSwap].ext_len == 28);
+static_assert(kOpcodeTableBuilt[op::ud(op::kSendOnlyImm)].ext_len == 12);
+static_assert(kOpcodeTableBuilt[op::uc(op::kWriteOnly)].ext_len == 16);
+static_assert(kOpcodeTableBuilt[op::kSendOnlyInv].ext_len == 4);
+static_assert(!kOpcodeTableBuilt[0x15].valid() && !kOpcodeTableBuilt[op::uc(op::kReadRequest)].valid());
 
 }  // namespace
 
-constexpr std::array<OpcodeInfo, 256> kOpcodeTable = kTable;
+constexpr std::array<OpcodeInfo, 256> kOpcodeTable = kOpcodeTableBuilt;
 constexpr std::array<std::array<uint8_t, kNumExtHeaders>, 256> kExtOffset = build_ext_offsets();
 static_assert(kExtOffset[op::kWriteOnlyImm][kExtImmDt] == 16);
 

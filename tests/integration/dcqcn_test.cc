@@ -22,13 +22,13 @@ IncastSpec incast(int senders, int messages, uint32_t len) {
   return is;
 }
 
-struct Outcome {
+struct DcqcnOutcome {
   IncastResult r;
   uint64_t cnp_sent = 0, cnp_handled = 0, cnp_suppressed = 0, ce_seen = 0;
   uint64_t pfc_frames = 0, tc3_watermark = 0, tc3_marked = 0, cnp_tx_switch = 0;
 };
 
-Outcome run(const std::string& cc, int senders, int messages, uint32_t len, const std::string& lag = "") {
+DcqcnOutcome run(const std::string& cc, int senders, int messages, uint32_t len, const std::string& lag = "") {
   StarSpec sp;
   sp.hosts = senders + 1;
   sp.seed = 5;
@@ -36,7 +36,7 @@ Outcome run(const std::string& cc, int senders, int messages, uint32_t len, cons
   sp.virtual_lag = lag;
   auto star = make_star(sp);
   Star& s = *star;
-  Outcome o;
+  DcqcnOutcome o;
   o.r = run_incast(s, incast(senders, messages, len));
   o.cnp_sent = s.nic_counter(senders, NC::np_cnp_sent);
   o.cnp_suppressed = s.nic_counter(senders, NC::np_cnp_suppressed);
@@ -57,8 +57,8 @@ TEST_CASE("DCQCN incast: the receiver sends CNPs, the senders handle them, PFC a
           "[sim][integration][dcqcn]") {
   // 4 senders x 4 x 1 MiB into one 100 Gbit/s port, lossless RoCE profile
   // (ECN on TC3 from 150 KB to 1.5 MB), mlx5's DCQCN against none.
-  const Outcome off = run("none", 4, 4, 1 << 20);
-  const Outcome on = run("dcqcn", 4, 4, 1 << 20);
+  const DcqcnOutcome off = run("none", 4, 4, 1 << 20);
+  const DcqcnOutcome on = run("dcqcn", 4, 4, 1 << 20);
   INFO("none: completion " << to_us(off.r.completion()) << " us, PFC " << off.pfc_frames << ", TC3 watermark "
                            << off.tc3_watermark << " B, marked " << off.tc3_marked << ", CNPs " << off.cnp_sent);
   INFO("dcqcn: completion " << to_us(on.r.completion()) << " us, PFC " << on.pfc_frames << ", TC3 watermark "
@@ -87,7 +87,7 @@ TEST_CASE("DCQCN incast: the receiver sends CNPs, the senders handle them, PFC a
 }
 
 TEST_CASE("DCQCN: one flow on an idle path keeps its line rate and gets no CNP", "[sim][integration][dcqcn]") {
-  const Outcome o = run("dcqcn", 1, 8, 1 << 20);
+  const DcqcnOutcome o = run("dcqcn", 1, 8, 1 << 20);
   REQUIRE(o.r.failure.empty());
   INFO("completion " << to_us(o.r.completion()) << " us, goodput " << o.r.goodput_gbps() << " Gbit/s, CE "
                      << o.ce_seen << ", CNPs " << o.cnp_sent);
@@ -106,7 +106,7 @@ TEST_CASE("DCQCN: an engine that falls behind invents no congestion", "[sim][int
   // late, together. The modelled fabric still has one flow on an idle
   // path: no queue beyond a few packets, no mark, no CNP, line rate.
   for (const char* lag : {"7us", "20us"}) {
-    const Outcome o = run("dcqcn", 1, 8, 1 << 20, lag);
+    const DcqcnOutcome o = run("dcqcn", 1, 8, 1 << 20, lag);
     INFO("lag " << lag << ": completion " << to_us(o.r.completion()) << " us, goodput " << o.r.goodput_gbps()
                 << " Gbit/s, TC3 watermark " << o.tc3_watermark << " B, marked " << o.tc3_marked << ", CNPs "
                 << o.cnp_sent);

@@ -14,15 +14,7 @@ using PC = sw::PortCounters;
 
 namespace {
 
-constexpr uint16_t kBottleneck = 4;
 constexpr uint8_t kDscp24Ect0 = 24 << 2 | 2;
-
-IncastSpec big_incast() {
-  IncastSpec is;
-  is.messages = 4;
-  is.message_len = 1 << 20;
-  return is;
-}
 
 }  // namespace
 
@@ -41,7 +33,7 @@ TEST_CASE("DSCP mismatch with real NICs: DSCP 24 is non-RoCE in TC0, unprotected
   IncastSpec is = big_incast();
   if (per_qp) is.connect.traffic_class = kDscp24Ect0;
   const IncastResult r = run_incast(s, is);
-  const uint64_t tc0_drops = s.sw->queue_counters(kBottleneck, 0)[QC::drop_packets];
+  const uint64_t tc0_drops = s.sw->queue_counters(kIncastBottleneck, 0)[QC::drop_packets];
   INFO("completion " << to_seconds(r.completion()) * 1e6 << " us, TC0 drops " << tc0_drops << ", retransmitted "
                      << s.nic_sum(0, 4, NC::retransmitted_packets) << ", timeouts "
                      << s.nic_sum(0, 4, NC::local_ack_timeout_err));
@@ -54,15 +46,15 @@ TEST_CASE("DSCP mismatch with real NICs: DSCP 24 is non-RoCE in TC0, unprotected
     CHECK(s.sw->counters(p)[PC::rx_roce_packets] == 0);
     CHECK(s.sw->counters(p)[PC::rx_non_roce_packets] > 0);
   }
-  CHECK(s.sw->counters(kBottleneck)[PC::tx_roce_packets] == 0);
-  CHECK(s.sw->counters(kBottleneck)[PC::tx_non_roce_packets] > 0);
+  CHECK(s.sw->counters(kIncastBottleneck)[PC::tx_roce_packets] == 0);
+  CHECK(s.sw->counters(kIncastBottleneck)[PC::tx_non_roce_packets] > 0);
   const auto c = s.sw->show_roce_counters(0);
   CHECK(c["rx-roce-stats"]["roce-packets"] == 0);
   CHECK(c["rx-non-roce-stats"]["non-roce-packets"].get<uint64_t>() > 0);
   // TC0 is lossy: it dropped, and nobody was paused.
   CHECK(tc0_drops > 0);
-  CHECK(s.sw->counters(kBottleneck)[PC::tx_non_roce_no_buffer_discard] == tc0_drops);
-  CHECK(s.sw->queue_counters(kBottleneck, 3)[QC::drop_packets] == 0);
+  CHECK(s.sw->counters(kIncastBottleneck)[PC::tx_non_roce_no_buffer_discard] == tc0_drops);
+  CHECK(s.sw->queue_counters(kIncastBottleneck, 3)[QC::drop_packets] == 0);
   for (uint16_t p = 0; p < 5; p++)
     for (uint8_t prio = 0; prio < 8; prio++) CHECK(s.sw->pfc_tx_frames(p, prio) == 0);
   CHECK(s.nic_sum(0, 5, NC::rx_pfc_frames) == 0);
@@ -77,7 +69,7 @@ TEST_CASE("DSCP mismatch with real NICs: DSCP 24 is non-RoCE in TC0, unprotected
   const IncastResult r26 = run_incast(*ok, big_incast());
   REQUIRE(r26.failure.empty());
   uint64_t drops = 0, pfc = 0;
-  for (uint8_t tc = 0; tc < 8; tc++) drops += ok->sw->queue_counters(kBottleneck, tc)[QC::drop_packets];
+  for (uint8_t tc = 0; tc < 8; tc++) drops += ok->sw->queue_counters(kIncastBottleneck, tc)[QC::drop_packets];
   for (uint16_t p = 0; p < 4; p++) pfc += ok->sw->pfc_tx_frames(p, 3);
   CHECK(drops == 0);
   CHECK(pfc > 0);

@@ -39,6 +39,18 @@ struct IncastResult {
   double goodput_gbps() const;
 };
 
+// The switch port toward the receiver of a default incast (host 4 of a
+// five-host star): the bottleneck.
+inline constexpr uint16_t kIncastBottleneck = 4;
+
+// 4 senders x 4 x 1 MiB = 16 MiB into the default 16 MB buffer.
+inline IncastSpec big_incast() {
+  IncastSpec is;
+  is.messages = 4;
+  is.message_len = 1 << 20;
+  return is;
+}
+
 // Connects one RC QP per sender to the receiver, waits for ARP, posts every
 // WRITE and drives virtual time until all complete (or `limit`), then
 // checks completions and memory.

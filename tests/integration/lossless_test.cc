@@ -15,16 +15,7 @@ using PC = sw::PortCounters;
 
 namespace {
 
-constexpr uint16_t kBottleneck = 4;
 constexpr double kLinkGbps = 100;
-
-// 4 senders x 4 x 1 MiB = 16 MiB into the default 16 MB buffer.
-IncastSpec big_incast() {
-  IncastSpec is;
-  is.messages = 4;
-  is.message_len = 1 << 20;
-  return is;
-}
 
 }  // namespace
 
@@ -40,14 +31,14 @@ TEST_CASE("Lossless incast with real NICs: PFC pauses the NICs, nothing is lost,
   REQUIRE(r.failure.empty());  // every completion good, every byte in place
 
   // Nothing dropped on TC3, nowhere.
-  CHECK(s.sw->queue_counters(kBottleneck, 3)[QC::drop_packets] == 0);
+  CHECK(s.sw->queue_counters(kIncastBottleneck, 3)[QC::drop_packets] == 0);
   for (uint16_t p = 0; p < 5; p++) {
     INFO(sw::port_name(p));
     CHECK(s.sw->counters(p)[PC::rx_roce_no_buffer_discard] == 0);
     CHECK(s.sw->counters(p)[PC::tx_roce_no_buffer_discard] == 0);
     CHECK(s.sw->counters(p)[PC::rx_non_roce_packets] == 0);  // the NICs mark DSCP 26
   }
-  CHECK(s.sw->show_roce_counters(kBottleneck)["tx-roce-stats"]["unicast-no-buffer-discard"] == 0);
+  CHECK(s.sw->show_roce_counters(kIncastBottleneck)["tx-roce-stats"]["unicast-no-buffer-discard"] == 0);
   // ... so no retransmission, NAK or timeout at the NICs.
   CHECK(s.nic_sum(0, 4, NC::retransmitted_packets) == 0);
   CHECK(s.nic_sum(0, 4, NC::local_ack_timeout_err) == 0);
@@ -58,7 +49,7 @@ TEST_CASE("Lossless incast with real NICs: PFC pauses the NICs, nothing is lost,
   uint64_t rx_data = 0;
   for (uint16_t p = 0; p < 4; p++) rx_data += s.sw->counters(p)[PC::rx_roce_packets];
   CHECK(rx_data == s.nic_sum(0, 4, NC::tx_roce_packets));
-  CHECK(s.sw->counters(kBottleneck)[PC::tx_roce_packets] == rx_data);
+  CHECK(s.sw->counters(kIncastBottleneck)[PC::tx_roce_packets] == rx_data);
   CHECK(s.nic_counter(4, NC::rx_roce_packets) == rx_data);
 
   // PFC went to every sender on priority 3 only, and each NIC honoured it:
@@ -101,7 +92,7 @@ TEST_CASE("Lossless incast with real NICs: PFC pauses the NICs, nothing is lost,
   // The bottleneck ran at line rate: frames on the wire (Ethernet preamble,
   // FCS and gap included) within 2 % of 100 Gbit/s from the first WRITE
   // posted to the last completion, and the payload within 3 %.
-  const auto& c4 = s.sw->counters(kBottleneck);
+  const auto& c4 = s.sw->counters(kIncastBottleneck);
   const double wire_gbps = double(c4[PC::tx_roce_bytes] + 24 * c4[PC::tx_roce_packets]) * 8 / active / 1e9;
   INFO("completion " << active * 1e6 << " us, goodput " << r.goodput_gbps() << " Gbit/s, wire " << wire_gbps
                      << " Gbit/s, PFC frames to h0 " << s.sw->pfc_tx_frames(0, 3));
@@ -121,11 +112,11 @@ TEST_CASE("ECN marks from the switch reach the receiving NIC", "[sim][integratio
   Star& s = *star;
   const IncastResult r = run_incast(s, big_incast());
   REQUIRE(r.failure.empty());
-  const uint64_t marked = s.sw->counters(kBottleneck)[PC::tx_ecn_marked_packets];
-  INFO("marked " << marked << " of " << s.sw->counters(kBottleneck)[PC::tx_roce_packets]);
+  const uint64_t marked = s.sw->counters(kIncastBottleneck)[PC::tx_ecn_marked_packets];
+  INFO("marked " << marked << " of " << s.sw->counters(kIncastBottleneck)[PC::tx_roce_packets]);
   CHECK(marked > 0);
-  CHECK(s.sw->queue_counters(kBottleneck, 3)[QC::ecn_marked_packets] == marked);
-  CHECK(s.sw->show_roce_counters(kBottleneck)["tx-ecn-stats"]["ecn-marked-packets"] == marked);
+  CHECK(s.sw->queue_counters(kIncastBottleneck, 3)[QC::ecn_marked_packets] == marked);
+  CHECK(s.sw->show_roce_counters(kIncastBottleneck)["tx-ecn-stats"]["ecn-marked-packets"] == marked);
   // Every mark arrives: nothing is lost after marking in lossless mode.
   CHECK(s.nic_counter(4, NC::np_ecn_marked_roce_packets) == marked);
   // ACKs travel uncongested: the senders see no marks.
@@ -136,13 +127,13 @@ TEST_CASE("ECN marks from the switch reach the receiving NIC", "[sim][integratio
   auto off = make_star(sp);
   const IncastResult r2 = run_incast(*off, big_incast());
   REQUIRE(r2.failure.empty());
-  CHECK(off->sw->counters(kBottleneck)[PC::tx_ecn_marked_packets] == 0);
+  CHECK(off->sw->counters(kIncastBottleneck)[PC::tx_ecn_marked_packets] == 0);
   CHECK(off->nic_counter(4, NC::np_ecn_marked_roce_packets) == 0);
 }
 
 namespace {
 
-struct Outcome {
+struct RecoveryOutcome {
   std::map<std::string, uint64_t> counters;
   std::vector<Time> done;
   std::string failure;
@@ -150,7 +141,7 @@ struct Outcome {
 
 // The trimming scenario (lossy, 1 MB buffer, go-back-N): trims, NAKs,
 // rewinds, timeouts and RNG-drawn ECN marks all depend on exact timing.
-Outcome trimming_run(uint64_t seed) {
+RecoveryOutcome trimming_run(uint64_t seed) {
   StarSpec sp;
   sp.seed = seed;
   sp.roce_mode = "lossy";
@@ -159,7 +150,7 @@ Outcome trimming_run(uint64_t seed) {
   auto star = make_star(sp);
   IncastSpec is;
   const IncastResult r = run_incast(*star, is);
-  Outcome o;
+  RecoveryOutcome o;
   o.counters = all_counters(*star->engine);
   o.done = r.sender_done;
   for (Time& t : o.done) t = t - r.posted + Time{0};
@@ -170,8 +161,8 @@ Outcome trimming_run(uint64_t seed) {
 }  // namespace
 
 TEST_CASE("A NIC and switch scenario is deterministic for a seed", "[sim][integration][determinism]") {
-  const Outcome a = trimming_run(7);
-  const Outcome b = trimming_run(7);
+  const RecoveryOutcome a = trimming_run(7);
+  const RecoveryOutcome b = trimming_run(7);
   REQUIRE(a.failure.empty());
   REQUIRE(b.failure.empty());
   CHECK(a.done == b.done);
@@ -187,6 +178,6 @@ TEST_CASE("A NIC and switch scenario is deterministic for a seed", "[sim][integr
   CHECK(a.counters.at("h4/nak_seq_sent") > 0);
   // The seed is what makes the two runs agree: with another one the
   // switch's WRED draws differ and so does the outcome.
-  const Outcome c = trimming_run(8);
+  const RecoveryOutcome c = trimming_run(8);
   CHECK(c.counters != a.counters);
 }

@@ -20,8 +20,6 @@ using rocemu::test::Probe;
 
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-constexpr uint32_t kProbeQpn = 0x77;
 constexpr uint64_t kRate = 100'000'000'000ull;
 
 // NIC h1 (10.0.0.1) -- 100 Gbit/s -- probe (10.0.0.9), one RC QP in RTS.
@@ -47,8 +45,8 @@ struct CcBench {
     host = std::make_unique<SimHost>(*engine, *nic);
     cq = host->create_cq(64);
     qp = host->create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
-    key = host->reg_mr(mem.data(), mem.size(), kAll);
-    test::probe_qp_to_rtr(*host, qp, QpType::kRc, kProbeQpn, kAll);
+    key = host->reg_mr(mem.data(), mem.size(), test::kAccessRw);
+    test::probe_qp_to_rtr(*host, qp, QpType::kRc, test::kRawProbeQpn, test::kAccessRw);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = 20;
@@ -132,7 +130,7 @@ TEST_CASE("NP: a CE-marked request gets a CNP to the sender's QP, at most one pe
   auto c = b.cnps();
   REQUIRE(c.size() == 1);
   const wire::PacketView& v = c[0];
-  CHECK(v.bth().dest_qp() == kProbeQpn);  // the sender's QP
+  CHECK(v.bth().dest_qp() == test::kRawProbeQpn);  // the sender's QP
   CHECK(v.bth().becn());
   CHECK(v.bth().psn() == 0);
   CHECK(v.dscp == 48);                    // cnp_dscp

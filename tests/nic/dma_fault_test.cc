@@ -18,8 +18,6 @@ using rocemu::test::wait_cqes;
 
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 
 DeferringLocalMemory& deferring(SimHost& h) { return dynamic_cast<DeferringLocalMemory&>(h.memory()); }
 
@@ -32,8 +30,8 @@ TEST_CASE("A WRITE whose data did not land is NAKed, and another QP's WRITE besi
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
   auto bad = connect_rc(f), good = connect_rc(f);
   std::vector<uint8_t> src(2048, 0xaa), dst(8192, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   deferring(*f.h2).set_hole(uint64_t(dst.data()) + 4096, 4096);  // registered, but not there when written
   ibv_sge s = sge(src.data(), 2048, lkey);
   ibv_send_wr w1 = rdma_wr(&s, uint64_t(dst.data()) + 4096, rkey, 1);
@@ -55,8 +53,8 @@ TEST_CASE("A SEND whose data did not land completes with an error on both sides"
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
   auto p = connect_rc(f);
   std::vector<uint8_t> msg(3000, 0x5a), rbuf(4096, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   deferring(*f.h2).set_hole(uint64_t(rbuf.data()) + 2048, 16);  // in the message's last packet
   ibv_sge rs = sge(rbuf.data(), 4096, rlkey);
   ibv_recv_wr r{};
@@ -80,8 +78,8 @@ TEST_CASE("A READ whose response did not land fails locally; the WQE behind it i
   TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, /*batched_dma=*/true);
   auto p = connect_rc(f);
   std::vector<uint8_t> local(4096, 0), remote(4096, 0x33);
-  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), test::kAccessAll);
   deferring(*f.h1).set_hole(uint64_t(local.data()) + 1024, 1024);
   ibv_sge s = sge(local.data(), 4096, lkey);
   ibv_send_wr rd = rdma_wr(&s, uint64_t(remote.data()), rkey, 1, IBV_WR_RDMA_READ);
@@ -110,8 +108,8 @@ TEST_CASE("A UC SEND whose middle packet did not land, in an earlier burst than 
   o.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   REQUIRE(SimHost::connect(*f.h1, q1, *f.h2, q2, o) == 0);
   std::vector<uint8_t> msg(3000, 0x5a), rbuf(4096, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   deferring(*f.h2).set_hole(uint64_t(rbuf.data()) + 1500, 16);  // in the middle packet (MTU 1024)
   ibv_sge rs = sge(rbuf.data(), 4096, rlkey);
   ibv_recv_wr r{};
@@ -140,7 +138,7 @@ TEST_CASE("Of two UD datagrams in one burst, only the one whose data did not lan
   auto* u = host.create_qp(QpType::kUd, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
   REQUIRE(host.activate_ud(u, 0x2222) == 0);
   std::vector<uint8_t> rbuf(2 * 1024, 0);
-  const uint32_t rlkey = host.reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t rlkey = host.reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   dynamic_cast<DeferringLocalMemory&>(host.memory()).set_hole(uint64_t(rbuf.data()) + 100, 16);  // first buffer only
   for (uint64_t i = 0; i < 2; i++) {
     ibv_sge rs = sge(rbuf.data() + i * 1024, 1024, rlkey);
@@ -189,8 +187,8 @@ TEST_CASE("An ACK in a burst does not split the burst's deferred writes", "[sim]
   auto* cq = host.create_cq(64);
   auto* qp = host.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
   std::vector<uint8_t> mem(8192, 0x11);
-  const uint32_t key = host.reg_mr(mem.data(), mem.size(), kAll);
-  rocemu::test::probe_qp_to_rtr(host, qp, QpType::kRc, 0x99, kAll);
+  const uint32_t key = host.reg_mr(mem.data(), mem.size(), test::kAccessAll);
+  rocemu::test::probe_qp_to_rtr(host, qp, QpType::kRc, 0x99, test::kAccessAll);
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = 20;

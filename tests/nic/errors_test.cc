@@ -15,8 +15,6 @@ using rocemu::test::wait_cqes;
 
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 
 // A host's memory that can vanish as a killed process's does: from then on
 // every access fails and gone() says why.
@@ -53,8 +51,8 @@ TEST_CASE("Retry exhaustion gives IBV_WC_RETRY_EXC_ERR and flushes the rest", "[
   o.retry_cnt = 3;
   auto p = connect_rc(f, o);
   std::vector<uint8_t> src(4096, 1), dst(4096, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   f.run([] { return false; }, ms(5));  // ARP settles
   FaultConfig down;
   down.link_down = true;
@@ -89,8 +87,8 @@ TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_E
   o.min_rnr_timer = 1;  // 10 us
   auto p = connect_rc(f, o);
   std::vector<uint8_t> msg(100, 7), rbuf(100, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge s = sge(msg.data(), 100, lkey);
   ibv_send_wr wr{};
   wr.wr_id = 9;
@@ -129,7 +127,7 @@ TEST_CASE("RNR: retried after the RNR timer, exhaustion gives IBV_WC_RNR_RETRY_E
     TwoNics g;
     auto q = connect_rc(g, o7);
     std::vector<uint8_t> m2(100, 3);
-    const uint32_t k2 = g.h1->reg_mr(m2.data(), m2.size(), kAll);
+    const uint32_t k2 = g.h1->reg_mr(m2.data(), m2.size(), test::kAccessAll);
     ibv_sge s2 = sge(m2.data(), 100, k2);
     wr.sg_list = &s2;
     REQUIRE(g.h1->post_send(q.q1, &wr) == 0);
@@ -143,14 +141,14 @@ TEST_CASE("Remote access errors: nothing written, both sides told", "[sim][nic][
   TwoNics f;
   auto p = connect_rc(f);
   std::vector<uint8_t> src(2048, 0xaa), dst(4096, 0), guard(4096, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   const uint32_t ro_key = f.h2->reg_mr(guard.data(), guard.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
   std::vector<ibv_async_event> events;
   f.h2->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
   // A receive on h2 that the error must flush.
   std::vector<uint8_t> rbuf(64);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge rs = sge(rbuf.data(), 64, rlkey);
   ibv_recv_wr r{};
   r.wr_id = 44;
@@ -200,8 +198,8 @@ TEST_CASE("A SEND longer than the receive buffer fails on both sides", "[sim][ni
   TwoNics f;
   auto p = connect_rc(f);
   std::vector<uint8_t> msg(3000, 1), rbuf(1000, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge rs = sge(rbuf.data(), 1000, rlkey);
   ibv_recv_wr r{};
   r.wr_id = 8;
@@ -228,8 +226,8 @@ TEST_CASE("Local errors: bad lkey and too many SGEs", "[sim][nic][errors]") {
   TwoNics f;
   auto p = connect_rc(f);
   std::vector<uint8_t> src(100, 1), dst(100, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), 100, lkey ^ 0x300);
   ibv_send_wr wr = rdma_wr(&s, uint64_t(dst.data()), rkey, 1);
   REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
@@ -257,8 +255,8 @@ TEST_CASE("CQ overflow is an async error and takes the QP to ERR", "[sim][nic][e
   std::vector<ibv_async_event> events;
   f.h1->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
   std::vector<uint8_t> src(64, 1), dst(64, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), 64, lkey);
   for (uint64_t i = 0; i < 8; i++) {
     ibv_send_wr wr = rdma_wr(&s, uint64_t(dst.data()), rkey, i);
@@ -287,9 +285,9 @@ TEST_CASE("A host whose process died answers nothing: the peer retries until its
   o.retry_cnt = 3;
   auto p = connect_rc(f, o);
   std::vector<uint8_t> src(8192, 0x5a), dst(8192, 0), rbuf(8192, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), 8192, lkey);
   ibv_send_wr w0 = rdma_wr(&s, uint64_t(dst.data()), rkey, 1);
   REQUIRE(f.h1->post_send(p.q1, &w0) == 0);
@@ -417,7 +415,7 @@ TEST_CASE("Device caps bound max_dest_rd_atomic, max_rd_atomic and SRQ SGEs", "[
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.port_num = 1;
-  a.qp_access_flags = kAll;
+  a.qp_access_flags = test::kAccessAll;
   REQUIRE(h.modify(q, a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = IBV_MTU_1024;

@@ -13,6 +13,10 @@
 
 namespace rocemu::test {
 
+// MR access flags the NIC tests register memory with.
+inline constexpr int kAccessRw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+inline constexpr int kAccessAll = kAccessRw | IBV_ACCESS_REMOTE_ATOMIC;
+
 struct TwoNics {
   std::unique_ptr<Engine> engine;
   nic::Nic* n1 = nullptr;

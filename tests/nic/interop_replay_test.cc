@@ -27,9 +27,6 @@ using rocemu::test::Probe;
 
 namespace {
 
-constexpr int kAll =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-constexpr uint32_t kProbeQpn = 0x77;
 const auto kRxe = *wire::IpAddr::parse("10.77.0.2");     // the Linux side of the captures
 const auto kRocemu = *wire::IpAddr::parse("10.77.0.1");  // the rocemu NIC of the captures
 
@@ -112,7 +109,7 @@ struct Replay {
 
   Replay(LossRecovery mode, uint32_t rq_psn, size_t mem_bytes, uint8_t timeout = 14)
       : Replay(mode, QpType::kRc, mem_bytes) {
-    test::probe_qp_to_rtr(*host, qp, QpType::kRc, kProbeQpn, kAll, rq_psn);
+    test::probe_qp_to_rtr(*host, qp, QpType::kRc, test::kRawProbeQpn, test::kAccessAll, rq_psn);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = timeout;
@@ -229,7 +226,7 @@ struct Replay {
     host = std::make_unique<SimHost>(*engine, *nic);
     cq = host->create_cq(64);
     qp = host->create_qp(type, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
-    key = host->reg_mr(mem.data(), mem.size(), kAll);
+    key = host->reg_mr(mem.data(), mem.size(), test::kAccessAll);
   }
   void settle() {
     engine->run_for(us(5));

@@ -80,8 +80,6 @@ namespace {
 using namespace rocemu::nic;
 using rocemu::test::Probe;
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-constexpr uint32_t kProbeQpn = 0x77;
 
 // NIC h1 -- 100 Gbit/s, 1 us -- a probe that plays a slow peer: it answers
 // only when the test says so. One RC QP in RTS towards it with the QP's
@@ -108,8 +106,8 @@ struct SlowPeer {
     host = std::make_unique<SimHost>(*engine, *nic);
     cq = host->create_cq(16);
     qp = host->create_qp(QpType::kRc, cq, cq, ibv_qp_cap{8, 8, 1, 1, 0});
-    key = host->reg_mr(mem.data(), mem.size(), kAll);
-    test::probe_qp_to_rtr(*host, qp, QpType::kRc, kProbeQpn, kAll);
+    key = host->reg_mr(mem.data(), mem.size(), test::kAccessRw);
+    test::probe_qp_to_rtr(*host, qp, QpType::kRc, test::kRawProbeQpn, test::kAccessRw);
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTS;
     a.timeout = timeout;

@@ -85,6 +85,9 @@ inline wire::PathHeaders probe_to_nic(const nic::NicConfig& c) {
 inline constexpr int kProbeAccessAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                        IBV_ACCESS_REMOTE_ATOMIC;
 inline constexpr uint32_t kProbeQpn = 0x99;
+// The QPN of a probe that a test drives by hand (raw frames in and out),
+// with a NIC QP connected to it by probe_qp_to_rtr.
+inline constexpr uint32_t kRawProbeQpn = 0x77;
 
 // A NIC, the probe on its port and a host with a QP in RTR towards the
 // probe's QP kProbeQpn and 64 KiB of memory registered with every access.

@@ -13,8 +13,6 @@ using rocemu::test::sge;
 
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 using Bench = test::ProbeBench;
 
 const std::vector<uint8_t> kPayload1k(1024, 0x5a);
@@ -112,7 +110,7 @@ TEST_CASE("RNR NAK carries the QP's min_rnr_timer", "[protocol][nic]") {
   CHECK(b.nic->counters()[NicCounters::rnr_nak_sent] == 1);
   // With a receive posted, the same SEND is taken and ACKed.
   std::vector<uint8_t> rbuf(128);
-  const uint32_t lk = b.host->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lk = b.host->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge s = sge(rbuf.data(), 128, lk);
   ibv_recv_wr rw{};
   rw.sg_list = &s;
@@ -214,8 +212,8 @@ TEST_CASE("Requester PSNs wrap too: a transfer across 0xFFFFFF completes", "[sim
   f.link->set_faults(0, fc);
   std::vector<uint8_t> src(64 * 1024), dst(64 * 1024, 0);
   for (size_t i = 0; i < src.size(); i++) src[i] = uint8_t(i ^ (i >> 8));
-  const uint32_t lk = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rk = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lk = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rk = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), uint32_t(src.size()), lk);
   ibv_send_wr wr{};
   wr.sg_list = &s;

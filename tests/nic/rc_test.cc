@@ -13,8 +13,6 @@ using rocemu::test::wait_cqes;
 
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 
 struct RcPair {
   SimHost::Cq *cq1, *cq2;
@@ -51,8 +49,8 @@ TEST_CASE("RC RDMA WRITE moves every byte and completes once", "[sim][nic][rc]")
   auto p = make_pair(f);
   auto src = pattern(100000, 1);
   std::vector<uint8_t> dst(100000, 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), uint32_t(src.size()), lkey);
   ibv_send_wr wr{};
   wr.wr_id = 0xabc;
@@ -80,8 +78,8 @@ TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
   auto p = make_pair(f);
   auto msg = pattern(5000, 2);
   std::vector<uint8_t> rbuf(8192, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   ibv_sge rs = sge(rbuf.data(), uint32_t(rbuf.size()), rlkey);
   ibv_recv_wr rwr{};
   rwr.wr_id = 77;
@@ -110,7 +108,7 @@ TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
 
   // READ back 3000 bytes of what h2 received, into a fresh buffer.
   std::vector<uint8_t> back(3000, 0);
-  const uint32_t bkey = f.h1->reg_mr(back.data(), back.size(), kAll);
+  const uint32_t bkey = f.h1->reg_mr(back.data(), back.size(), test::kAccessAll);
   ibv_sge bs = sge(back.data(), 3000, bkey);
   ibv_send_wr rd{};
   rd.wr_id = 2;
@@ -131,8 +129,8 @@ TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
   // FETCH_ADD then CMP_SWAP on a counter in h2's memory.
   alignas(8) uint64_t counter[1] = {1000};
   alignas(8) uint64_t result[2] = {0, 0};
-  const uint32_t ckey = f.h2->reg_mr(counter, sizeof counter, kAll);
-  const uint32_t reskey = f.h1->reg_mr(result, sizeof result, kAll);
+  const uint32_t ckey = f.h2->reg_mr(counter, sizeof counter, test::kAccessAll);
+  const uint32_t reskey = f.h1->reg_mr(result, sizeof result, test::kAccessAll);
   ibv_sge as0 = sge(&result[0], 8, reskey), as1 = sge(&result[1], 8, reskey);
   ibv_send_wr fa{}, cs{};
   fa.wr_id = 3;
@@ -176,8 +174,8 @@ TEST_CASE("Batched DMA: payload read ahead into the frames, written before the c
   constexpr uint32_t kMsg = 65536, kN = 12;
   auto src = pattern(kMsg * kN, 9);
   std::vector<uint8_t> dst(src.size(), 0);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   auto& mem1 = dynamic_cast<DeferringLocalMemory&>(f.h1->memory());
   const uint64_t calls0 = mem1.calls();
   for (uint32_t i = 0; i < kN; i++) {
@@ -214,8 +212,8 @@ TEST_CASE("Batched DMA: READ responses read ahead across the READs owed", "[sim]
   constexpr uint32_t kMsg = 65536, kN = 12;
   auto remote = pattern(kMsg * kN, 31);
   std::vector<uint8_t> local(remote.size(), 0);
-  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), test::kAccessAll);
   auto& mem2 = dynamic_cast<DeferringLocalMemory&>(f.h2->memory());
   const uint64_t calls0 = mem2.calls();
   for (uint32_t i = 0; i < kN; i++) {
@@ -244,9 +242,9 @@ TEST_CASE("Batched DMA: a WQE read ahead whose MR goes before its turn fails", "
   constexpr uint32_t kMsg = 65536;
   auto a = pattern(kMsg, 1), b = pattern(kMsg, 2);
   std::vector<uint8_t> dst(2 * kMsg, 0);
-  const uint32_t ka = f.h1->reg_mr(a.data(), a.size(), kAll);
-  const uint32_t kb = f.h1->reg_mr(b.data(), b.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t ka = f.h1->reg_mr(a.data(), a.size(), test::kAccessAll);
+  const uint32_t kb = f.h1->reg_mr(b.data(), b.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge sa = sge(a.data(), kMsg, ka), sb = sge(b.data(), kMsg, kb);
   ibv_send_wr w[2] = {rdma_wr(&sa, reinterpret_cast<uint64_t>(dst.data()), rkey, 0),
                       rdma_wr(&sb, reinterpret_cast<uint64_t>(dst.data() + kMsg), rkey, 1)};
@@ -272,8 +270,8 @@ TEST_CASE("Batched DMA: read-ahead stops at a fence and at a WQE it cannot read"
   auto src = pattern(kMsg * 5, 5);
   auto dst = pattern(kMsg * 5, 77);
   const auto src0 = src, dst0 = dst;
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   auto& mem1 = dynamic_cast<DeferringLocalMemory&>(f.h1->memory());
   struct Step {
     ibv_wr_opcode op;

@@ -13,8 +13,6 @@ using rocemu::test::TwoNics;
 using rocemu::test::wait_cqes;
 
 namespace {
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 }
 
 TEST_CASE("UD SEND delivers the GRH in the first 40 bytes and checks the Q_Key", "[sim][nic][ud]") {
@@ -29,8 +27,8 @@ TEST_CASE("UD SEND delivers the GRH in the first 40 bytes and checks the Q_Key",
   std::vector<uint8_t> msg(512);
   for (size_t i = 0; i < msg.size(); i++) msg[i] = uint8_t(i * 7);
   std::vector<uint8_t> rbuf(40 + 1024, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   for (uint64_t id : {1, 2}) {
     ibv_sge rs = sge(rbuf.data(), uint32_t(rbuf.size()), rlkey);
     ibv_recv_wr r{};
@@ -93,7 +91,7 @@ TEST_CASE("UC: SEND and WRITE without ACKs; a lost packet drops its message only
   std::vector<uint8_t> msg(3000);
   for (size_t i = 0; i < msg.size(); i++) msg[i] = uint8_t(i);
   std::vector<uint8_t> rbuf(4096 * 3, 0), wdst(4096, 0);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
   const uint32_t wkey = f.h2->reg_mr(wdst.data(), wdst.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   for (uint64_t i = 0; i < 3; i++) {
@@ -160,8 +158,8 @@ TEST_CASE("SRQ feeds several QPs and signals its limit", "[sim][nic][srq]") {
   std::vector<ibv_async_event> events;
   f.h2->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
   std::vector<uint8_t> rbuf(64 * 4, 0), msg(64, 9);
-  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAll);
-  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), kAll);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
   for (uint64_t i = 0; i < 4; i++) {
     ibv_sge rs = sge(rbuf.data() + i * 64, 64, rlkey);
     ibv_recv_wr r{};
@@ -200,8 +198,8 @@ TEST_CASE("Loopback: two QPs on one NIC talk through it", "[sim][nic][loopback]"
   REQUIRE(SimHost::connect(*f.h1, qa, *f.h1, qb) == 0);
   std::vector<uint8_t> src(10000), dst(10000, 0);
   for (size_t i = 0; i < src.size(); i++) src[i] = uint8_t(i * 3);
-  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), kAll);
-  const uint32_t rkey = f.h1->reg_mr(dst.data(), dst.size(), kAll);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h1->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s = sge(src.data(), 10000, lkey);
   ibv_send_wr wr{};
   wr.wr_id = 5;
@@ -268,7 +266,7 @@ TEST_CASE("modify_qp refuses bad values with EINVAL; a RESET QP sends nothing", 
   CHECK(q->nic_qp->state == IBV_QPS_RESET);
   // Work posted on a RESET QP stays put (no packet, no completion).
   std::vector<uint8_t> buf(16);
-  const uint32_t lkey = f.h1->reg_mr(buf.data(), 16, kAll);
+  const uint32_t lkey = f.h1->reg_mr(buf.data(), 16, test::kAccessAll);
   ibv_sge s = sge(buf.data(), 16, lkey);
   ibv_send_wr wr{};
   wr.sg_list = &s;

@@ -6,8 +6,6 @@
 namespace rocemu::test {
 namespace {
 
-constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                     IBV_ACCESS_REMOTE_ATOMIC;
 
 std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
@@ -60,7 +58,7 @@ WorkloadResult run_rc_workload(TwoNics& f, const WorkloadSpec& spec) {
     const uint64_t io = next_iova;
     next_iova += 0x100000000ull;
     iova_base[p] = io;
-    return h.reg_mr(p, len, kAll, nullptr, io);
+    return h.reg_mr(p, len, kAccessAll, nullptr, io);
   };
   // The I/O address of byte `off` of a registered buffer.
   auto io = [&](const void* base, size_t off) { return iova_base.at(base) + off; };

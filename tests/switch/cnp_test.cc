@@ -10,7 +10,6 @@ using namespace rocemu::test;
 
 TEST_CASE("A CNP crossing a port with a full TC3 is delayed only by serialisation", "[sim][switch]") {
   Star s = make_star(star_config(4, sw::qos_roce_profile(sw::RoceMode::kLossless)), 31);
-  constexpr uint64_t k100G = 100'000'000'000ull;
   // Hosts 0 and 1 fill TC3 toward host 2 (2:1, line rate, no CC).
   for (int i = 0; i < 2; i++) {
     FlowSpec f;

@@ -3,7 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "common/engine/engine.h"
 #include "switch/switch.h"
@@ -11,6 +15,17 @@
 #include "tests/switch/traffic.h"
 
 namespace rocemu::test {
+
+inline constexpr uint64_t k100G = 100'000'000'000ull;
+
+// What `nv <words>` prints on the switch (REQUIREs that it succeeds).
+inline std::string nv_text(sw::Switch& s, const std::vector<std::string>& words) {
+  nlohmann::json j;
+  const Status st = s.nv(words, &j);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  return j.is_string() ? j.get<std::string>() : j.dump();
+}
 
 struct Star {
   std::unique_ptr<Engine> engine;

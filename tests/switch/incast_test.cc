@@ -9,8 +9,6 @@ using namespace rocemu::test;
 
 namespace {
 
-constexpr uint64_t k100G = 100'000'000'000ull;
-
 // Hosts 0..3 send to host 4 from `start` until `stop`.
 void start_incast(Star& s, Time start, Time stop, uint32_t payload = 4096, uint8_t dscp = 26) {
   for (int i = 0; i < 4; i++) {

@@ -13,14 +13,6 @@ using namespace rocemu::test;
 
 namespace {
 
-std::string text(sw::Switch& s, const std::vector<std::string>& words) {
-  nlohmann::json j;
-  const Status st = s.nv(words, &j);
-  INFO(st.message());
-  REQUIRE(st.ok());
-  return j.is_string() ? j.get<std::string>() : j.dump();
-}
-
 // As `rocemu fault clear sw1:swpN` does it: the stage emptied, and the
 // port's configured faults and storm taken out of the running config.
 Status clear_port_faults(sw::Switch& s, uint16_t port) {
@@ -47,11 +39,11 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
   storm.interfaces[2].pfc_storm.priorities = 0x20;
   REQUIRE(s.sw->apply(storm).ok());
 
-  const std::string diff = text(*s.sw, {"config", "diff"});
+  const std::string diff = nv_text(*s.sw, {"config", "diff"});
   INFO(diff);
   CHECK_THAT(diff, Catch::Contains("mode: lossy"));
   CHECK_THAT(diff, !Catch::Contains("faults") && !Catch::Contains("delay") && !Catch::Contains("pfc-storm"));
-  CHECK(text(*s.sw, {"config", "apply"}) == "applied");
+  CHECK(nv_text(*s.sw, {"config", "apply"}) == "applied");
   CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossy);
   CHECK(!s.sw->config().interfaces[1].faults.any());
   CHECK(!s.sw->port_faults(1).configured().any());
@@ -60,7 +52,7 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
   // A change staged on the same port is kept (the user's), the rest rebased.
   REQUIRE(s.sw->nv({"set", "interface", "swp2", "fault", "loss", "0.25"}).ok());
   REQUIRE(clear_port_faults(*s.sw, 1).ok());
-  const std::string kept = text(*s.sw, {"config", "diff"});
+  const std::string kept = nv_text(*s.sw, {"config", "diff"});
   INFO(kept);
   CHECK_THAT(kept, Catch::Contains("loss: 0.25") && !Catch::Contains("pfc-storm"));
   // A pending copy the outside change makes equal to the running one is no change.
@@ -69,7 +61,7 @@ TEST_CASE("A fault change outside NVUE is carried into the pending copy: diff an
   sw::SwitchConfig same = s.sw->config();
   same.interfaces[0].faults.delay = us(1);
   REQUIRE(s.sw->apply(same).ok());
-  CHECK(text(*s.sw, {"config", "diff"}).empty());
+  CHECK(nv_text(*s.sw, {"config", "diff"}).empty());
 }
 
 TEST_CASE("A fault setting changed outside NVUE follows the running config beside one staged on the same port",
@@ -84,10 +76,10 @@ TEST_CASE("A fault setting changed outside NVUE follows the running config besid
   sw::SwitchConfig up = s.sw->config();
   up.interfaces[0].faults.link_down = false;
   REQUIRE(s.sw->apply(up).ok());
-  const std::string diff = text(*s.sw, {"config", "diff"});
+  const std::string diff = nv_text(*s.sw, {"config", "diff"});
   INFO(diff);
   CHECK_THAT(diff, Catch::Contains("loss: 0.25") && !Catch::Contains("link_down"));
-  CHECK(text(*s.sw, {"config", "apply"}) == "applied");
+  CHECK(nv_text(*s.sw, {"config", "apply"}) == "applied");
   CHECK(s.sw->config().interfaces[0].faults.loss == 0.25);
   CHECK(!s.sw->config().interfaces[0].faults.link_down);
   CHECK(!s.sw->port_faults(0).configured().link_down);
@@ -169,12 +161,12 @@ TEST_CASE("nv action clear qos counters clears every port and says which", "[sim
   }
   s.engine->run_to_idle(ms(5));
   for (uint16_t p = 0; p < 3; p++) REQUIRE(s.sw->counters(p)[sw::PortCounters::tx_roce_packets] == 20);
-  const std::string out = text(*s.sw, {"action", "clear", "qos", "counters"});
+  const std::string out = nv_text(*s.sw, {"action", "clear", "qos", "counters"});
   CHECK(out == "swp1: counters cleared\nswp2: counters cleared\nswp3: counters cleared\nAction succeeded");
   for (uint16_t p = 0; p < 3; p++) {
     CHECK(s.sw->counters(p)[sw::PortCounters::tx_roce_packets] == 0);
     CHECK(s.sw->counters(p)[sw::PortCounters::rx_roce_packets] == 0);
   }
-  CHECK(text(*s.sw, {"action", "clear", "interface", "swp2-3", "qos", "roce", "counters"}) ==
+  CHECK(nv_text(*s.sw, {"action", "clear", "interface", "swp2-3", "qos", "roce", "counters"}) ==
         "swp2: counters cleared\nswp3: counters cleared\nAction succeeded");
 }

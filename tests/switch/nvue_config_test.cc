@@ -14,14 +14,6 @@ using namespace rocemu::test;
 
 namespace {
 
-std::string text(sw::Switch& s, const std::vector<std::string>& words) {
-  nlohmann::json j;
-  const Status st = s.nv(words, &j);
-  INFO(st.message());
-  REQUIRE(st.ok());
-  return j.is_string() ? j.get<std::string>() : j.dump();
-}
-
 // A switch section as a topology file holds it, read back.
 sw::SwitchConfig load_switch_section(const std::string& yaml) {
   NodeKindRegistry reg;
@@ -45,14 +37,14 @@ sw::SwitchConfig load_switch_section(const std::string& yaml) {
 
 TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", "[sim][switch]") {
   Star s = make_star(star_config(2, sw::qos_roce_profile(sw::RoceMode::kLossless)), 5);
-  CHECK(text(*s.sw, {"config", "diff"}).empty());
+  CHECK(nv_text(*s.sw, {"config", "diff"}).empty());
   REQUIRE(s.sw->nv({"set", "qos", "roce", "mode", "lossy"}).ok());
   REQUIRE(s.sw->nv({"set", "interface", "swp2", "link", "mtu", "4200"}).ok());
   // Staged only: the running switch is as it was.
   CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossless);
   CHECK(s.sw->config().qos.pfc.switch_priorities == 0x08);
   CHECK(!s.sw->config().interfaces[1].mtu);
-  const std::string diff = text(*s.sw, {"config", "diff"});
+  const std::string diff = nv_text(*s.sw, {"config", "diff"});
   INFO(diff);
   CHECK(diff.rfind("- set:\n", 0) == 0);
   const YAML::Node d = YAML::Load(diff);
@@ -62,13 +54,13 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
   CHECK(!d[0]["set"]["qos"]["pfc-watchdog"]);  // unchanged settings are not in the diff
   // An unset of something only staged is a change of the pending copy.
   REQUIRE(s.sw->nv({"unset", "interface", "swp2", "link", "mtu"}).ok());
-  CHECK(!YAML::Load(text(*s.sw, {"config", "diff"}))[0]["set"]["interfaces"]);
+  CHECK(!YAML::Load(nv_text(*s.sw, {"config", "diff"}))[0]["set"]["interfaces"]);
 
-  CHECK(text(*s.sw, {"config", "apply"}) == "applied");
+  CHECK(nv_text(*s.sw, {"config", "apply"}) == "applied");
   CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossy);
   CHECK(s.sw->config().qos.pfc.switch_priorities == 0);
-  CHECK(text(*s.sw, {"config", "diff"}).empty());
-  CHECK(text(*s.sw, {"config", "apply"}) == "no pending changes");
+  CHECK(nv_text(*s.sw, {"config", "diff"}).empty());
+  CHECK(nv_text(*s.sw, {"config", "apply"}) == "no pending changes");
 
   // Removing what is applied shows as an unset.
   REQUIRE(s.sw->nv({"set", "interface", "swp1", "link", "mtu", "1500"}).ok());
@@ -76,8 +68,8 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
   // `nv show interface`: what runs (operational) and what is configured
   // (applied); a setting left to its default has no applied value.
   {
-    const std::string one = text(*s.sw, {"show", "interface", "swp1"});
-    const std::string two = text(*s.sw, {"show", "interface", "swp2"});
+    const std::string one = nv_text(*s.sw, {"show", "interface", "swp1"});
+    const std::string two = nv_text(*s.sw, {"show", "interface", "swp2"});
     INFO(one << two);
     // The columns line up under their headings.
     const auto cell = [](const std::string& table, const std::string& row_start, const std::string& heading) {
@@ -95,24 +87,24 @@ TEST_CASE("nv set stages; nv config diff shows it; nv config apply applies it", 
     CHECK(cell(two, "  mtu", "applied").empty());  // not configured: no applied value
     CHECK(cell(one, "  speed", "operational") == "100G");
     CHECK(cell(one, "type", "applied") == "swp");
-    const auto j = nlohmann::json::parse(text(*s.sw, {"show", "interface", "swp1", "-o", "json"}));
+    const auto j = nlohmann::json::parse(nv_text(*s.sw, {"show", "interface", "swp1", "-o", "json"}));
     CHECK(j["link"]["mtu"] == 1500);
     CHECK(j["link"]["speed"] == 100000000000ull);
     CHECK(j["counters"].contains("discards.no-route"));
   }
   REQUIRE(s.sw->nv({"unset", "interface", "swp1", "link", "mtu"}).ok());
-  const YAML::Node u = YAML::Load(text(*s.sw, {"config", "diff"}));
+  const YAML::Node u = YAML::Load(nv_text(*s.sw, {"config", "diff"}));
   CHECK(u[0]["unset"]["interfaces"]["swp1"]["mtu"].IsNull());
-  CHECK(text(*s.sw, {"config", "detach"}) == "pending changes dropped");
+  CHECK(nv_text(*s.sw, {"config", "detach"}) == "pending changes dropped");
   CHECK(s.sw->config().interfaces[0].mtu == 1500u);
 
   // Lists and ranges of ports in show and clear.
-  const auto j = nlohmann::json::parse(text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters", "-o", "json"}));
+  const auto j = nlohmann::json::parse(nv_text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters", "-o", "json"}));
   CHECK(j.size() == 2);
   CHECK(j["swp1"].contains("tx-roce-stats"));
   CHECK(j["swp2"]["rx-roce-stats"]["roce-packets"].is_number());
   // As tables: each port's under its name.
-  const std::string both = text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters"});
+  const std::string both = nv_text(*s.sw, {"show", "interface", "swp1-2", "qos", "roce", "counters"});
   CHECK(both.rfind("swp1\n====\n                             operational\n", 0) == 0);
   CHECK_THAT(both, Catch::Contains("\nswp2\n====\n"));
   CHECK(!s.sw->nv({"show", "interface", "swp1,swp3", "qos", "roce", "counters"}).ok());
@@ -129,9 +121,9 @@ TEST_CASE("nv config apply validates the whole pending config: a failing one cha
   REQUIRE(s.sw->nv({"set", "qos", "roce", "mode", "lossy"}).ok());
   REQUIRE(s.sw->nv({"set", "qos", "congestion-control", "traffic-class", "3", "min-threshold", "2MB"}).ok());
   // A bad word is refused at `set` and leaves the pending copy as it was.
-  const std::string staged = text(*s.sw, {"config", "diff"});
+  const std::string staged = nv_text(*s.sw, {"config", "diff"});
   CHECK(!s.sw->nv({"set", "qos", "roce", "mode", "lossles"}).ok());
-  CHECK(text(*s.sw, {"config", "diff"}) == staged);
+  CHECK(nv_text(*s.sw, {"config", "diff"}) == staged);
 
   const Status st = s.sw->nv({"config", "apply"});
   REQUIRE(!st.ok());
@@ -139,10 +131,10 @@ TEST_CASE("nv config apply validates the whole pending config: a failing one cha
                                Catch::Contains("nothing was applied"));
   CHECK(sw::switch_config_text(s.sw->config()) == before);
   CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossless);
-  CHECK(text(*s.sw, {"config", "show", "-o", "yaml"}) == before);
-  CHECK(text(*s.sw, {"config", "diff"}) == staged);  // kept, to be fixed
+  CHECK(nv_text(*s.sw, {"config", "show", "-o", "yaml"}) == before);
+  CHECK(nv_text(*s.sw, {"config", "diff"}) == staged);  // kept, to be fixed
   REQUIRE(s.sw->nv({"set", "qos", "congestion-control", "traffic-class", "3", "min-threshold", "150KB"}).ok());
-  CHECK(text(*s.sw, {"config", "apply"}) == "applied");
+  CHECK(nv_text(*s.sw, {"config", "apply"}) == "applied");
   CHECK(s.sw->config().qos.roce.mode == sw::RoceMode::kLossy);
 }
 
@@ -250,7 +242,7 @@ TEST_CASE("nv config show -o yaml keeps every fault kind: correlations and reord
   cfg.interfaces[1].faults = from_file.interfaces[1].faults;
   REQUIRE(s.sw->apply(cfg).ok());
 
-  const std::string yaml = text(*s.sw, {"config", "show", "-o", "yaml"});
+  const std::string yaml = nv_text(*s.sw, {"config", "show", "-o", "yaml"});
   INFO(yaml);
   for (const char* key : {"loss_correlation", "corrupt_correlation", "duplicate_correlation", "delay_correlation",
                           "reorder_correlation", "reorder_gap", "reorder_delay"})
