@@ -11,6 +11,7 @@
 #include "nic/counters.h"
 #include "switch/ecmp.h"
 #include "switch/switch_counters.h"
+#include "switch/vxlan.h"
 
 namespace rocemu::app {
 namespace {
@@ -132,6 +133,7 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
     } else {
       help = help_in<sw::PortCounters>(name);
       if (!help) help = help_in<sw::EcmpCounters>(name);
+      if (!help) help = help_in<sw::VtepCounters>(name);
     }
   } else if (kind == "nic") {
     // ethtool's per-priority counters: rx_prio3_pause -> prio_rx_pause{priority="3"}

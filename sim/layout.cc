@@ -20,11 +20,12 @@ Layout layout_of(const Topology& topo) {
     if (kind != "switch") continue;
     Layout::SwitchPorts sp{n.name, {}};
     const auto& cfg = std::any_cast<const sw::SwitchConfig&>(n.config);
+    sp.vtep = cfg.vxlan.enabled();
     for (const sw::InterfaceConfig& f : cfg.interfaces) sp.interfaces.push_back(f.name);
     std::vector<bool> ecmp(cfg.interfaces.size(), false);
     for (const sw::Route& r : cfg.routes)
       for (const sw::Route& o : cfg.routes)
-        if (&o != &r && o.prefix.same_as(r.prefix)) ecmp[r.port] = true;
+        if (&o != &r && !r.overlay() && o.prefix.same_as(r.prefix)) ecmp[r.port] = true;
     for (size_t i = 0; i < ecmp.size(); i++)
       if (ecmp[i]) sp.ecmp_ports.push_back(cfg.interfaces[i].name);
     l.switches.push_back(std::move(sp));

@@ -17,6 +17,7 @@ struct Layout {
     std::string name;
     std::vector<std::string> interfaces;  // by port index: "swp1", ...
     std::vector<std::string> ecmp_ports;  // interfaces that are next hops of an ECMP group, by port index
+    bool vtep = false;                    // a VXLAN VTEP (nve vxlan source address set)
   };
   struct PortInfo {
     std::string name;  // "node:port", as the engine names link ends

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "switch/switch_counters.h"
+#include "switch/vxlan.h"
 
 namespace rocemu::sim {
 namespace {
@@ -353,6 +354,30 @@ Json ecmp_json(const Layout& l, const Counters& c) {
               {"switches", switches}};
 }
 
+// ---- VXLAN ----
+
+// Per VTEP: what it encapsulated and decapsulated, and its drops by
+// reason; totals over every VTEP.
+Json vxlan_json(const Layout& l, const Counters& c) {
+  Json switches = Json::object();
+  Json total = Json::object();
+  for (const auto& s : l.switches) {
+    if (!s.vtep) continue;
+    Json one = Json::object();
+    for (std::string_view name : sw::VtepCounters::kNames) {
+      std::string key(name.substr(6));  // without "vxlan."
+      if (key.starts_with("discards.")) key = "drop_" + key.substr(9);
+      std::replace(key.begin(), key.end(), '-', '_');
+      const uint64_t v = c.delta(s.name, name);
+      one[key] = v;
+      total[key] = (total.contains(key) ? total[key].get<uint64_t>() : 0) + v;
+    }
+    switches[s.name] = one;
+  }
+  total["switches"] = switches;
+  return total;
+}
+
 // ---- losses ----
 
 // Every way a packet is lost, by reason: the switch's discards.* list,
@@ -376,6 +401,14 @@ Json drops_json(const Layout& l, const Counters& c) {
     by[key] = swsum(name);
   }
   by["trim_dropped"] = swsum("trim.trim-drop-packets");
+  for (std::string_view name : sw::VtepCounters::kNames) {  // vxlan.discards.* of every VTEP
+    if (!name.starts_with("vxlan.discards.")) continue;
+    std::string key = "vxlan_" + std::string(name.substr(15));
+    std::replace(key.begin(), key.end(), '-', '_');
+    uint64_t n = 0;
+    for (const auto& s : l.switches) n += s.vtep ? c.delta(s.name, name) : 0;
+    by[key] = n;
+  }
   auto ports = [&](std::string_view name) {
     uint64_t n = 0;
     for (const auto& p : l.ports) n += c.delta(p.name, name);
@@ -454,6 +487,7 @@ Json build_summary(const Scenario& s, const Layout& l, const Measurements& m) {
   j["pfc"] = pfc_json(l, c);
   j["pfc_watchdog"] = watchdog_json(l, c);
   j["ecmp"] = ecmp_json(l, c);
+  j["vxlan"] = vxlan_json(l, c);
   j["drops"] = drops_json(l, c);
   j["trims"] = trims_json(l, c);
   j["retransmissions"] = retransmissions_json(l, c);

@@ -551,6 +551,15 @@ Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
   return c.error("state, size, remark, switch-priority or traffic-class");
 }
 
+Status read_address(Cursor& c, wire::IpAddr& out) {
+  std::string s;
+  if (!c.value(s)) return c.error("an address");
+  auto a = wire::IpAddr::parse(s);
+  if (!a) return Status::error(c.path() + ": '" + s + "' is not an address");
+  out = *a;
+  return {};
+}
+
 Status static_route(SwitchConfig& cfg, Cursor& c, bool set) {
   std::string s;
   if (!c.value(s)) return c.error("a prefix (10.0.1.0/24)");
@@ -574,13 +583,92 @@ Status static_route(SwitchConfig& cfg, Cursor& c, bool set) {
       if (idx < 0) return Status::error(c.path() + ": no interface '" + s + "' (" + cfg.interface_range() + ")");
       r.port = uint16_t(idx);
       have_port = true;
+    } else if (c.accept("vtep")) {  // into the VXLAN overlay
+      wire::IpAddr a;
+      if (Status st = read_address(c, a); !st.ok()) return st;
+      r.vtep = a;
+    } else if (c.accept("vni")) {
+      if (Status st = read_in(c, r.vni, kVniRange); !st.ok()) return st;
     } else {
-      return c.error("via or interface");
+      return c.error("via, interface, vtep or vni");
     }
   }
-  if (!have_port) return Status::error(c.path() + ": a static route needs an interface");
+  if (r.overlay() || r.vni != 0) {
+    if (have_port || r.via || !r.vtep || r.vni == 0)
+      return Status::error(c.path() + ": an overlay route takes vtep and vni, and no interface or via");
+  } else if (!have_port) {
+    return Status::error(c.path() + ": a static route needs an interface (or vtep and vni)");
+  }
   cfg.routes.push_back(r);
   return {};
+}
+
+// `flooding head-end-replication IP`: set adds IP, unset removes it (or
+// every address without one).
+Status flooding(std::vector<wire::IpAddr>& list, Cursor& c, bool set) {
+  if (!c.accept("head-end-replication")) return c.error("head-end-replication");
+  if (!set && c.done()) {
+    list.clear();
+    return {};
+  }
+  wire::IpAddr a;
+  if (Status s = read_address(c, a); !s.ok()) return s;
+  std::erase(list, a);
+  if (set) list.push_back(a);
+  return {};
+}
+
+// NVUE's `nve vxlan ...` (the switch as a static VTEP).
+Status nve_vxlan(SwitchConfig& cfg, Cursor& c, bool set) {
+  VxlanConfig& x = cfg.vxlan;
+  if (c.done()) {
+    if (set) return c.error("source, port, encapsulation, flooding or vni");
+    x = VxlanConfig{};
+    return {};
+  }
+  if (c.accept("source")) {
+    if (!c.accept("address")) return c.error("address");
+    x.source.reset();
+    if (!set) return {};
+    wire::IpAddr a;
+    if (Status s = read_address(c, a); !s.ok()) return s;
+    x.source = a;
+    return {};
+  }
+  if (auto r = table_field(cfg, c, set, "nve vxlan")) return *r;
+  if (c.accept_words("encapsulation dscp action")) {
+    x.encap_dscp = VxlanDscpAction::kCopy;
+    if (!set) return {};
+    std::string s;
+    if (!c.value(s)) return c.error("copy or set");
+    auto a = parse_vxlan_dscp_action(s);
+    if (!a) return Status::error(c.path() + ": '" + s + "' is not copy or set");
+    x.encap_dscp = *a;
+    return {};
+  }
+  if (c.accept("flooding")) return flooding(x.flood, c, set);
+  if (c.accept("vni")) {
+    uint32_t id = 0;
+    if (Status s = read_in(c, id, kVniRange); !s.ok()) return s;
+    auto it = std::find_if(x.vnis.begin(), x.vnis.end(), [&](const VxlanVni& v) { return v.vni == id; });
+    if (!set && c.done()) {
+      if (it != x.vnis.end()) x.vnis.erase(it);
+      return {};
+    }
+    if (it == x.vnis.end()) {
+      if (!set) return {};
+      x.vnis.push_back(VxlanVni{id, "default", {}});
+      it = x.vnis.end() - 1;
+    }
+    if (c.done()) return {};
+    if (c.accept("vrf")) {
+      it->vrf = "default";
+      return set ? (c.value(it->vrf) ? Status{} : c.error("a VRF name")) : Status{};
+    }
+    if (c.accept("flooding")) return flooding(it->flood, c, set);
+    return c.error("vrf or flooding");
+  }
+  return c.error("source, port, encapsulation, flooding or vni");
 }
 
 }  // namespace
@@ -615,7 +703,11 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
     if (!c.accept("default") || !c.accept("router") || !c.accept("static")) return c.error("default router static");
     return static_route(cfg, c, set);
   }
-  return c.error("qos, interface, system or vrf");
+  if (c.accept("nve")) {
+    if (!c.accept("vxlan")) return c.error("vxlan");
+    return nve_vxlan(cfg, c, set);
+  }
+  return c.error("qos, interface, system, vrf or nve");
 }
 
 }  // namespace rocemu::sw

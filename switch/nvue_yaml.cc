@@ -159,6 +159,30 @@ YAML::Node qos_yaml(const QosConfig& q) {
   return n;
 }
 
+YAML::Node addresses(const std::vector<wire::IpAddr>& list) {
+  YAML::Node n(YAML::NodeType::Sequence);
+  for (const wire::IpAddr& a : list) n.push_back(a.str());
+  n.SetStyle(YAML::EmitterStyle::Flow);
+  return n;
+}
+
+YAML::Node vxlan_yaml(const VxlanConfig& x) {
+  YAML::Node n;
+  n["source"]["address"] = x.source->str();
+  n["port"] = x.port;
+  n["encapsulation"]["dscp"]["action"] = std::string(vxlan_dscp_action_name(x.encap_dscp));
+  n["encapsulation"]["dscp"]["value"] = int(x.dscp_value);
+  n["flooding"]["head-end-replication"] = addresses(x.flood);
+  n["vni"] = YAML::Node(YAML::NodeType::Map);
+  for (const VxlanVni& v : x.vnis) {
+    YAML::Node e;
+    e["vrf"] = v.vrf;
+    e["flooding"]["head-end-replication"] = addresses(v.flood);
+    n["vni"][std::to_string(v.vni)] = e;
+  }
+  return n;
+}
+
 // Leaves of a YAML tree by path, in the tree's order; a sequence is one
 // leaf (a route list or a priority list changes whole).
 using Leaves = std::vector<std::pair<std::vector<std::string>, std::string>>;
@@ -205,10 +229,16 @@ YAML::Node switch_config_yaml(const SwitchConfig& cfg) {
     YAML::Node f = interface_yaml(cfg.interfaces[i], i);
     if (f.size() > 0) n["interfaces"][port_name(i)] = f;
   }
+  if (cfg.vxlan.enabled()) n["nve"]["vxlan"] = vxlan_yaml(cfg.vxlan);
   for (const Route& r : cfg.routes) {
     YAML::Node e;
     e["prefix"] = r.prefix.str();
-    e["interface"] = cfg.interfaces[r.port].name;
+    if (r.overlay()) {
+      e["vtep"] = r.vtep->str();
+      e["vni"] = r.vni;
+    } else {
+      e["interface"] = cfg.interfaces[r.port].name;
+    }
     if (r.via) e["via"] = r.via->str();
     if (r.mac) e["mac"] = r.mac->str();
     e.SetStyle(YAML::EmitterStyle::Flow);

@@ -12,6 +12,14 @@ constexpr uint32_t kMaxRules = 8192;
 
 NextHop static_next_hop(const Route& r) {
   NextHop nh;
+  if (r.overlay()) {  // resolved by the underlay route to the VTEP, packet by packet
+    nh.port = kNoPort;
+    nh.tunnel = true;
+    nh.resolved = true;
+    nh.ip = *r.vtep;
+    nh.vni = r.vni;
+    return nh;
+  }
   nh.port = r.port;
   if (r.mac) {
     nh.mac = *r.mac;
@@ -99,7 +107,7 @@ Status RouteTable::install_neighbor(const wire::IpAddr& ip, NeighborEntry& e) {
   }
   // Gateways of routes resolve through it.
   for (NextHop& g : next_hops_) {
-    if (!g.glean && g.ip == ip && &g != &next_hops_[e.next_hop]) {
+    if (!g.glean && !g.tunnel && g.ip == ip && &g != &next_hops_[e.next_hop]) {
       g.mac = e.mac;
       g.port = e.port;
       g.resolved = true;
@@ -174,6 +182,13 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     nh.local = true;
     if (Status s = add(IpPrefix{a->addr, uint8_t(a->is_v4() ? 32 : 128)}, new_next_hop(nh)); !s.ok()) return s;
   }
+  if (cfg.vxlan.enabled()) {
+    local_.push_back(*cfg.vxlan.source);
+    NextHop nh;
+    nh.port = kNoPort;
+    nh.local = true;
+    if (Status s = add(IpPrefix{*cfg.vxlan.source, 32}, new_next_hop(nh)); !s.ok()) return s;
+  }
   // Static routes by prefix, in the order of their first route: one next
   // hop, or an ECMP group of them.
   std::vector<std::vector<const Route*>> by_prefix;
@@ -208,7 +223,7 @@ bool RouteTable::learn(const wire::IpAddr& ip, const wire::MacAddr& mac, uint16_
     nh.mac = mac;
     nh.port = port;
     for (NextHop& g : next_hops_) {
-      if (!g.glean && g.ip == ip) {
+      if (!g.glean && !g.tunnel && g.ip == ip) {
         g.mac = mac;
         g.port = port;
         g.resolved = true;

@@ -32,8 +32,11 @@ struct NextHop {
   bool resolved = false;
   bool glean = false;  // connected route: the destination is the neighbour
   bool local = false;  // one of the switch's own addresses
-  wire::IpAddr ip;     // neighbour to resolve when !glean
+  wire::IpAddr ip;     // neighbour to resolve when !glean; the remote VTEP of a tunnel
+  bool tunnel = false; // into the VXLAN overlay: encapsulate in `vni` to the VTEP `ip`, then route that
+  uint32_t vni = 0;
 };
+inline constexpr uint16_t kNoPort = UINT16_MAX;  // a tunnel next hop's port
 
 // The next hops of one prefix: next_hops_ of members_[first, first + count).
 struct EcmpGroup {

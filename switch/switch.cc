@@ -103,6 +103,7 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
       load_faults[i] = faults_text(cfg_.interfaces[i].faults) != faults_text(cfg.interfaces[i].faults);
   if (&cfg != &cfg_) cfg_ = cfg;
   faults_loaded_ = true;
+  vtep_ip_ = cfg_.vxlan.enabled() ? cfg_.vxlan.source->v4_host_order() : 0;
   const QosConfig& q = cfg_.qos;
   for (uint8_t sp = 0; sp < kNumSwitchPriorities; sp++) sp_pg_[sp] = q.pg_of(sp);
   lossless_tcs_ = q.lossless_tcs();
@@ -210,6 +211,7 @@ void Switch::clear_counters(uint16_t port) {
 
 void Switch::clear_counters() {
   for (uint16_t i = 0; i < ports_.size(); i++) clear_counters(i);
+  vtep_counters_.clear();
   mmu_.clear_watermarks();
 }
 
@@ -233,6 +235,9 @@ std::vector<std::optional<EcmpCounters>> Switch::ecmp_port_counters() const {
 void Switch::report_counters(CounterSink& sink) const {
   const Time now = current_time();
   const std::vector<std::optional<EcmpCounters>> ecmp = ecmp_port_counters();
+  // The VTEP's, under the switch's own scope ("sw1/vxlan.encap-packets").
+  if (cfg_.vxlan.enabled())
+    for (size_t i = 0; i < VtepCounters::kCount; i++) sink.counter(name(), VtepCounters::kNames[i], vtep_counters_.v[i]);
   for (const auto& p : ports_) {
     const std::string scope = name() + "/" + cfg_.interfaces[p->index].name;
     for (size_t i = 0; i < PortCounters::kCount; i++) sink.counter(scope, PortCounters::kNames[i], p->counters.v[i]);

@@ -31,6 +31,7 @@
 #include "switch/scheduler.h"
 #include "switch/switch_config.h"
 #include "switch/switch_counters.h"
+#include "switch/vxlan.h"
 
 namespace rocemu::sw {
 
@@ -78,6 +79,7 @@ class Switch final : public Node {
   NvView view_buffer_pools() const;                    // qos buffer
   NvView view_interface(uint16_t port) const;          // interface <if>: link, headroom, drops
   NvView view_routes() const;                          // vrf
+  NvView view_vxlan() const;                           // nve vxlan: settings, VNIs, the VTEP's counters
   // `interface <if> counters qos [egress-queue-stats|ingress-buffer-stats|pfc-stats]`
   Status view_counters_qos(uint16_t port, const std::vector<std::string>& rest, NvView& out) const;
   ojson show_qos_roce() const { return view_qos_roce().plain(); }
@@ -109,6 +111,8 @@ class Switch final : public Node {
   const RouteTable* routes() const { return routes_.get(); }
   // ECMP's choices summed per egress port (nullopt: the port is in no group).
   std::vector<std::optional<EcmpCounters>> ecmp_port_counters() const;
+  // The VTEP's counters (all zero when the switch is no VTEP).
+  const VtepCounters& vtep_counters() const { return vtep_counters_; }
   // The fault stage of what a port receives (rocemu fault on an external port).
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
 
@@ -197,6 +201,16 @@ class Switch final : public Node {
                        uint8_t tc, Time now);
   void enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp, uint8_t pg, uint8_t tc,
                IngressPlace where, Time now);
+  bool route_checks(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, const NextHop* nh, uint32_t member,
+                    Time now);
+  // VXLAN (switch_vxlan.cc). decapsulate: strips the outer headers of a
+  // frame to this VTEP, v then describes the inner one; false if dropped
+  // (counted; the caller frees it). encapsulate: routes the inner packet
+  // into the tunnel `nh` and the outer one to the underlay; the underlay
+  // next hop, v describing the outer packet, or nullptr if dropped.
+  bool decapsulate(rte_mbuf* m, wire::PacketView& v);
+  const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
+                             Time now);
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);
@@ -246,6 +260,9 @@ class Switch final : public Node {
   std::vector<uint16_t> touched_;
   std::vector<uint8_t> is_touched_;
   bool kicking_ = false;
+  uint32_t vtep_ip_ = 0;  // the VTEP's source address (host order), 0 if no VTEP
+  uint16_t vxlan_ip_id_ = 0;
+  VtepCounters vtep_counters_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

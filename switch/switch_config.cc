@@ -158,6 +158,10 @@ Status SwitchConfig::validate() const {
   for (size_t i = 0; i < routes.size(); i++) {
     const Route& r = routes[i];
     const std::string at = "routes[" + std::to_string(i) + "]";
+    if (r.overlay()) {
+      if (Status s = check_overlay_route(r, at); !s.ok()) return s;
+      continue;
+    }
     if (r.port >= num_ports) return err(at + ".interface", "no such port " + std::to_string(r.port));
     if (r.via && r.via->is_v4() != r.prefix.is_v4()) return err(at + ".via", "address family differs from the prefix");
     if (r.mac && r.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
@@ -169,7 +173,10 @@ Status SwitchConfig::validate() const {
       const Route& b = routes[i];
       if (!a.prefix.same_as(b.prefix)) continue;
       members++;
-      if (a.port == b.port && a.via == b.via)
+      if (a.overlay() != b.overlay())
+        return err("routes[" + std::to_string(i) + "]", "an ECMP group for " + b.prefix.str() +
+                                                            " mixes overlay (vtep) and underlay next hops");
+      if (a.same_next_hop(b))
         return err("routes[" + std::to_string(i) + "]", "the same next hop as routes[" + std::to_string(j) + "] for " +
                                                             b.prefix.str());
     }
@@ -177,6 +184,7 @@ Status SwitchConfig::validate() const {
       return err("routes[" + std::to_string(i) + "]", "more than " + std::to_string(kMaxEcmpMembers) +
                                                           " next hops for " + routes[i].prefix.str());
   }
+  if (Status s = validate_vxlan(); !s.ok()) return s;
   if (ecmp.hash_fields == 0 && ecmp.load_balancing == LoadBalancing::kHash)
     return err("forwarding.ecmp-hash", "at least one field must be hashed");
   if (routes.size() + neighbors.size() + interfaces.size() > 8000)
@@ -244,6 +252,62 @@ Status SwitchConfig::validate() const {
   }
   if (b.pg_reserved > b.size / 64) return err("qos.buffer.pg-reserved", "too large for the buffer");
   if (b.queue_reserved > b.size / 64) return err("qos.buffer.queue-reserved", "too large for the buffer");
+  return {};
+}
+
+std::optional<VxlanDscpAction> parse_vxlan_dscp_action(std::string_view name) {
+  for (size_t i = 0; i < kVxlanDscpActionNames.size(); i++)
+    if (kVxlanDscpActionNames[i] == name) return VxlanDscpAction(i);
+  return std::nullopt;
+}
+
+std::string_view vxlan_dscp_action_name(VxlanDscpAction a) { return kVxlanDscpActionNames[size_t(a)]; }
+
+bool VxlanConfig::is_remote(uint32_t vni, const wire::IpAddr& vtep) const {
+  if (std::find(flood.begin(), flood.end(), vtep) != flood.end()) return true;
+  const VxlanVni* v = find(vni);
+  return v != nullptr && std::find(v->flood.begin(), v->flood.end(), vtep) != v->flood.end();
+}
+
+Status SwitchConfig::validate_vxlan() const {
+  const VxlanConfig& x = vxlan;
+  const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
+  if (!x.enabled()) {
+    if (!x.vnis.empty() || !x.flood.empty())
+      return err("nve.vxlan.source.address", "a VTEP with VNIs or a flood list needs a source address");
+    return {};
+  }
+  if (!x.source->is_v4()) return err("nve.vxlan.source.address", "must be an IPv4 address (no IPv6 underlay)");
+  auto check_flood = [&](const std::vector<wire::IpAddr>& list, const std::string& field) -> Status {
+    std::set<wire::IpAddr> seen;
+    for (const wire::IpAddr& a : list) {
+      if (!a.is_v4()) return err(field, "'" + a.str() + "' is not an IPv4 address");
+      if (a == *x.source) return err(field, "'" + a.str() + "' is this VTEP's own source address");
+      if (!seen.insert(a).second) return err(field, "'" + a.str() + "' is listed twice");
+    }
+    return {};
+  };
+  if (Status s = check_flood(x.flood, "nve.vxlan.flooding.head-end-replication"); !s.ok()) return s;
+  std::set<uint32_t> vnis;
+  for (const VxlanVni& v : x.vnis) {
+    const std::string at = "nve.vxlan.vni." + std::to_string(v.vni);
+    if (Status s = kVniRange.check(v.vni, "nve.vxlan.vni"); !s.ok()) return s;
+    if (!vnis.insert(v.vni).second) return err(at, "mapped twice");
+    if (v.vrf != "default") return err(at + ".vrf", "'" + v.vrf + "': the switch has one VRF, default");
+    if (Status s = check_flood(v.flood, at + ".flooding.head-end-replication"); !s.ok()) return s;
+  }
+  return {};
+}
+
+Status SwitchConfig::check_overlay_route(const Route& r, const std::string& at) const {
+  const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
+  if (!vxlan.enabled()) return err(at + ".vtep", "an overlay route needs the switch to be a VTEP (nve.vxlan.source.address)");
+  if (vxlan.find(r.vni) == nullptr)
+    return err(at + ".vni", "VNI " + std::to_string(r.vni) + " is not mapped (nve.vxlan.vni)");
+  if (!vxlan.is_remote(r.vni, *r.vtep))
+    return err(at + ".vtep", "'" + r.vtep->str() + "' is not a remote VTEP of VNI " + std::to_string(r.vni) +
+                                 " (nve.vxlan.flooding or nve.vxlan.vni." + std::to_string(r.vni) + ".flooding)");
+  if (r.via || r.mac) return err(at + ".vtep", "an overlay route takes vtep and vni, not via or mac");
   return {};
 }
 

@@ -3,9 +3,11 @@
 // every error names the field, in the words the YAML and NVUE use.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/engine/fault.h"
@@ -53,7 +55,9 @@ struct InterfaceConfig {
 
 // A static route: to `prefix` out of `port`, to the neighbour `via` (or to
 // the destination itself when `via` is unset: a connected route), with the
-// next-hop MAC given or learned by ARP. Routes to the same prefix are one
+// next-hop MAC given or learned by ARP; or, with `vtep` set, into the VXLAN
+// overlay: encapsulated in `vni` to the remote VTEP `vtep` (no port, the
+// underlay route to `vtep` gives it). Routes to the same prefix are one
 // route with several next hops, an ECMP group (as two `ip route` lines in
 // FRR are), in the order given; at most kMaxEcmpMembers of them.
 constexpr size_t kMaxEcmpMembers = 64;
@@ -62,6 +66,54 @@ struct Route {
   uint16_t port = 0;
   std::optional<wire::IpAddr> via;
   std::optional<wire::MacAddr> mac;
+  std::optional<wire::IpAddr> vtep;  // overlay route: the remote VTEP
+  uint32_t vni = 0;                  // with vtep: the VNI to encapsulate in
+
+  bool overlay() const { return vtep.has_value(); }
+  // The same next hop (an ECMP group may not list one twice).
+  bool same_next_hop(const Route& o) const {
+    return overlay() ? o.vtep == vtep && o.vni == vni : !o.overlay() && o.port == port && o.via == via;
+  }
+};
+
+// VXLAN (RFC 7348): the switch as a static VTEP, NVUE's `nve vxlan`. A VNI
+// maps to a VRF (a routed, "L3" VNI: the switch has no bridge, so no
+// VLAN-mapped VNIs); routes with `vtep` send into it. The remote VTEPs of a
+// VNI are its head-end replication (flood) list and the global one; a
+// route may name only those. EVPN is not modelled.
+enum class VxlanDscpAction : uint8_t { kCopy, kSet };
+constexpr std::array<std::string_view, 2> kVxlanDscpActionNames = {"copy", "set"};
+std::optional<VxlanDscpAction> parse_vxlan_dscp_action(std::string_view name);
+std::string_view vxlan_dscp_action_name(VxlanDscpAction a);
+
+inline constexpr uint32_t kMaxVni = (1u << 24) - 1;
+inline constexpr uint16_t kVxlanPort = 4789;  // IANA
+
+struct VxlanVni {
+  uint32_t vni = 0;
+  std::string vrf = "default";
+  std::vector<wire::IpAddr> flood;  // head-end replication: remote VTEPs of this VNI
+  friend bool operator==(const VxlanVni&, const VxlanVni&) = default;
+};
+
+struct VxlanConfig {
+  std::optional<wire::IpAddr> source;  // nve vxlan source address: the VTEP is on when set
+  uint16_t port = kVxlanPort;          // UDP destination port
+  // The outer DSCP on encapsulation: the inner one (copy) or `dscp_value` (set).
+  VxlanDscpAction encap_dscp = VxlanDscpAction::kCopy;
+  uint8_t dscp_value = 0;
+  std::vector<wire::IpAddr> flood;  // remote VTEPs of every VNI
+  std::vector<VxlanVni> vnis;
+
+  bool enabled() const { return source.has_value(); }
+  const VxlanVni* find(uint32_t vni) const {
+    for (const VxlanVni& v : vnis)
+      if (v.vni == vni) return &v;
+    return nullptr;
+  }
+  // Whether `vtep` is a remote VTEP of `vni` (its flood list or the global one).
+  bool is_remote(uint32_t vni, const wire::IpAddr& vtep) const;
+  friend bool operator==(const VxlanConfig&, const VxlanConfig&) = default;
 };
 
 struct Neighbor {
@@ -85,6 +137,7 @@ struct SwitchConfig {
   std::vector<Neighbor> neighbors;
   bool proxy_arp = true;  // answer ARP for any routed address (hosts may ARP for their peer)
   EcmpConfig ecmp;        // system forwarding: ecmp-hash, hash-seed, load balancing
+  VxlanConfig vxlan;      // nve vxlan: the switch as a VTEP
   QosConfig qos = qos_default_global();
 
   // A configuration with `ports` interfaces named swp1..swpN (port_name).
@@ -103,6 +156,12 @@ struct SwitchConfig {
   // backwards range is an error naming the valid ones.
   Result<std::vector<uint16_t>> find_interfaces(std::string_view list) const;
   wire::MacAddr port_mac(uint16_t port) const;
+  // An overlay route (vtep, vni) against the VTEP's configuration; the
+  // message names the field under `at` ("routes[2].vtep: ...").
+  Status check_overlay_route(const Route& r, const std::string& at) const;
+
+ private:
+  Status validate_vxlan() const;
 };
 
 }  // namespace rocemu::sw

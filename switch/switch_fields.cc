@@ -37,6 +37,7 @@ constexpr FieldRange kBufferSizeRange{FieldKind::kSize, 64 * 1024, int64_t(1) <<
 constexpr FieldRange kReservedRange{FieldKind::kSize, 0, int64_t(1) << 30, ""};
 constexpr FieldRange kCellSizeRange{FieldKind::kInt, 1, 4096, "bytes"};
 constexpr FieldRange kLosslessMtuRange{FieldKind::kInt, 64, 9216, "bytes"};
+constexpr FieldRange kUdpPortRange{FieldKind::kInt, 1, 65535, ""};
 constexpr FieldRange kHeadroomBytesRange{FieldKind::kSize, 0, 1 << 20, ""};
 
 const PfcWatchdog kWatchdog{};
@@ -72,6 +73,9 @@ const SwitchField kFields[] = {
     ROCEMU_FIELD("qos.buffer.pg-reserved", "qos buffer pg-reserved", kReservedRange, qos.buffer.pg_reserved, 0),
     ROCEMU_FIELD("qos.buffer.queue-reserved", "qos buffer queue-reserved", kReservedRange, qos.buffer.queue_reserved,
                  0),
+    ROCEMU_FIELD("nve.vxlan.port", "nve vxlan port", kUdpPortRange, vxlan.port, kVxlanPort),
+    ROCEMU_FIELD("nve.vxlan.encapsulation.dscp.value", "nve vxlan encapsulation dscp value", kDscpRange,
+                 vxlan.dscp_value, 0),
     ROCEMU_FIELD("qos.headroom.cell-size", "", kCellSizeRange, qos.headroom.cell_size, kHeadroom.cell_size),
     ROCEMU_FIELD("qos.headroom.pipeline-latency", "", kHeadroomBytesRange, qos.headroom.pipeline_latency,
                  kHeadroom.pipeline_latency),

@@ -290,8 +290,35 @@ std::optional<uint16_t> interface_ref(const YAML::Node& n, const std::string& fi
   return uint16_t(idx);
 }
 
-// A next hop of a route: interface, and via (a gateway) or mac.
+std::optional<wire::IpAddr> address(const YAML::Node& n, const std::string& field, Context& ctx) {
+  auto s = ctx.str(n, field);
+  if (!s) return std::nullopt;
+  auto a = wire::IpAddr::parse(*s);
+  if (!a) ctx.error(n, field, "'" + *s + "' is not an address");
+  return a;
+}
+
+// A next hop of a route: interface, and via (a gateway) or mac; or, into
+// the VXLAN overlay, vtep and vni.
 bool parse_next_hop(const YAML::Node& r, const std::string& rf, Context& ctx, const SwitchConfig& cfg, Route& route) {
+  if (r["vtep"] || r["vni"]) {
+    if (!r["vtep"] || !r["vni"] || r["interface"] || r["via"] || r["mac"]) {
+      ctx.error(r, rf, "an overlay next hop is {vtep, vni} alone");
+      return false;
+    }
+    route.vtep = address(r["vtep"], rf + ".vtep", ctx);
+    auto vni = bounded(r["vni"], rf + ".vni", kVniRange, ctx);
+    if (vni) route.vni = uint32_t(*vni);
+    if (!route.vtep || !vni) return false;
+    // Against the nve section (read before the routes), at this line.
+    if (Status s = cfg.check_overlay_route(route, rf); !s.ok()) {
+      const std::string& m = s.message();
+      const std::string field = m.substr(0, m.find(": "));
+      ctx.error(field.ends_with(".vni") ? r["vni"] : r["vtep"], field, m.substr(m.find(": ") + 2));
+      return false;
+    }
+    return true;
+  }
   bool ok = true;
   if (auto port = interface_ref(r["interface"], rf + ".interface", cfg, ctx)) route.port = *port;
   else ok = false;
@@ -319,7 +346,7 @@ bool new_member(const YAML::Node& at, const std::string& field, const Route& r, 
   size_t members = 1;
   for (const Route& o : cfg.routes) {
     if (!o.prefix.same_as(r.prefix)) continue;
-    if (o.port == r.port && o.via == r.via) {
+    if (o.same_next_hop(r)) {
       ctx.error(at, field, "the same next hop as an earlier route for " + r.prefix.str());
       return false;
     }
@@ -336,15 +363,15 @@ bool new_member(const YAML::Node& at, const std::string& field, const Route& r, 
 // via?, mac?}, ...]}: several next hops make an ECMP group, as several
 // routes to the same prefix do.
 void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, SwitchConfig& cfg) {
-  if (!expect_map(r, rf, ctx, "{prefix, interface, via?, mac?} or {prefix, next-hops}")) return;
-  ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac", "next-hops"});
+  if (!expect_map(r, rf, ctx, "{prefix, interface, via?, mac?}, {prefix, vtep, vni} or {prefix, next-hops}")) return;
+  ctx.check_keys(r, rf, {"prefix", "interface", "via", "mac", "vtep", "vni", "next-hops"});
   const YAML::Node hops = r["next-hops"];
-  if (!r["prefix"] || (!r["interface"] && !hops)) {
-    ctx.error(r, rf, "a route needs prefix and interface (or next-hops)");
+  if (!r["prefix"] || (!r["interface"] && !r["vtep"] && !hops)) {
+    ctx.error(r, rf, "a route needs prefix and interface, vtep and vni, or next-hops");
     return;
   }
-  if (hops && (r["interface"] || r["via"] || r["mac"])) {
-    ctx.error(hops, rf + ".next-hops", "give next-hops or interface/via/mac, not both");
+  if (hops && (r["interface"] || r["via"] || r["mac"] || r["vtep"] || r["vni"])) {
+    ctx.error(hops, rf + ".next-hops", "give next-hops or interface/via/mac (vtep/vni), not both");
     return;
   }
   Route route;
@@ -365,14 +392,74 @@ void parse_route(const YAML::Node& r, const std::string& rf, Context& ctx, Switc
   }
   for (size_t i = 0; i < hops.size(); i++) {
     const std::string hf = rf + ".next-hops[" + std::to_string(i) + "]";
-    if (!expect_map(hops[i], hf, ctx, "{interface, via?, mac?}")) continue;
-    ctx.check_keys(hops[i], hf, {"interface", "via", "mac"});
-    if (!hops[i]["interface"]) {
-      ctx.error(hops[i], hf, "a next hop needs an interface");
+    if (!expect_map(hops[i], hf, ctx, "{interface, via?, mac?} or {vtep, vni}")) continue;
+    ctx.check_keys(hops[i], hf, {"interface", "via", "mac", "vtep", "vni"});
+    if (!hops[i]["interface"] && !hops[i]["vtep"]) {
+      ctx.error(hops[i], hf, "a next hop needs an interface (or vtep and vni)");
       continue;
     }
     Route member = route;
     if (parse_next_hop(hops[i], hf, ctx, cfg, member) && new_member(hops[i], hf, member, cfg, ctx)) cfg.routes.push_back(member);
+  }
+}
+
+// A list of remote VTEP addresses ({head-end-replication: [a, b]}).
+void parse_flooding(const YAML::Node& n, const std::string& f, Context& ctx, std::vector<wire::IpAddr>& out) {
+  if (!expect_map(n, f, ctx, "{head-end-replication: [addresses]}")) return;
+  ctx.check_keys(n, f, {"head-end-replication"});
+  const YAML::Node her = n["head-end-replication"];
+  if (!her) return;
+  const std::string hf = f + ".head-end-replication";
+  if (!her.IsSequence()) {
+    ctx.error(her, hf, "expected a list of remote VTEP addresses");
+    return;
+  }
+  for (size_t i = 0; i < her.size(); i++)
+    if (auto a = address(her[i], hf + "[" + std::to_string(i) + "]", ctx)) out.push_back(*a);
+}
+
+// `nve: {vxlan: {...}}`: NVUE's nve vxlan (the bounded port and DSCP value
+// are rows of the table, read by read_fields).
+void parse_nve(const YAML::Node& n, const std::string& f, Context& ctx, VxlanConfig& x) {
+  if (!expect_map(n, f, ctx, "{vxlan: ...}")) return;
+  ctx.check_keys(n, f, {"vxlan"});
+  const YAML::Node v = n["vxlan"];
+  if (!v) return;
+  const std::string vf = f + ".vxlan";
+  if (!expect_map(v, vf, ctx, "{source, port, encapsulation, flooding, vni}")) return;
+  ctx.check_keys(v, vf, {"source", "port", "encapsulation", "flooding", "vni"});
+  if (const YAML::Node src = v["source"]) {
+    if (expect_map(src, vf + ".source", ctx, "{address}")) {
+      ctx.check_keys(src, vf + ".source", {"address"});
+      if (src["address"]) x.source = address(src["address"], vf + ".source.address", ctx);
+    }
+  }
+  if (const YAML::Node e = v["encapsulation"]) {
+    const std::string ef = vf + ".encapsulation";
+    if (expect_map(e, ef, ctx, "{dscp: {action, value}}")) {
+      ctx.check_keys(e, ef, {"dscp"});
+      if (const YAML::Node d = e["dscp"]; d && expect_map(d, ef + ".dscp", ctx, "{action: copy|set, value}")) {
+        ctx.check_keys(d, ef + ".dscp", {"action", "value"});
+        if (d["action"])
+          if (auto a = ctx.choice(d["action"], ef + ".dscp.action", {"copy", "set"}))
+            x.encap_dscp = *parse_vxlan_dscp_action(*a);
+      }
+    }
+  }
+  if (const YAML::Node fl = v["flooding"]) parse_flooding(fl, vf + ".flooding", ctx, x.flood);
+  if (const YAML::Node vnis = v["vni"]) {
+    for_index_keys(vnis, vf + ".vni", ctx, kVniRange, [&](int id, const YAML::Node& m, const std::string& mf) {
+      VxlanVni vni;
+      vni.vni = uint32_t(id);
+      if (!m.IsNull()) {
+        if (!expect_map(m, mf, ctx, "{vrf, flooding}")) return;
+        ctx.check_keys(m, mf, {"vrf", "flooding"});
+        if (m["vrf"])
+          if (auto s = ctx.str(m["vrf"], mf + ".vrf")) vni.vrf = *s;
+        if (const YAML::Node fl = m["flooding"]) parse_flooding(fl, mf + ".flooding", ctx, vni.flood);
+      }
+      x.vnis.push_back(vni);
+    });
   }
 }
 
@@ -396,7 +483,8 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
   const std::string f(field);
   // Errors recorded before (elsewhere in the file) are not this switch's.
   const size_t errors_before = ctx.error_count();
-  ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "forwarding", "interfaces", "routes", "neighbors", "qos"});
+  ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "forwarding", "interfaces", "routes", "neighbors", "qos",
+                        "nve"});
   uint16_t ports = 4;
   read_int(n, "ports", f, ctx, ports, 1, 256);
   SwitchConfig cfg = SwitchConfig::with_ports(ports);
@@ -423,6 +511,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
       }
     }
   }
+  if (const YAML::Node x = n["nve"]) parse_nve(x, f + ".nve", ctx, cfg.vxlan);
   if (const YAML::Node rs = n["routes"]) {
     for (size_t i = 0; rs.IsSequence() && i < rs.size(); i++) parse_route(rs[i], f + ".routes[" + std::to_string(i) + "]", ctx, cfg);
     if (!rs.IsSequence()) ctx.error(rs, f + ".routes", "expected a list of routes");

@@ -112,9 +112,12 @@ Status Switch::nv_show(const std::vector<std::string>& command, std::string& out
     view = view_queue_counters(ports.front());
   } else if (what == "vrf" || what == "route" || what == "router") {
     view = view_routes();
+  } else if (what == "nve" && at(2) == "vxlan") {
+    if (Status s = none_after(3); !s.ok()) return s;
+    view = view_vxlan();
   } else {
     return Status::error("nv show: expected qos roce, qos buffer, qos pfc-watchdog, interface <if> ..., pfc counters, "
-                         "pfcwd stats, queue counters <if> or vrf");
+                         "pfcwd stats, queue counters <if>, vrf or nve vxlan");
   }
   out = view.render(format);
   return {};

@@ -13,18 +13,6 @@ namespace {
 
 constexpr Duration kArpInterval = ms(1);
 
-void set_ce(uint8_t* data, const wire::PacketView& v) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(data + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
-    ip.set_ecn(wire::Ecn::kCe);
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
-  } else {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(data + v.l3_off);
-    ip.set_traffic_class(uint8_t(ip.traffic_class() | 3));
-  }
-}
-
 }  // namespace
 
 void Switch::on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
@@ -145,21 +133,24 @@ uint8_t Switch::classify(const wire::PacketView& v) const {
   return map.port_default_sp;
 }
 
-void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Time now) {
-  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
-  const uint32_t len = rte_pktmbuf_data_len(m);
-  // trust -> switch priority -> priority group / traffic class
+void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& received, Time now) {
+  // The packet as it leaves: the inner one of a frame this VTEP
+  // decapsulates, the outer one of a frame it encapsulates.
+  wire::PacketView v = received;
+  const uint32_t rx_len = rte_pktmbuf_data_len(m);
+  // trust -> switch priority -> priority group / traffic class, on the
+  // headers as received (the outer ones of a VXLAN frame)
   const uint8_t sp = classify(v);
   const uint8_t pg = sp_pg_[sp];
   const uint8_t tc = cfg_.qos.sp_to_tc[sp];
   in.pg_counters[pg][PgCounters::rx_frames]++;
-  in.pg_counters[pg][PgCounters::rx_bytes] += len;
+  in.pg_counters[pg][PgCounters::rx_bytes] += rx_len;
   if (pg == roce_pg_) {
     in.counters[PortCounters::rx_roce_packets]++;
-    in.counters[PortCounters::rx_roce_bytes] += len;
+    in.counters[PortCounters::rx_roce_bytes] += rx_len;
   } else {
     in.counters[PortCounters::rx_non_roce_packets]++;
-    in.counters[PortCounters::rx_non_roce_bytes] += len;
+    in.counters[PortCounters::rx_non_roce_bytes] += rx_len;
   }
   if (in.watchdog && in.wd[tc].storm) {
     if (cfg_.qos.watchdog.action == WatchdogAction::kDrop) {
@@ -170,50 +161,29 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
     }
     in.wd[tc].counters[WatchdogCounters::rx_ok]++;
   }
+  // VXLAN to this VTEP: on with the inner packet (switch_vxlan.cc)
+  if (vtep_ip_ != 0 && v.is_ipv4() && v.is_udp && v.dport == cfg_.vxlan.port && v.ipv4().dst.get() == vtep_ip_ &&
+      !decapsulate(m, v)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
 
-  // route
+  // route: to an underlay next hop, or into the overlay and then to the
+  // underlay next hop toward the remote VTEP
   uint32_t member;
   const NextHop* nh = routes_->route(v, member);
-  if (nh == nullptr || nh->local) {
-    in.counters[nh == nullptr ? PortCounters::drop_no_route : PortCounters::drop_to_switch]++;
-    rte_pktmbuf_free(m);
-    return;
+  if (nh != nullptr && nh->tunnel) {
+    nh = encapsulate(in, m, v, *nh, member, now);
+  } else if (!route_checks(in, m, v, nh, member, now)) {
+    nh = nullptr;
   }
-  if (!nh->resolved) {
-    glean(*nh, v.dst_ip(), now);
-    in.counters[PortCounters::drop_neighbor_miss]++;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  const uint8_t ttl = v.is_ipv4() ? v.ipv4().ttl : v.ipv6().hop_limit;
-  if (ttl <= 1) {
-    in.counters[PortCounters::drop_ttl_expired]++;
+  if (nh == nullptr) {
     rte_pktmbuf_free(m);
     return;
   }
   PortRuntime& out = *ports_[nh->port];
-  if (port(out.index) == nullptr || out.fault.link_down()) {
-    in.counters[PortCounters::drop_link_down]++;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  if (uint32_t(v.ip_end - v.l3_off) > out.mtu) {
-    in.counters[PortCounters::drop_mtu_exceeded]++;
-    rte_pktmbuf_free(m);
-    return;
-  }
-  auto& eth = *reinterpret_cast<wire::EthHdr*>(data);
-  eth.dst = nh->mac;
-  eth.src = out.mac;
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(data + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.ttl << 8 | ip.protocol);
-    ip.ttl--;
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.ttl << 8 | ip.protocol));
-  } else {
-    reinterpret_cast<wire::Ipv6Hdr*>(data + v.l3_off)->hop_limit--;
-  }
-  routes_->count_ecmp(member, len);
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = rte_pktmbuf_data_len(m);
 
   // egress admission
   if (out.watchdog && out.wd[tc].storm && cfg_.qos.watchdog.action == WatchdogAction::kDrop) {
@@ -247,7 +217,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
         break;
       case EcnVerdict::kMark:
         if (v.ecn != wire::Ecn::kCe) {
-          set_ce(data, v);
+          set_ecn(data, v, wire::Ecn::kCe);
           out.queue_counters[tc][QueueCounters::ecn_marked_packets]++;
           out.counters[PortCounters::tx_ecn_marked_packets]++;
         }
@@ -262,6 +232,43 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Ti
     }
   }
   enqueue(in, out, m, sp, pg, tc, adm.ingress, now);
+}
+
+// The checks and rewrite of a packet routed to the underlay next hop `nh`
+// (nullptr: no route): MAC rewrite, TTL; false if it is dropped (counted;
+// the caller frees it).
+bool Switch::route_checks(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, const NextHop* nh, uint32_t member,
+                          Time now) {
+  if (nh == nullptr || nh->local) {
+    in.counters[nh == nullptr ? PortCounters::drop_no_route : PortCounters::drop_to_switch]++;
+    return false;
+  }
+  if (!nh->resolved) {
+    glean(*nh, v.dst_ip(), now);
+    in.counters[PortCounters::drop_neighbor_miss]++;
+    return false;
+  }
+  const uint8_t ttl = v.is_ipv4() ? v.ipv4().ttl : v.ipv6().hop_limit;
+  if (ttl <= 1) {
+    in.counters[PortCounters::drop_ttl_expired]++;
+    return false;
+  }
+  PortRuntime& out = *ports_[nh->port];
+  if (port(out.index) == nullptr || out.fault.link_down()) {
+    in.counters[PortCounters::drop_link_down]++;
+    return false;
+  }
+  if (uint32_t(v.ip_end - v.l3_off) > out.mtu) {
+    in.counters[PortCounters::drop_mtu_exceeded]++;
+    return false;
+  }
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  auto& eth = *reinterpret_cast<wire::EthHdr*>(data);
+  eth.dst = nh->mac;
+  eth.src = out.mac;
+  decrement_ttl(data, v);
+  routes_->count_ecmp(member, rte_pktmbuf_data_len(m));
+  return true;
 }
 
 void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp, uint8_t pg, uint8_t tc,

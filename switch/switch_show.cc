@@ -322,8 +322,10 @@ NvView Switch::view_routes() const {
   auto& groups = v.table("ecmp-groups", ecmp_cols);
   if (routes_ == nullptr) return v;
   v.field("load-balancing", std::string(load_balancing_name(cfg_.ecmp.load_balancing)));
+  // An overlay route's interface is its VNI ("vni10"), its via the remote VTEP.
   for (const Route& r : routes_->routes())
-    routes.rows.push_back({r.prefix.str(), cfg_.interfaces[r.port].name, r.via ? r.via->str() : std::string("-"),
+    routes.rows.push_back({r.prefix.str(), r.overlay() ? "vni" + std::to_string(r.vni) : cfg_.interfaces[r.port].name,
+                           r.overlay() ? r.vtep->str() : r.via ? r.via->str() : std::string("-"),
                            r.mac ? r.mac->str() : std::string("-")});
   for (const auto& [ip, e] : routes_->neighbors())
     neigh.rows.push_back(
@@ -332,12 +334,40 @@ NvView Switch::view_routes() const {
     for (uint32_t i = g.first; i < g.first + g.count; i++) {
       const EcmpMember& m = routes_->ecmp_member(i);
       const NextHop& nh = routes_->next_hop(m.next_hop);
-      std::vector<NvValue> row = {g.prefix.str(), cfg_.interfaces[nh.port].name,
+      std::vector<NvValue> row = {g.prefix.str(),
+                                  nh.tunnel ? "vni" + std::to_string(nh.vni) : cfg_.interfaces[nh.port].name,
                                   nh.glean ? std::string("-") : nh.ip.str()};
       for (size_t c = 0; c < EcmpCounters::kCount; c++) row.emplace_back(m.counters.v[c]);
       groups.rows.push_back(std::move(row));
     }
   }
+  return v;
+}
+
+NvView Switch::view_vxlan() const {
+  const VxlanConfig& x = cfg_.vxlan;
+  const auto list = [](const std::vector<wire::IpAddr>& l) {
+    std::string t;
+    for (const wire::IpAddr& a : l) t += (t.empty() ? "" : ",") + a.str();
+    return t.empty() ? std::string("none") : t;
+  };
+  NvView v(NvView::Columns::kOperational);
+  v.field("state", state(x.enabled()));
+  v.group("source").field("address", x.source ? x.source->str() : std::string("none")).end();
+  v.field("port", x.port);
+  v.group("encapsulation")
+      .group("dscp")
+      .field("action", std::string(vxlan_dscp_action_name(x.encap_dscp)))
+      .field("value", int(x.dscp_value))
+      .end()
+      .end();
+  v.group("decapsulation").group("dscp").field("action", "preserve").end().group("ecn").field("mode", "rfc6040-normal").end().end();
+  v.group("flooding").field("head-end-replication", list(x.flood)).end();
+  v.group("counters");
+  for (size_t i = 0; i < VtepCounters::kCount; i++) v.field(std::string(VtepCounters::kNames[i]), vtep_counters_.v[i]);
+  v.end();
+  auto& vnis = v.table("vni", {"vni", "vrf", "head-end-replication"});
+  for (const VxlanVni& n : x.vnis) vnis.rows.push_back({n.vni, n.vrf, list(n.flood)});
   return v;
 }
 

@@ -28,6 +28,13 @@ uint32_t trim_frame(std::span<uint8_t> frame, const wire::PacketView& v, uint32_
 // fixed incrementally). ICRC masks the DSCP, so RoCE needs no reseal.
 void set_dscp(uint8_t* frame, const wire::PacketView& v, uint8_t dscp);
 
+// Rewrites the ECN field of an IPv4 or IPv6 packet in place (ICRC masks it too).
+void set_ecn(uint8_t* frame, const wire::PacketView& v, wire::Ecn ecn);
+
+// A router's TTL (IPv4, checksum fixed incrementally) or hop limit
+// (IPv6) decrement; ICRC masks both.
+void decrement_ttl(uint8_t* frame, const wire::PacketView& v);
+
 // RFC 1624 incremental update of an IPv4 header checksum after the
 // 16-bit header word `old_word` became `new_word` (host order).
 void ipv4_checksum_update(wire::Ipv4Hdr& ip, uint16_t old_word, uint16_t new_word);
