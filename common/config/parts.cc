@@ -56,11 +56,15 @@ std::optional<EthdevParams> parse_external(const YAML::Node& e, const std::strin
 }  // namespace
 
 std::string af_packet_device(std::string_view vdev_name, std::string_view interface, uint32_t mtu) {
-  // A frame holds the packet, its Ethernet header (and a VLAN tag) and the
-  // PMD's TPACKET2 header (52 bytes).
-  const uint32_t need = mtu + 18 + 52;
-  const uint32_t frame = need <= 2048 ? 2048 : need <= 4096 ? 4096 : 8192;
-  const uint32_t block = frame < 4096 ? 4096 : frame;
+  // A ring frame holds the packet with its Ethernet header (and a VLAN tag)
+  // after the kernel's TPACKET2 header and alignment (80 bytes at most).
+  // The PMD takes frames up to 4384 bytes (their data must fit the engine's
+  // 4352-byte mbufs) and lays its frames out back to back, so they must
+  // divide a block (whole pages) exactly: 2048, 4096, or 4352 (16 in a
+  // 17-page block).
+  const uint32_t need = mtu + 18 + 80;
+  const uint32_t frame = need <= 2048 ? 2048 : need <= 4096 ? 4096 : 4352;
+  const uint32_t block = frame == 4352 ? 17 * 4096 : 4096;
   return std::string(vdev_name) + ",iface=" + std::string(interface) + ",blocksz=" + std::to_string(block) +
          ",framesz=" + std::to_string(frame) + ",framecnt=512,qpairs=1";
 }
