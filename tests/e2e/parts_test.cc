@@ -1,0 +1,277 @@
+// One fabric over two engines, as on two machines: the test makes two
+// network namespaces joined by a veth pair (and removes them), and each runs
+// `rocemu up --part` of the same topology file, h1 -- sw1 in rack1 and
+// sw2 -- h2 in rack2, the trunk sw1 -- sw2 cut into net_af_packet ports on
+// the veth ends. perftest and rocemu-verify run inside the namespaces on
+// NICs of different engines, their out-of-band TCP over the veth addresses.
+// With h2's link slower than the trunk, sw2's PFC crosses the veth and
+// pauses sw1 (counted on both engines), and sw2's ECN marks come back to h1
+// as CNPs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "tests/e2e/fabric.h"
+
+using namespace rocemu::test;
+
+namespace {
+
+bool sh(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+// Two "machines": namespaces A and B, vea in A (192.168.77.1) and veb in B
+// (192.168.77.2) joined by a veth pair at the trunk's MTU (the interface's
+// MTU is the administrator's, as on a real host); deleted with the
+// namespaces, also when a test fails.
+struct TwoMachines {
+  std::string a = "rocemu-pa-" + std::to_string(getpid());
+  std::string b = "rocemu-pb-" + std::to_string(getpid());
+  bool ok = false;
+  TwoMachines() {
+    remove();
+    auto in = [](const std::string& ns) { return "ip netns exec " + ns + " "; };
+    const std::string quiet = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1";
+    ok = sh("ip netns add " + a) && sh("ip netns add " + b) && sh(in(a) + quiet) && sh(in(b) + quiet) &&
+         sh("ip -n " + a + " link add vea type veth peer name veb netns " + b) &&
+         sh("ip -n " + a + " addr add 192.168.77.1/24 dev vea") &&
+         sh("ip -n " + b + " addr add 192.168.77.2/24 dev veb") && sh("ip -n " + a + " link set vea mtu 4200 up") &&
+         sh("ip -n " + b + " link set veb mtu 4200 up") && sh("ip -n " + a + " link set lo up") &&
+         sh("ip -n " + b + " link set lo up");
+  }
+  ~TwoMachines() { remove(); }
+  void remove() {
+    sh("ip netns del " + a + " 2>/dev/null");
+    sh("ip netns del " + b + " 2>/dev/null");
+  }
+  std::vector<std::string> in_a() const { return {"ip", "netns", "exec", a}; }
+  std::vector<std::string> in_b() const { return {"ip", "netns", "exec", b}; }
+};
+
+// h1 -- sw1 (rack1) == trunk == sw2 -- h2 (rack2), routed, lossless RoCE.
+std::string two_racks(const std::string& path, const std::string& h2_rate) {
+  std::ofstream(path) << R"(engine: {time: real}
+parts:
+  rack1:
+    nodes: [h1, sw1]
+    external:
+      trunk: {interface: vea}
+  rack2:
+    nodes: [h2, sw2]
+    external:
+      trunk: {interface: veb}
+nodes:
+  h1: {kind: nic, mac: "02:00:00:00:01:01", ip: 10.1.1.1, prefix: 24, gateway: 10.1.1.254}
+  h2: {kind: nic, mac: "02:00:00:00:02:01", ip: 10.2.1.1, prefix: 24, gateway: 10.2.1.254}
+  sw1:
+    kind: switch
+    ports: 2
+    mac: "02:53:00:00:01:00"
+    interfaces:
+      swp1: {address: 10.1.1.254/24}
+      swp2: {address: 10.255.0.1/30}
+    routes:
+      - {prefix: 10.2.0.0/16, interface: swp2, via: 10.255.0.2}
+    qos: {roce: lossless}
+  sw2:
+    kind: switch
+    ports: 2
+    mac: "02:53:00:00:02:00"
+    interfaces:
+      swp1: {address: 10.2.1.254/24}
+      swp2: {address: 10.255.0.2/30}
+    routes:
+      - {prefix: 10.1.0.0/16, interface: swp2, via: 10.255.0.1}
+    qos: {roce: lossless}
+links:
+  - {a: h1, b: "sw1:0", rate: 25G, delay: 1us, mtu: 4200}
+  - {name: trunk, a: "sw1:1", b: "sw2:1", rate: 25G, delay: 1us, mtu: 4200}
+  - {a: h2, b: "sw2:0", rate: )" + h2_rate + R"(, delay: 1us, mtu: 4200}
+)";
+  return path;
+}
+
+struct TmpDir {
+  std::string path;
+  TmpDir() {
+    char tmpl[] = "/tmp/rocemu-parts-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TmpDir() { sh("rm -rf '" + path + "'"); }
+};
+
+// A server on rack2's h2, then a client on rack1's h1 connecting to B's
+// veth address.
+PairResult cross_pair(const Fabric& a, const Fabric& b, const std::vector<std::string>& server_argv,
+                      const std::vector<std::string>& client_argv, int port) {
+  PairResult r;
+  Process s = b.exec("h2", server_argv);
+  if (!wait_until([&] { return tcp_listening(port, s.pid); }, std::chrono::seconds(30), {&s})) {
+    r.server = finish(s, std::chrono::seconds(5));
+    r.server_out = s.output + "\n[test: the server never listened on port " + std::to_string(port) + "]";
+    return r;
+  }
+  std::vector<std::string> cli = client_argv;
+  cli.push_back("192.168.77.2");
+  Process c = a.exec("h1", cli);
+  r.client = finish(c, std::chrono::seconds(60));
+  r.server = finish(s, std::chrono::seconds(30));
+  r.client_out = c.output;
+  r.server_out = s.output;
+  return r;
+}
+
+// ib_write_bw's BW average (Gbit/s with --report_gbits), from its result row.
+double bw_average(const std::string& out) {
+  std::istringstream in(out);
+  std::string line;
+  double bw = -1;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    double bytes, iters, peak, avg;
+    if (ls >> bytes >> iters >> peak >> avg) bw = avg;
+  }
+  return bw;
+}
+
+// `rocemu counters` as "SCOPE NAME" -> value.
+std::map<std::string, uint64_t> counters(const Fabric& f) {
+  auto [st, out] = f.rocemu({"counters"});
+  REQUIRE(st == 0);
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(out);
+  std::string scope, name;
+  uint64_t v;
+  while (in >> scope >> name >> v) m[scope + " " + name] = v;
+  return m;
+}
+
+std::string dump(const std::map<std::string, uint64_t>& m) {
+  std::string s;
+  for (const auto& [k, v] : m) s += k + " " + std::to_string(v) + "\n";
+  return s;
+}
+
+bool can_run() {
+  if (geteuid() != 0) {
+    WARN("SKIPPED: two engines in network namespaces need root (ip netns add, ip link add)");
+    return false;
+  }
+  if (!sh("command -v ip >/dev/null")) {
+    WARN("SKIPPED: no 'ip' command (iproute2)");
+    return false;
+  }
+  return true;
+}
+
+const std::vector<std::string> kPerftest = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-x", "3", "-F", "--report_gbits"};
+
+}  // namespace
+
+TEST_CASE("One fabric over two engines in two network namespaces: ib_write_bw and rocemu-verify between them",
+          "[e2e][external]") {
+  if (!can_run()) return;
+  TwoMachines m;
+  REQUIRE(m.ok);
+  TmpDir dir;
+  const std::string topo = two_racks(dir.path + "/racks.yaml", "25G");
+  Fabric a(topo, {"--part", "rack1"}, m.in_a());
+  Fabric b(topo, {"--part", "rack2"}, m.in_b());
+  // Each engine runs its own part only.
+  const std::string status_a = a.rocemu({"status"}).second, status_b = b.rocemu({"status"}).second;
+  INFO("--- engine A ---\n" << status_a << "--- engine B ---\n" << status_b);
+  CHECK_THAT(status_a, Catch::Contains("h1 (nic)") && Catch::Contains("sw1 (switch)") &&
+                           !Catch::Contains("h2 (") && !Catch::Contains("sw2 ("));
+  CHECK_THAT(status_b, Catch::Contains("h2 (nic)") && Catch::Contains("sw2 (switch)") &&
+                           !Catch::Contains("h1 (") && !Catch::Contains("sw1 ("));
+
+  const int port = pick_port();
+  std::vector<std::string> bw = kPerftest;
+  bw.insert(bw.end(), {"-p", std::to_string(port), "-s", "65536", "-D", "2"});
+  const PairResult r = cross_pair(a, b, bw, bw, port);
+  const auto ca = counters(a), cb = counters(b);
+  INFO("--- client (h1, engine A) ---\n" << r.client_out << "\n--- server (h2, engine B) ---\n" << r.server_out
+                                        << "\n--- engine A ---\n" << dump(ca) << "--- engine B ---\n" << dump(cb));
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+  const double gbps = bw_average(r.client_out);
+  WARN("ib_write_bw -s 65536 -D 2 from engine A's h1 to engine B's h2 over the veth pair: " << gbps << " Gbit/s");
+  CHECK(gbps > 0);
+  // The data crossed the veth: sw1 sent it out of swp2 (the external port),
+  // sw2 took it in on its own, and h2 received it.
+  CHECK(ca.at("sw1/swp2 tx-roce-stats.roce-bytes") > 2 * 65536);
+  CHECK(cb.at("sw2/swp2 rx-roce-stats.roce-bytes") > 2 * 65536);
+  CHECK(cb.at("h2 rx_roce_packets") > 0);
+
+  // Every byte checked, both directions of each verb.
+  const int vport = pick_port();
+  const std::vector<std::string> opts = {"--port", std::to_string(vport), "--size", "262144", "--iters", "4"};
+  std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", "192.168.77.2"};
+  srv.insert(srv.end(), opts.begin(), opts.end());
+  const PairResult v = [&] {
+    PairResult out;
+    Process s = b.exec("h2", srv);
+    REQUIRE(wait_until([&] { return tcp_listening(vport, s.pid); }, std::chrono::seconds(30), {&s}));
+    std::vector<std::string> c = {bin("rocemu-verify"), "--connect", "192.168.77.2"};
+    c.insert(c.end(), opts.begin(), opts.end());
+    Process cp = a.exec("h1", c);
+    out.client = finish(cp, std::chrono::seconds(60));
+    out.server = finish(s, std::chrono::seconds(10));
+    out.client_out = cp.output;
+    out.server_out = s.output;
+    return out;
+  }();
+  INFO("--- verify client ---\n" << v.client_out << "\n--- verify server ---\n" << v.server_out);
+  CHECK(v.client == 0);
+  CHECK(v.server == 0);
+  CHECK_THAT(v.client_out, Catch::Contains("every byte checked, all good"));
+  CHECK_THAT(v.server_out, Catch::Contains("every byte checked, all good"));
+}
+
+TEST_CASE("One fabric over two engines: PFC and ECN cross the external link", "[e2e][external]") {
+  if (!can_run()) return;
+  TwoMachines m;
+  REQUIRE(m.ok);
+  TmpDir dir;
+  // h2's link at 500 Mbit/s: sw2's port to h2 is congested at any speed the
+  // engines reach.
+  const std::string topo = two_racks(dir.path + "/racks.yaml", "500M");
+  Fabric a(topo, {"--part", "rack1"}, m.in_a());
+  Fabric b(topo, {"--part", "rack2"}, m.in_b());
+  const int port = pick_port();
+  std::vector<std::string> bw = kPerftest;
+  bw.insert(bw.end(), {"-p", std::to_string(port), "-s", "65536", "-D", "2"});
+  const PairResult r = cross_pair(a, b, bw, bw, port);
+  const auto ca = counters(a), cb = counters(b);
+  INFO("--- client (h1, engine A) ---\n" << r.client_out << "\n--- server (h2, engine B) ---\n" << r.server_out
+                                        << "\n--- engine A ---\n" << dump(ca) << "--- engine B ---\n" << dump(cb));
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+  auto at = [](const std::map<std::string, uint64_t>& c, const std::string& k) {
+    auto it = c.find(k);
+    return it == c.end() ? uint64_t(0) : it->second;
+  };
+  WARN("PFC across the veth: sw2/swp2 sent " << at(cb, "sw2/swp2 tx-pfc-frames") << ", sw1/swp2 received "
+                                              << at(ca, "sw1/swp2 rx-pfc-frames") << "; ECN: h2 saw "
+                                              << at(cb, "h2 np_ecn_marked_roce_packets") << " CE, sent "
+                                              << at(cb, "h2 np_cnp_sent") << " CNPs, h1 handled "
+                                              << at(ca, "h1 rp_cnp_handled"));
+  // sw2's congested port to h2 backs up into its trunk port's lossless PG,
+  // which sends PFC out of the external port ...
+  CHECK(at(cb, "sw2/swp2 tx-pfc-frames") > 0);
+  // ... which engine A's sw1 receives on its external port and honours: its
+  // RoCE queue to sw2 is paused, so it backs up and pauses h1 in turn.
+  CHECK(at(ca, "sw1/swp2 rx-pfc-frames") > 0);
+  CHECK(at(ca, "sw1/swp1 tx-pfc-frames") > 0);
+  CHECK(at(ca, "h1 rx_prio3_pause") > 0);
+  // ECN: sw2 marks, h2 answers with CNPs that cross back to h1.
+  CHECK(at(cb, "h2 np_ecn_marked_roce_packets") > 0);
+  CHECK(at(cb, "h2 np_cnp_sent") > 0);
+  CHECK(at(ca, "h1 rp_cnp_handled") > 0);
+}
