@@ -38,7 +38,7 @@ void parse_parts(const YAML::Node& root, Topology& topo, config::Context& ctx);
 Result<Topology> topology_part(const Topology& whole, std::string_view part);
 
 // The DPDK device that `interface: NAME` stands for: net_af_packet on that
-// Linux interface, its frames big enough for `mtu`.
+// Linux interface, its frames big enough for `mtu`, 4096 of them a ring.
 std::string af_packet_device(std::string_view vdev_name, std::string_view interface, uint32_t mtu);
 
 // The largest MTU an external port carries.

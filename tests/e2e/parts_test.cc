@@ -53,46 +53,16 @@ struct TwoMachines {
   std::vector<std::string> in_b() const { return {"ip", "netns", "exec", b}; }
 };
 
-// h1 -- sw1 (rack1) == trunk == sw2 -- h2 (rack2), routed, lossless RoCE.
+// tests/e2e/data/two-racks.yaml (h1 -- sw1 | trunk | sw2 -- h2, 25 Gbit/s)
+// with h2's link at `h2_rate`, written to `path`.
 std::string two_racks(const std::string& path, const std::string& h2_rate) {
-  std::ofstream(path) << R"(engine: {time: real}
-parts:
-  rack1:
-    nodes: [h1, sw1]
-    external:
-      trunk: {interface: vea}
-  rack2:
-    nodes: [h2, sw2]
-    external:
-      trunk: {interface: veb}
-nodes:
-  h1: {kind: nic, mac: "02:00:00:00:01:01", ip: 10.1.1.1, prefix: 24, gateway: 10.1.1.254}
-  h2: {kind: nic, mac: "02:00:00:00:02:01", ip: 10.2.1.1, prefix: 24, gateway: 10.2.1.254}
-  sw1:
-    kind: switch
-    ports: 2
-    mac: "02:53:00:00:01:00"
-    interfaces:
-      swp1: {address: 10.1.1.254/24}
-      swp2: {address: 10.255.0.1/30}
-    routes:
-      - {prefix: 10.2.0.0/16, interface: swp2, via: 10.255.0.2}
-    qos: {roce: lossless}
-  sw2:
-    kind: switch
-    ports: 2
-    mac: "02:53:00:00:02:00"
-    interfaces:
-      swp1: {address: 10.2.1.254/24}
-      swp2: {address: 10.255.0.2/30}
-    routes:
-      - {prefix: 10.1.0.0/16, interface: swp2, via: 10.255.0.1}
-    qos: {roce: lossless}
-links:
-  - {a: h1, b: "sw1:0", rate: 25G, delay: 1us, mtu: 4200}
-  - {name: trunk, a: "sw1:1", b: "sw2:1", rate: 25G, delay: 1us, mtu: 4200}
-  - {a: h2, b: "sw2:0", rate: )" + h2_rate + R"(, delay: 1us, mtu: 4200}
-)";
+  std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/two-racks.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string h2_link = R"({a: h2, b: "sw2:0", rate: 25G)";
+  const auto at = text.find(h2_link);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, h2_link.size(), R"({a: h2, b: "sw2:0", rate: )" + h2_rate);
+  std::ofstream(path) << text;
   return path;
 }
 
@@ -258,7 +228,8 @@ TEST_CASE("One fabric over two engines: PFC and ECN cross the external link", "[
     return it == c.end() ? uint64_t(0) : it->second;
   };
   WARN("PFC across the veth: sw2/swp2 sent " << at(cb, "sw2/swp2 tx-pfc-frames") << ", sw1/swp2 received "
-                                              << at(ca, "sw1/swp2 rx-pfc-frames") << "; ECN: h2 saw "
+                                              << at(ca, "sw1/swp2 rx-pfc-frames") << " (TC3 paused "
+                                              << at(ca, "sw1/swp2 pfc3.rx-pause-duration-us") << " us); ECN: h2 saw "
                                               << at(cb, "h2 np_ecn_marked_roce_packets") << " CE, sent "
                                               << at(cb, "h2 np_cnp_sent") << " CNPs, h1 handled "
                                               << at(ca, "h1 rp_cnp_handled"));
@@ -268,6 +239,8 @@ TEST_CASE("One fabric over two engines: PFC and ECN cross the external link", "[
   // ... which engine A's sw1 receives on its external port and honours: its
   // RoCE queue to sw2 is paused, so it backs up and pauses h1 in turn.
   CHECK(at(ca, "sw1/swp2 rx-pfc-frames") > 0);
+  CHECK(at(ca, "sw1/swp2 pfc3.rx-pause-packets") > 0);
+  CHECK(at(ca, "sw1/swp2 pfc3.rx-pause-duration-us") > 0);
   CHECK(at(ca, "sw1/swp1 tx-pfc-frames") > 0);
   CHECK(at(ca, "h1 rx_prio3_pause") > 0);
   // ECN: sw2 marks, h2 answers with CNPs that cross back to h1.

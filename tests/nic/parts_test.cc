@@ -75,7 +75,7 @@ TEST_CASE("A part runs its own nodes and reaches the others through external por
   CHECK(r1->ports[0].port == 1);
   // interface: is net_af_packet with frames that hold the link's MTU.
   CHECK(r1->ports[0].params.device ==
-        "net_af_packet_trunk,iface=vea,blocksz=4096,framesz=2048,framecnt=512,qpairs=1");
+        "net_af_packet_trunk,iface=vea,blocksz=4096,framesz=2048,framecnt=4096,qpairs=1");
   CHECK(r1->ports[0].params.netns == "");
   CHECK(r1->ports[0].params.mtu == 1500);
   CHECK(r1->ports[0].params.rate_bps == 10'000'000'000ull);
@@ -122,14 +122,14 @@ TEST_CASE("The whole file runs every part in one engine, the cut link internal",
 TEST_CASE("A frame of the interface: shorthand holds the link's MTU, fits an mbuf and divides a block",
           "[unit][config]") {
   CHECK(af_packet_device("net_af_packet_x", "eth1", 1500) ==
-        "net_af_packet_x,iface=eth1,blocksz=4096,framesz=2048,framecnt=512,qpairs=1");
+        "net_af_packet_x,iface=eth1,blocksz=4096,framesz=2048,framecnt=4096,qpairs=1");
   CHECK_THAT(af_packet_device("net_af_packet_x", "eth1", 1950), Catch::Contains("blocksz=4096,framesz=2048,"));
   CHECK_THAT(af_packet_device("net_af_packet_x", "eth1", 1951), Catch::Contains("blocksz=4096,framesz=4096,"));
   CHECK_THAT(af_packet_device("net_af_packet_x", "eth1", 3998), Catch::Contains("blocksz=4096,framesz=4096,"));
   // The largest: 4200 + 98 needs more than a page; the PMD takes frames up
   // to 4384 with the engine's 4352-byte mbufs, and 16 of 4352 fill 17 pages.
   CHECK(af_packet_device("net_af_packet_x", "eth1", kMaxExternalMtu) ==
-        "net_af_packet_x,iface=eth1,blocksz=69632,framesz=4352,framecnt=512,qpairs=1");
+        "net_af_packet_x,iface=eth1,blocksz=69632,framesz=4352,framecnt=4096,qpairs=1");
 }
 
 TEST_CASE("A bad parts: section is rejected whole, naming file, line and field", "[unit][config]") {
