@@ -77,13 +77,14 @@ T=$(printf "%s\n" "${two[@]}" | median)
 printf "   median: one engine %.2f, two engines %.2f Gbit/s, ratio two/one %.2f\n" "$O" "$T" \
   "$(awk -v a="$T" -v b="$O" 'BEGIN {print a / b}')"
 uptime
-echo "   the two engines after the runs: trunk bytes each way, what the receiving af_packet ring missed, PFC, ECN, resends:"
-ROCEMU_RUNTIME_DIR=$DIRA "$R" counters | grep -E "^sw1/swp2 .*(roce-bytes|pfc|ecn-marked-packets|imissed)|^h1 .*(retransmitted|cnp_handled|rx_pfc)" |
+echo "   the two engines after the runs: trunk bytes each way, PFC, ECN, resends:"
+ROCEMU_RUNTIME_DIR=$DIRA "$R" counters | grep -E "^sw1/swp2 .*(roce-bytes|pfc|ecn-marked-packets|imissed)|^sw1/swp1 .*(discard|slack)|^h1 .*(retransmitted|cnp_handled|rx_pfc)" |
   sed 's/^/     A: /' || true
 ROCEMU_RUNTIME_DIR=$DIRB "$R" counters | grep -E "^sw2/swp2 .*(roce-bytes|pfc|ecn-marked-packets|imissed)|^h2 .*(out_of_sequence|packet_seq_err|cnp_sent)" |
   sed 's/^/     B: /' || true
-# What reached veb but not engine B: frames its af_packet ring had no room
-# for (the PMD does not count them; the kernel drops them).
-VEB=$(ip -n "$NB" -s -j link show veb | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["packets"])')
-GOT=$(ROCEMU_RUNTIME_DIR=$DIRB "$R" counters sw2/swp2 | awk '$2 == "device.xstats.rx_good_packets" {print $3}')
-echo "     B: frames veb received $VEB, engine B's port took $GOT: $((VEB - GOT)) lost in its ring"
+# RoCE lost on the trunk: what sw1 sent out of its external port against
+# what sw2 took in on its own (frames engine B's af_packet ring had no room
+# for are lost in the kernel; the PMD does not count them).
+SENT=$(ROCEMU_RUNTIME_DIR=$DIRA "$R" counters sw1/swp2 | awk '$2 == "tx-roce-stats.roce-bytes" {print $3}')
+GOT=$(ROCEMU_RUNTIME_DIR=$DIRB "$R" counters sw2/swp2 | awk '$2 == "rx-roce-stats.roce-bytes" {print $3}')
+echo "     trunk A -> B: sw1 sent ${SENT:-0} RoCE bytes, sw2 received ${GOT:-0}: $((${SENT:-0} - ${GOT:-0})) lost on the way"

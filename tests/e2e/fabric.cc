@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <sstream>
 
 namespace rocemu::test {
 
@@ -57,6 +58,17 @@ Process Fabric::exec(const std::string& node, const std::vector<std::string>& ar
   std::vector<std::string> a = {"exec", node, "--"};
   a.insert(a.end(), argv.begin(), argv.end());
   return spawn(command(a), env_);
+}
+
+std::map<std::string, uint64_t> Fabric::counters() const {
+  auto [st, out] = rocemu({"counters"});
+  REQUIRE(st == 0);
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(out);
+  std::string scope, name;
+  uint64_t v;
+  while (in >> scope >> name >> v) m[scope + " " + name] = v;
+  return m;
 }
 
 PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,

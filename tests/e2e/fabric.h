@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,8 @@ class Fabric {
   std::pair<int, std::string> rocemu(const std::vector<std::string>& args, int seconds = 30) const;
   // A program on NODE's NIC.
   Process exec(const std::string& node, const std::vector<std::string>& argv) const;
+  // `rocemu counters` (nonzero ones) as "SCOPE NAME" -> value.
+  std::map<std::string, uint64_t> counters() const;
   void forget_engine() { pid_ = -1; }
 
  private:

@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "tests/e2e/fabric.h"
@@ -76,25 +77,10 @@ struct TmpDir {
   ~TmpDir() { sh("rm -rf '" + path + "'"); }
 };
 
-// A server on rack2's h2, then a client on rack1's h1 connecting to B's
-// veth address.
-PairResult cross_pair(const Fabric& a, const Fabric& b, const std::vector<std::string>& server_argv,
-                      const std::vector<std::string>& client_argv, int port) {
-  PairResult r;
-  Process s = b.exec("h2", server_argv);
-  if (!wait_until([&] { return tcp_listening(port, s.pid); }, std::chrono::seconds(30), {&s})) {
-    r.server = finish(s, std::chrono::seconds(5));
-    r.server_out = s.output + "\n[test: the server never listened on port " + std::to_string(port) + "]";
-    return r;
-  }
-  std::vector<std::string> cli = client_argv;
-  cli.push_back("192.168.77.2");
-  Process c = a.exec("h1", cli);
-  r.client = finish(c, std::chrono::seconds(60));
-  r.server = finish(s, std::chrono::seconds(30));
-  r.client_out = c.output;
-  r.server_out = s.output;
-  return r;
+std::string dump(const std::map<std::string, uint64_t>& m) {
+  std::string s;
+  for (const auto& [k, v] : m) s += k + " " + std::to_string(v) + "\n";
+  return s;
 }
 
 // ib_write_bw's BW average (Gbit/s with --report_gbits), from its result row.
@@ -110,23 +96,66 @@ double bw_average(const std::string& out) {
   return bw;
 }
 
-// `rocemu counters` as "SCOPE NAME" -> value.
-std::map<std::string, uint64_t> counters(const Fabric& f) {
-  auto [st, out] = f.rocemu({"counters"});
-  REQUIRE(st == 0);
-  std::map<std::string, uint64_t> m;
-  std::istringstream in(out);
-  std::string scope, name;
-  uint64_t v;
-  while (in >> scope >> name >> v) m[scope + " " + name] = v;
-  return m;
-}
+// two-racks.yaml on two engines, one per namespace: rack1 in A, rack2 in B.
+struct TwoEngines {
+  TwoMachines m;
+  TmpDir dir;
+  std::optional<Fabric> a, b;
+  explicit TwoEngines(const std::string& h2_rate) {
+    REQUIRE(m.ok);
+    const std::string topo = two_racks(dir.path + "/racks.yaml", h2_rate);
+    a.emplace(topo, std::vector<std::string>{"--part", "rack1"}, m.in_a());
+    b.emplace(topo, std::vector<std::string>{"--part", "rack2"}, m.in_b());
+  }
+  ~TwoEngines() {  // the engines before their namespaces
+    b.reset();
+    a.reset();
+  }
 
-std::string dump(const std::map<std::string, uint64_t>& m) {
-  std::string s;
-  for (const auto& [k, v] : m) s += k + " " + std::to_string(v) + "\n";
-  return s;
-}
+  // A server on rack2's h2, then a client on rack1's h1 connecting to B's
+  // veth address (the client's argv gets it last, or after `connect_flag`).
+  PairResult pair(const std::vector<std::string>& server_argv, std::vector<std::string> client_argv, int port,
+                  const std::string& connect_flag = "") const {
+    PairResult r;
+    Process s = b->exec("h2", server_argv);
+    if (!wait_until([&] { return tcp_listening(port, s.pid); }, std::chrono::seconds(30), {&s})) {
+      r.server = finish(s, std::chrono::seconds(5));
+      r.server_out = s.output + "\n[test: the server never listened on port " + std::to_string(port) + "]";
+      return r;
+    }
+    if (connect_flag.empty()) {
+      client_argv.push_back("192.168.77.2");
+    } else {
+      client_argv.insert(client_argv.begin() + 1, {connect_flag, "192.168.77.2"});
+    }
+    Process c = a->exec("h1", client_argv);
+    r.client = finish(c, std::chrono::seconds(60));
+    r.server = finish(s, std::chrono::seconds(30));
+    r.client_out = c.output;
+    r.server_out = s.output;
+    return r;
+  }
+
+  // ib_write_bw -s 65536 -D 2 from h1 to h2; both engines' counters after.
+  struct Bw {
+    PairResult r;
+    std::map<std::string, uint64_t> a, b;
+    std::string what() const {
+      return "--- client (h1, engine A) ---\n" + r.client_out + "\n--- server (h2, engine B) ---\n" + r.server_out +
+             "\n--- engine A ---\n" + dump(a) + "--- engine B ---\n" + dump(b);
+    }
+  };
+  Bw write_bw() const {
+    const int port = pick_port();
+    std::vector<std::string> bw = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-x", "3", "-F", "--report_gbits",
+                                   "-p", std::to_string(port), "-s", "65536", "-D", "2"};
+    Bw out;
+    out.r = pair(bw, bw, port);
+    out.a = a->counters();
+    out.b = b->counters();
+    return out;
+  }
+};
 
 bool can_run() {
   if (geteuid() != 0) {
@@ -140,63 +169,46 @@ bool can_run() {
   return true;
 }
 
-const std::vector<std::string> kPerftest = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-x", "3", "-F", "--report_gbits"};
+uint64_t at(const std::map<std::string, uint64_t>& c, const std::string& k) {
+  auto it = c.find(k);
+  return it == c.end() ? 0 : it->second;
+}
 
 }  // namespace
 
 TEST_CASE("One fabric over two engines in two network namespaces: ib_write_bw and rocemu-verify between them",
           "[e2e][external]") {
   if (!can_run()) return;
-  TwoMachines m;
-  REQUIRE(m.ok);
-  TmpDir dir;
-  const std::string topo = two_racks(dir.path + "/racks.yaml", "25G");
-  Fabric a(topo, {"--part", "rack1"}, m.in_a());
-  Fabric b(topo, {"--part", "rack2"}, m.in_b());
+  TwoEngines e("25G");
   // Each engine runs its own part only.
-  const std::string status_a = a.rocemu({"status"}).second, status_b = b.rocemu({"status"}).second;
+  const std::string status_a = e.a->rocemu({"status"}).second, status_b = e.b->rocemu({"status"}).second;
   INFO("--- engine A ---\n" << status_a << "--- engine B ---\n" << status_b);
   CHECK_THAT(status_a, Catch::Contains("h1 (nic)") && Catch::Contains("sw1 (switch)") &&
                            !Catch::Contains("h2 (") && !Catch::Contains("sw2 ("));
   CHECK_THAT(status_b, Catch::Contains("h2 (nic)") && Catch::Contains("sw2 (switch)") &&
                            !Catch::Contains("h1 (") && !Catch::Contains("sw1 ("));
 
-  const int port = pick_port();
-  std::vector<std::string> bw = kPerftest;
-  bw.insert(bw.end(), {"-p", std::to_string(port), "-s", "65536", "-D", "2"});
-  const PairResult r = cross_pair(a, b, bw, bw, port);
-  const auto ca = counters(a), cb = counters(b);
-  INFO("--- client (h1, engine A) ---\n" << r.client_out << "\n--- server (h2, engine B) ---\n" << r.server_out
-                                        << "\n--- engine A ---\n" << dump(ca) << "--- engine B ---\n" << dump(cb));
-  REQUIRE(r.client == 0);
-  REQUIRE(r.server == 0);
-  const double gbps = bw_average(r.client_out);
+  const auto bw = e.write_bw();
+  INFO(bw.what());
+  REQUIRE(bw.r.client == 0);
+  REQUIRE(bw.r.server == 0);
+  const double gbps = bw_average(bw.r.client_out);
   WARN("ib_write_bw -s 65536 -D 2 from engine A's h1 to engine B's h2 over the veth pair: " << gbps << " Gbit/s");
   CHECK(gbps > 0);
   // The data crossed the veth: sw1 sent it out of swp2 (the external port),
   // sw2 took it in on its own, and h2 received it.
-  CHECK(ca.at("sw1/swp2 tx-roce-stats.roce-bytes") > 2 * 65536);
-  CHECK(cb.at("sw2/swp2 rx-roce-stats.roce-bytes") > 2 * 65536);
-  CHECK(cb.at("h2 rx_roce_packets") > 0);
+  CHECK(at(bw.a, "sw1/swp2 tx-roce-stats.roce-bytes") > 2 * 65536);
+  CHECK(at(bw.b, "sw2/swp2 rx-roce-stats.roce-bytes") > 2 * 65536);
+  CHECK(at(bw.b, "h2 rx_roce_packets") > 0);
 
   // Every byte checked, both directions of each verb.
-  const int vport = pick_port();
-  const std::vector<std::string> opts = {"--port", std::to_string(vport), "--size", "262144", "--iters", "4"};
+  const int port = pick_port();
+  const std::vector<std::string> opts = {"--port", std::to_string(port), "--size", "262144", "--iters", "4"};
   std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", "192.168.77.2"};
   srv.insert(srv.end(), opts.begin(), opts.end());
-  const PairResult v = [&] {
-    PairResult out;
-    Process s = b.exec("h2", srv);
-    REQUIRE(wait_until([&] { return tcp_listening(vport, s.pid); }, std::chrono::seconds(30), {&s}));
-    std::vector<std::string> c = {bin("rocemu-verify"), "--connect", "192.168.77.2"};
-    c.insert(c.end(), opts.begin(), opts.end());
-    Process cp = a.exec("h1", c);
-    out.client = finish(cp, std::chrono::seconds(60));
-    out.server = finish(s, std::chrono::seconds(10));
-    out.client_out = cp.output;
-    out.server_out = s.output;
-    return out;
-  }();
+  std::vector<std::string> cli = {bin("rocemu-verify")};
+  cli.insert(cli.end(), opts.begin(), opts.end());
+  const PairResult v = e.pair(srv, cli, port, "--connect");
   INFO("--- verify client ---\n" << v.client_out << "\n--- verify server ---\n" << v.server_out);
   CHECK(v.client == 0);
   CHECK(v.server == 0);
@@ -206,27 +218,15 @@ TEST_CASE("One fabric over two engines in two network namespaces: ib_write_bw an
 
 TEST_CASE("One fabric over two engines: PFC and ECN cross the external link", "[e2e][external]") {
   if (!can_run()) return;
-  TwoMachines m;
-  REQUIRE(m.ok);
-  TmpDir dir;
   // h2's link at 500 Mbit/s: sw2's port to h2 is congested at any speed the
   // engines reach.
-  const std::string topo = two_racks(dir.path + "/racks.yaml", "500M");
-  Fabric a(topo, {"--part", "rack1"}, m.in_a());
-  Fabric b(topo, {"--part", "rack2"}, m.in_b());
-  const int port = pick_port();
-  std::vector<std::string> bw = kPerftest;
-  bw.insert(bw.end(), {"-p", std::to_string(port), "-s", "65536", "-D", "2"});
-  const PairResult r = cross_pair(a, b, bw, bw, port);
-  const auto ca = counters(a), cb = counters(b);
-  INFO("--- client (h1, engine A) ---\n" << r.client_out << "\n--- server (h2, engine B) ---\n" << r.server_out
-                                        << "\n--- engine A ---\n" << dump(ca) << "--- engine B ---\n" << dump(cb));
-  REQUIRE(r.client == 0);
-  REQUIRE(r.server == 0);
-  auto at = [](const std::map<std::string, uint64_t>& c, const std::string& k) {
-    auto it = c.find(k);
-    return it == c.end() ? uint64_t(0) : it->second;
-  };
+  TwoEngines e("500M");
+  const auto bw = e.write_bw();
+  INFO(bw.what());
+  REQUIRE(bw.r.client == 0);
+  REQUIRE(bw.r.server == 0);
+  const auto& ca = bw.a;
+  const auto& cb = bw.b;
   WARN("PFC across the veth: sw2/swp2 sent " << at(cb, "sw2/swp2 tx-pfc-frames") << ", sw1/swp2 received "
                                               << at(ca, "sw1/swp2 rx-pfc-frames") << " (TC3 paused "
                                               << at(ca, "sw1/swp2 pfc3.rx-pause-duration-us") << " us); ECN: h2 saw "
