@@ -12,7 +12,7 @@
 //     rack2:
 //       nodes: [h2, sw2]
 //       external:
-//         trunk: {device: "net_af_xdp0,iface=ens1f0", netns: blue}
+//         trunk: {device: "0000:3b:00.0"}  # a PCI NIC bound to DPDK
 //   links:
 //     - {name: trunk, a: "sw1:1", b: "sw2:1", rate: 10G, mtu: 4200}
 //
