@@ -28,7 +28,7 @@ cleanup() {
   ROCEMU_RUNTIME_DIR=$DIRB "$R" down >/dev/null 2>&1 || true
   ip netns del "$NA" 2>/dev/null || true
   ip netns del "$NB" 2>/dev/null || true
-  rm -rf "$DIR1" "$DIRA" "$DIRB"
+  rm -rf "$DIR1" "$DIRA" "$DIRB" /tmp/rocemu-bench-parts.$$
 }
 trap cleanup EXIT
 ip netns add "$NA"
