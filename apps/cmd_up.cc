@@ -30,6 +30,7 @@
 #include "apps/runtime.h"
 #include "apps/snapshot.h"
 #include "apps/telemetry.h"
+#include "common/config/parts.h"
 #include "common/config/topology.h"
 #include "common/engine/engine.h"
 #include "common/log.h"
@@ -281,6 +282,7 @@ int cmd_up(const UpOptions& o) {
     return 1;
   }
   auto topo = load(o.topology);
+  if (topo.ok() && !o.part.empty()) topo = topology_part(*topo, o.part);
   if (!topo.ok()) {
     std::fprintf(stderr, "rocemu up: %s\n", topo.status().message().c_str());
     return 2;
@@ -398,8 +400,15 @@ int cmd_up(const UpOptions& o) {
   std::string names;
   for (const auto& n : engine.nodes())
     if (n->kind() == "nic") names += (names.empty() ? "" : ", ") + n->name();
-  std::printf("rocemu: engine up (pid %d) on %s; NICs %s; socket %s\n", int(getpid()), topo->file.c_str(),
-              names.c_str(), paths.socket.c_str());
+  std::printf("rocemu: engine up (pid %d) on %s%s; NICs %s; socket %s\n", int(getpid()), topo->file.c_str(),
+              topo->part.empty() ? "" : (" part " + topo->part).c_str(), names.c_str(), paths.socket.c_str());
+  if (topo->part.empty() && !topo->parts.empty()) {
+    std::string parts;
+    for (const PartSpec& p : topo->parts) parts += (parts.empty() ? "" : ", ") + p.name;
+    std::printf("rocemu: this engine runs every part (%s), the links between them internal; `rocemu up %s --part "
+                "NAME` runs one\n",
+                parts.c_str(), topo->file.c_str());
+  }
   if (o.metrics_port != 0) std::printf("rocemu: metrics at http://127.0.0.1:%u/metrics\n", unsigned(metrics.port()));
   if (const std::string t = telemetry_line(); !t.empty()) std::printf("rocemu: %s\n", t.c_str());
   if (!o.daemon) std::printf("rocemu: run programs with `rocemu exec NODE -- PROGRAM`; Ctrl-C stops\n");

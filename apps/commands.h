@@ -10,6 +10,7 @@ namespace rocemu::app {
 
 struct UpOptions {
   std::string topology;     // empty: the built-in one
+  std::string part;         // run only this part of a file with parts: (common/config/parts.h)
   bool daemon = false;
   bool hugepages = false;
   std::string capture_dir;  // capture every link there (pcapng)

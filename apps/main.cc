@@ -32,11 +32,14 @@ struct Command {
 };
 
 const Command kCommands[] = {
-    {"up", "[TOPOLOGY] [--daemon] [--hugepages] [--capture DIR] [--metrics-port PORT] [-v] [--no-realtime]",
+    {"up", "[TOPOLOGY] [--part NAME] [--daemon] [--hugepages] [--capture DIR] [--metrics-port PORT] [-v] [--no-realtime]",
      "start an engine (built-in topology: h1 -- sw1 -- h2)",
+     "--part NAME runs one part of a topology with parts: (one engine per machine);\n"
+     "each link to another part becomes an external port on the interface or device\n"
+     "the part's external: entry names. Without --part one engine runs every part.\n"
      "--metrics-port PORT serves every counter in Prometheus's text format at\n"
      "http://127.0.0.1:PORT/metrics (loopback only; off unless given).\n",
-     "--daemon --hugepages --capture --metrics-port --verbose --no-realtime --help"},
+     "--part --daemon --hugepages --capture --metrics-port --verbose --no-realtime --help"},
     {"down", "", "stop the running engine (it frees every application's resources first)", nullptr, "--help"},
     {"status", "", "nodes, links and attached applications of the running engine", nullptr, "--help"},
     {"exec", "NODE -- PROGRAM [ARGS...]", "run an unmodified verbs program on NODE's NIC (device rocemu0)",
@@ -198,6 +201,7 @@ int run_typed(const Command& c, int argc, char** argv) {
   if (std::strcmp(c.name, "up") == 0) {
     UpOptions o;
     app.add_option("topology", o.topology, "topology file (YAML); default: the built-in one");
+    app.add_option("--part", o.part, "run only this part of a topology with parts:");
     app.add_flag("--daemon", o.daemon, "run in the background");
     app.add_flag("--hugepages", o.hugepages, "use hugepages (EAL --in-memory)");
     app.add_option("--capture", o.capture_dir, "capture every link to DIR/<link>.pcapng");

@@ -9,11 +9,13 @@
 
 namespace rocemu {
 
-inline bool tcp_listening(int port) {
+// `pid`: in the network namespace of that process (0: this one's).
+inline bool tcp_listening(int port, int pid = 0) {
   char hex[8];
   std::snprintf(hex, sizeof hex, ":%04X", port);
-  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(f);
+  const std::string net = pid > 0 ? "/proc/" + std::to_string(pid) + "/net/" : "/proc/net/";
+  for (const char* f : {"tcp", "tcp6"}) {
+    std::ifstream in(net + f);
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream ls(line);

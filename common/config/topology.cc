@@ -1,10 +1,12 @@
 #include "common/config/topology.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "common/config/fault_kinds.h"
+#include "common/config/parts.h"
 #include "common/engine/basic_nodes.h"
 
 namespace rocemu {
@@ -208,7 +210,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
     return topo;
   }
   topo.raw = root;
-  ctx.check_keys(root, "", {"engine", "nodes", "links", "ports", "switch", "scenario", "nics"});
+  ctx.check_keys(root, "", {"engine", "nodes", "links", "ports", "parts", "switch", "scenario", "nics"});
 
   if (const auto& e = root["engine"]) {
     ctx.check_keys(e, "engine", {"time", "seed", "mbufs", "tx_slack", "virtual_lag"});
@@ -280,6 +282,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
     return true;
   };
 
+  std::set<std::string> link_names;
   if (const auto& links = root["links"]) {
     if (!links.IsSequence()) ctx.error(links, "links", "expected a list of links");
     for (size_t i = 0; links.IsSequence() && i < links.size(); i++) {
@@ -289,9 +292,24 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
         ctx.error(l, field, "expected a mapping with a, b, rate, delay, mtu");
         continue;
       }
-      ctx.check_keys(l, field, {"a", "b", "rate", "delay", "mtu", "faults", "faults_ab", "faults_ba"});
+      ctx.check_keys(l, field, {"name", "a", "b", "rate", "delay", "mtu", "faults", "faults_ab", "faults_ba"});
       LinkSpec spec;
+      spec.index = i;
       bool ok = true;
+      if (l["name"]) {
+        auto n = ctx.str(l["name"], field + ".name");
+        if (n && (n->empty() || !std::all_of(n->begin(), n->end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+                  }))) {
+          ctx.error(l["name"], field + ".name", "link names are letters, digits, '-' and '_'");
+          ok = false;
+        } else if (n && !link_names.insert(*n).second) {
+          ctx.error(l["name"], field + ".name", "another link is named '" + *n + "'");
+          ok = false;
+        } else if (n) {
+          spec.name = *n;
+        }
+      }
       if (!l["a"] || !l["b"]) {
         ctx.error(l, field, "a link needs both ends, a and b");
         ok = false;
@@ -325,7 +343,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
       }
       ok &= endpoint(p["node"], field + ".node", spec.node, spec.port);
       if (auto d = ctx.str(p["device"], field + ".device")) spec.params.device = *d;
-      if (p["mtu"]) spec.params.mtu = uint32_t(ctx.integer(p["mtu"], field + ".mtu", 68, 4200).value_or(4200));
+      if (p["mtu"]) spec.params.mtu = uint32_t(ctx.integer(p["mtu"], field + ".mtu", 68, kMaxExternalMtu).value_or(kMaxExternalMtu));
       if (p["rate"]) spec.params.rate_bps = ctx.rate(p["rate"], field + ".rate").value_or(spec.params.rate_bps);
       if (p["netns"]) spec.params.netns = ctx.str(p["netns"], field + ".netns").value_or("");
       if (ok) topo.ports.push_back(spec);
@@ -333,6 +351,7 @@ Topology parse_topology(const YAML::Node& root, config::Context& ctx, const Node
     if (!topo.ports.empty() && topo.engine.mode == TimeMode::kVirtual && root["engine"] && root["engine"]["time"])
       ctx.error(root["engine"]["time"], "engine.time", "external ports need real time");
   }
+  parse_parts(root, topo, ctx);
   return topo;
 }
 

@@ -12,6 +12,10 @@
 //     - {a: h1, b: "sw1:0", rate: 100G, delay: 1us, mtu: 9000}
 //   ports:
 //     - {node: "sw1:3", device: "net_memif0,role=server,socket=/tmp/sw1-3.sock"}
+//
+// One file can describe a fabric that several engines run, each a part
+// (common/config/parts.h): `rocemu up FILE --part rack1` runs rack1's
+// nodes, and each link to another part becomes an external port there.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -61,9 +65,12 @@ struct NodeSpec {
   const NodeKind* kind = nullptr;
   std::any config;
   uint16_t ports = 0;
+  std::string part;  // the part that runs it (parts:); empty in a file without parts
 };
 
 struct LinkSpec {
+  std::string name;  // optional (name:); a link between parts needs one
+  size_t index = 0;  // its place in the file's links: list
   std::string a, b;
   uint16_t a_port = 0, b_port = 0;
   LinkParams params;
@@ -76,12 +83,25 @@ struct ExternalPortSpec {
   EthdevParams params;
 };
 
+// One engine's share of a fabric that several engines run (parts:).
+struct PartSpec {
+  std::string name;
+  std::vector<std::string> nodes;
+  // The device each link to another part leaves this part on, by link name
+  // (the link's mtu and rate filled in).
+  std::map<std::string, EthdevParams, std::less<>> external;
+};
+
 struct Topology {
   std::string file;
   EngineOptions engine;
   std::vector<NodeSpec> nodes;
+  // All links, those between parts included: built as they are, the parts
+  // run in one engine (see topology_part for one part alone).
   std::vector<LinkSpec> links;
   std::vector<ExternalPortSpec> ports;
+  std::vector<PartSpec> parts;  // empty: one engine runs the whole file
+  std::string part;             // set by topology_part: the part this is
   YAML::Node raw;  // the whole document, for front ends that read more
 };
 

@@ -402,6 +402,18 @@ TEST_CASE("A capture into a FIFO that -c ends while its reader lags: the reader 
   CHECK(frames == kCount);  // every frame the count let in
 }
 
+TEST_CASE("rocemu up --part: an unknown part, or a file without parts, is a usage error naming the parts",
+          "[e2e][cli]") {
+  const std::string racks = std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/two-racks.yaml";
+  auto [st, out] = rocemu_cmd({"up", racks, "--part", "rack9"});
+  CHECK(st == 2);
+  CHECK(out == "rocemu up: " + racks + ": no part named 'rack9' (parts: rack1, rack2)\n");
+  std::tie(st, out) = rocemu_cmd({"up", "--part", "rack1"});  // the built-in topology has no parts
+  CHECK(st == 2);
+  CHECK_THAT(out, Catch::Contains("<built-in topology>: has no parts: section, so there is no part 'rack1'"));
+  CHECK(complete("rocemu up --pa") == "--part\n");
+}
+
 TEST_CASE("Bash completion from the same table of commands", "[e2e][cli]") {
   CHECK(complete("rocemu si") == "sim\n");
   CHECK(complete("rocemu fault add h1 dela") == "delay\n");

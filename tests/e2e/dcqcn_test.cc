@@ -1,9 +1,6 @@
 // DCQCN in real time with unmodified perftest: two ib_write_bw clients
 // into one host behind a slower port make the switch mark, the receiver
 // send CNPs and both senders handle them.
-#include <map>
-#include <sstream>
-
 #include "tests/e2e/fabric.h"
 
 using namespace rocemu::test;
@@ -11,18 +8,6 @@ using namespace rocemu::test;
 namespace {
 
 const std::string kIncast = std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/incast_2g.yaml";
-
-// `rocemu counters` lines "SCOPE NAME VALUE" as "SCOPE NAME" -> VALUE.
-std::map<std::string, uint64_t> counters(const Fabric& f) {
-  auto [st, out] = f.rocemu({"counters"});
-  REQUIRE(st == 0);
-  std::map<std::string, uint64_t> m;
-  std::istringstream in(out);
-  std::string scope, name;
-  uint64_t v;
-  while (in >> scope >> name >> v) m[scope + " " + name] = v;
-  return m;
-}
 
 }  // namespace
 
@@ -49,7 +34,7 @@ TEST_CASE("Two ib_write_bw into one host: CNPs flow and the senders handle them"
   INFO("h1:\n" << c1.output << "\nh3:\n" << c3.output);
   REQUIRE(rc1 == 0);
   REQUIRE(rc3 == 0);
-  auto c = counters(f);
+  auto c = f.counters();
   INFO("marked " << c["sw1/swp2 tx-ecn-stats.ecn-marked-packets"] << ", h2 np_cnp_sent " << c["h2 np_cnp_sent"]
                  << ", h1 rp_cnp_handled " << c["h1 rp_cnp_handled"] << ", h3 rp_cnp_handled "
                  << c["h3 rp_cnp_handled"]);

@@ -6,10 +6,13 @@
 
 #include <atomic>
 #include <fstream>
+#include <sstream>
 
 namespace rocemu::test {
 
-Fabric::Fabric(const std::string& topology, const std::vector<std::string>& up_options) {
+Fabric::Fabric(const std::string& topology, const std::vector<std::string>& up_options,
+               const std::vector<std::string>& wrapper)
+    : wrapper_(wrapper) {
   char tmpl[] = "/tmp/rocemu-e2e-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   dir_ = tmpl;
@@ -18,14 +21,20 @@ Fabric::Fabric(const std::string& topology, const std::vector<std::string>& up_o
   if (!topology.empty()) args.push_back(topology);
   args.insert(args.end(), up_options.begin(), up_options.end());
   const auto [st, out] = rocemu(args);
-  INFO(out);
-  REQUIRE(st == 0);
-  std::ifstream in(dir_ + "/rocemu.pid");
-  in >> pid_;
-  REQUIRE(pid_ > 0);
+  std::ifstream(dir_ + "/rocemu.pid") >> pid_;
+  if (st != 0 || pid_ <= 0) {
+    // No destructor runs for a constructor that fails: clean up here, with
+    // the engine's log in the message.
+    std::ifstream log(dir_ + "/rocemu.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    stop();
+    FAIL("rocemu up failed (" << st << "): " << out << "\n--- rocemu.log ---\n" << text);
+  }
 }
 
-Fabric::~Fabric() {
+Fabric::~Fabric() { stop(); }
+
+void Fabric::stop() {
   if (pid_ > 0) {
     rocemu({"down"});
     if (kill(pid_, 0) == 0) kill(pid_, SIGKILL);  // ours, by pid
@@ -34,16 +43,32 @@ Fabric::~Fabric() {
   [[maybe_unused]] int r = std::system(rm.c_str());
 }
 
-std::pair<int, std::string> Fabric::rocemu(const std::vector<std::string>& args, int seconds) const {
-  std::vector<std::string> argv = {bin("rocemu")};
+std::vector<std::string> Fabric::command(const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = wrapper_;
+  argv.push_back(bin("rocemu"));
   argv.insert(argv.end(), args.begin(), args.end());
-  return run(argv, env_, std::chrono::seconds(seconds));
+  return argv;
+}
+
+std::pair<int, std::string> Fabric::rocemu(const std::vector<std::string>& args, int seconds) const {
+  return run(command(args), env_, std::chrono::seconds(seconds));
 }
 
 Process Fabric::exec(const std::string& node, const std::vector<std::string>& argv) const {
-  std::vector<std::string> a = {bin("rocemu"), "exec", node, "--"};
+  std::vector<std::string> a = {"exec", node, "--"};
   a.insert(a.end(), argv.begin(), argv.end());
-  return spawn(a, env_);
+  return spawn(command(a), env_);
+}
+
+std::map<std::string, uint64_t> Fabric::counters() const {
+  auto [st, out] = rocemu({"counters"});
+  REQUIRE(st == 0);
+  std::map<std::string, uint64_t> m;
+  std::istringstream in(out);
+  std::string scope, name;
+  uint64_t v;
+  while (in >> scope >> name >> v) m[scope + " " + name] = v;
+  return m;
 }
 
 namespace {

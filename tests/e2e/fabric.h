@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,8 +19,11 @@ inline std::string bin(const std::string& name) { return std::string(ROCEMU_BINA
 class Fabric {
  public:
   // Starts an engine on `topology` (empty: the built-in one), with more
-  // `rocemu up` options if given.
-  explicit Fabric(const std::string& topology = "", const std::vector<std::string>& up_options = {});
+  // `rocemu up` options if given. Every rocemu command (up, exec, down, ...)
+  // runs under `wrapper` if given, e.g. {"ip", "netns", "exec", NAME}: the
+  // engine and its programs in a network namespace, as on another machine.
+  explicit Fabric(const std::string& topology = "", const std::vector<std::string>& up_options = {},
+                  const std::vector<std::string>& wrapper = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -30,11 +35,17 @@ class Fabric {
   std::pair<int, std::string> rocemu(const std::vector<std::string>& args, int seconds = 30) const;
   // A program on NODE's NIC.
   Process exec(const std::string& node, const std::vector<std::string>& argv) const;
+  // `rocemu counters` (nonzero ones) as "SCOPE NAME" -> value.
+  std::map<std::string, uint64_t> counters() const;
   void forget_engine() { pid_ = -1; }
 
  private:
+  std::vector<std::string> command(const std::vector<std::string>& args) const;
+  void stop();  // the engine (by pid) and the runtime directory
+
   std::string dir_;
   std::vector<std::string> env_;
+  std::vector<std::string> wrapper_;
   int pid_ = -1;
 };
 
