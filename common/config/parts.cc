@@ -28,7 +28,7 @@ std::optional<EthdevParams> parse_external(const YAML::Node& e, const std::strin
   if (bool(e["interface"]) == bool(e["device"])) {
     ctx.error(e, field,
               "give one of interface (a Linux interface, reached with net_af_packet) or device (a DPDK device "
-              "spec such as net_af_xdp0,iface=eth1 or a PCI address)");
+              "spec such as net_af_packet0,iface=eth1 or a PCI address)");
     return std::nullopt;
   }
   EthdevParams p;

@@ -17,11 +17,6 @@ using namespace rocemu::test;
 
 namespace {
 
-bool sh(const std::string& cmd) {
-  const int rc = std::system(cmd.c_str());
-  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
-
 // A network namespace with one veth pair (both ends up), deleted with it.
 struct VethNetns {
   std::string name = "rocemu-ext-" + std::to_string(getpid());

@@ -1,6 +1,7 @@
 #include "tests/e2e/fabric.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -73,19 +74,19 @@ std::map<std::string, uint64_t> Fabric::counters() const {
 
 namespace {
 
-PairResult run_pair_once(const Fabric& f, const std::string& server_node, const std::string& client_node,
-                         const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv,
-                         int port, int seconds) {
+PairResult run_pair_once(const Fabric& sf, const std::string& server_node, const Fabric& cf,
+                         const std::string& client_node, const std::vector<std::string>& server_argv,
+                         const std::vector<std::string>& client_argv, int port, int seconds) {
   PairResult r;
-  Process s = f.exec(server_node, server_argv);
-  const bool ready = wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&s});
+  Process s = sf.exec(server_node, server_argv);
+  const bool ready = wait_until([&] { return tcp_listening(port, s.pid); }, std::chrono::seconds(30), {&s});
   if (!ready) {
     r.server = finish(s, std::chrono::seconds(5));
     r.server_out = s.output;
     r.server_out += "\n[test: the server never listened on port " + std::to_string(port) + "]";
     return r;
   }
-  Process c = f.exec(client_node, client_argv);
+  Process c = cf.exec(client_node, client_argv);
   r.client = finish(c, std::chrono::seconds(seconds));
   r.server = finish(s, std::chrono::seconds(seconds));
   r.client_out = c.output;
@@ -106,13 +107,14 @@ bool perftest_clock_calibration_failed(const PairResult& r) {
 
 }  // namespace
 
-PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
-                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
-                    int seconds) {
+PairResult run_pair(const Fabric& server_fabric, const std::string& server_node, const Fabric& client_fabric,
+                    const std::string& client_node, const std::vector<std::string>& server_argv,
+                    const std::vector<std::string>& client_argv, int port, int seconds) {
   constexpr int kAttempts = 3;
   std::string earlier;
   for (int attempt = 1;; ++attempt) {
-    PairResult r = run_pair_once(f, server_node, client_node, server_argv, client_argv, port, seconds);
+    PairResult r = run_pair_once(server_fabric, server_node, client_fabric, client_node, server_argv, client_argv,
+                                 port, seconds);
     if (attempt == kAttempts || !perftest_clock_calibration_failed(r)) {
       r.client_out = earlier + r.client_out;
       return r;
@@ -120,6 +122,17 @@ PairResult run_pair(const Fabric& f, const std::string& server_node, const std::
     earlier += "[test: attempt " + std::to_string(attempt) +
                " ended in perftest's clock calibration (r^2 < 0.9), run again]\n";
   }
+}
+
+PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
+                    const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
+                    int seconds) {
+  return run_pair(f, server_node, f, client_node, server_argv, client_argv, port, seconds);
+}
+
+bool sh(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
 int pick_port() {

@@ -35,7 +35,8 @@ class Fabric {
   std::pair<int, std::string> rocemu(const std::vector<std::string>& args, int seconds = 30) const;
   // A program on NODE's NIC.
   Process exec(const std::string& node, const std::vector<std::string>& argv) const;
-  // `rocemu counters` (nonzero ones) as "SCOPE NAME" -> value.
+  // `rocemu counters` (nonzero ones) as "SCOPE NAME" -> value; read one
+  // with counter_at (0 if absent).
   std::map<std::string, uint64_t> counters() const;
   void forget_engine() { pid_ = -1; }
 
@@ -62,6 +63,22 @@ struct PairResult {
 PairResult run_pair(const Fabric& f, const std::string& server_node, const std::string& client_node,
                     const std::vector<std::string>& server_argv, const std::vector<std::string>& client_argv, int port,
                     int seconds = 120);
+// The same across two engines (e.g. in two network namespaces): the server
+// on `server_fabric`'s node, the client on `client_fabric`'s (its argv
+// names the server's address); the server's port is looked for in the
+// server's own network namespace.
+PairResult run_pair(const Fabric& server_fabric, const std::string& server_node, const Fabric& client_fabric,
+                    const std::string& client_node, const std::vector<std::string>& server_argv,
+                    const std::vector<std::string>& client_argv, int port, int seconds = 120);
+
+// A counter of Fabric::counters(), 0 if absent (it lists nonzero ones).
+inline uint64_t counter_at(const std::map<std::string, uint64_t>& c, const std::string& key) {
+  const auto it = c.find(key);
+  return it == c.end() ? 0 : it->second;
+}
+
+// Runs `cmd` with /bin/sh: true if it exited 0.
+bool sh(const std::string& cmd);
 
 // A free TCP port for a test pair.
 int pick_port();

@@ -15,28 +15,10 @@ namespace {
 
 const std::string kOverlay = std::string(ROCEMU_SOURCE_DIR) + "/scenarios/topologies/vxlan-leaf-spine.yaml";
 
-// `rocemu counters` lines "SCOPE NAME VALUE" as "SCOPE NAME" -> VALUE
-// (it leaves out counters at 0: read them with at()).
-std::map<std::string, uint64_t> counters(const Fabric& f) {
-  auto [st, out] = f.rocemu({"counters"});
-  REQUIRE(st == 0);
-  std::map<std::string, uint64_t> m;
-  std::istringstream in(out);
-  std::string scope, name;
-  uint64_t v;
-  while (in >> scope >> name >> v) m[scope + " " + name] = v;
-  return m;
-}
-
-uint64_t at(const std::map<std::string, uint64_t>& c, const std::string& key) {
-  const auto it = c.find(key);
-  return it == c.end() ? 0 : it->second;
-}
-
 // Packets the spines sent toward leaf2 from traffic class `tc`.
 uint64_t spines_to_leaf2(const std::map<std::string, uint64_t>& c, int tc) {
   const std::string q = " queue" + std::to_string(tc) + ".packets";
-  return at(c, "spine1/swp2" + q) + at(c, "spine2/swp2" + q);
+  return counter_at(c, "spine1/swp2" + q) + counter_at(c, "spine2/swp2" + q);
 }
 
 void write_bw(const Fabric& f) {
@@ -58,15 +40,15 @@ TEST_CASE("ib_write_bw across a VXLAN overlay; DSCP 26 in the RoCE TC on the und
           "[e2e][perftest]") {
   Fabric f(kOverlay);
   write_bw(f);
-  const auto a = counters(f);
+  const auto a = f.counters();
   // 2000 x 64 KiB at the 4096-byte MTU: 32,000 data packets at least.
-  CHECK(at(a, "leaf1 vxlan.encap-packets") >= 32000);
-  CHECK(at(a, "leaf2 vxlan.decap-packets") >= 32000);
-  CHECK(at(a, "leaf2 vxlan.encap-packets") > 0);  // ACKs back
-  CHECK(at(a, "leaf1 vxlan.discards.underlay-mtu-exceeded") == 0);
+  CHECK(counter_at(a, "leaf1 vxlan.encap-packets") >= 32000);
+  CHECK(counter_at(a, "leaf2 vxlan.decap-packets") >= 32000);
+  CHECK(counter_at(a, "leaf2 vxlan.encap-packets") > 0);  // ACKs back
+  CHECK(counter_at(a, "leaf1 vxlan.discards.underlay-mtu-exceeded") == 0);
   CHECK(spines_to_leaf2(a, 3) >= 32000);
   CHECK(spines_to_leaf2(a, 0) == 0);
-  CHECK(at(a, "leaf2/swp1 queue3.packets") >= 32000);
+  CHECK(counter_at(a, "leaf2/swp1 queue3.packets") >= 32000);
 
   for (const std::string sw : {"leaf1", "leaf2"}) {
     auto [st, out] = f.rocemu({"nv", "--switch", sw, "set", "nve", "vxlan", "encapsulation", "dscp", "action", "set"});
@@ -81,9 +63,9 @@ TEST_CASE("ib_write_bw across a VXLAN overlay; DSCP 26 in the RoCE TC on the und
   REQUIRE(st == 0);
   CHECK(shown.find("\"action\": \"set\"") != std::string::npos);
   write_bw(f);
-  const auto b = counters(f);
-  CHECK(at(b, "leaf1 vxlan.encap-packets") - at(a, "leaf1 vxlan.encap-packets") >= 32000);
+  const auto b = f.counters();
+  CHECK(counter_at(b, "leaf1 vxlan.encap-packets") - counter_at(a, "leaf1 vxlan.encap-packets") >= 32000);
   CHECK(spines_to_leaf2(b, 0) - spines_to_leaf2(a, 0) >= 32000);
   CHECK(spines_to_leaf2(b, 3) == spines_to_leaf2(a, 3));
-  CHECK(at(b, "leaf2/swp1 queue0.packets") - at(a, "leaf2/swp1 queue0.packets") >= 32000);
+  CHECK(counter_at(b, "leaf2/swp1 queue0.packets") - counter_at(a, "leaf2/swp1 queue0.packets") >= 32000);
 }
