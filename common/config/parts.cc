@@ -1,5 +1,6 @@
 #include "common/config/parts.h"
 
+#include <cctype>
 #include <set>
 
 namespace rocemu {
@@ -18,8 +19,10 @@ std::string joined(const std::vector<std::string>& names) {
   return out;
 }
 
-// An external: entry, {interface: IF} or {device: SPEC}, netns optional.
-std::optional<EthdevParams> parse_external(const YAML::Node& e, const std::string& field, config::Context& ctx) {
+// An external: entry, {interface: IF} or {device: SPEC}, netns optional;
+// `interface`, if given, is set to IF (the device is made later).
+std::optional<EthdevParams> parse_external(const YAML::Node& e, const std::string& field, config::Context& ctx,
+                                           std::string& interface) {
   if (!e.IsMap()) {
     ctx.error(e, field, "expected {interface: NAME} or {device: SPEC}, with netns: if the device is in another one");
     return std::nullopt;
@@ -39,7 +42,7 @@ std::optional<EthdevParams> parse_external(const YAML::Node& e, const std::strin
       ctx.error(e["interface"], field + ".interface", "'" + *i + "' is not a Linux interface name");
       return std::nullopt;
     }
-    p.device = "iface=" + *i;  // completed once the link's MTU is known
+    interface = *i;
   } else {
     auto d = ctx.str(e["device"], field + ".device");
     if (!d) return std::nullopt;
@@ -138,7 +141,11 @@ void parse_parts(const YAML::Node& root, Topology& topo, config::Context& ctx) {
             ctx.error(e.first, ef, "no link named '" + link + "'");
             continue;
           }
-          if (auto params = parse_external(e.second, ef, ctx)) part.external[link] = *params;
+          std::string interface;
+          if (auto params = parse_external(e.second, ef, ctx, interface)) {
+            part.external[link] = *params;
+            if (!interface.empty()) part.interfaces[link] = interface;
+          }
         }
       }
     }
@@ -181,8 +188,8 @@ void parse_parts(const YAML::Node& root, Topology& topo, config::Context& ctx) {
       }
       it->second.mtu = l.params.mtu;
       it->second.rate_bps = l.params.rate_bps;
-      if (it->second.device.starts_with("iface="))
-        it->second.device = af_packet_device("net_af_packet_" + l.name, it->second.device.substr(6), l.params.mtu);
+      if (auto i = part->interfaces.find(l.name); i != part->interfaces.end())
+        it->second.device = af_packet_device("net_af_packet_" + l.name, i->second, l.params.mtu);
     }
     if (l.params.mtu > kMaxExternalMtu)
       ctx.error(ln["mtu"] ? ln["mtu"] : ln, field + ".mtu",

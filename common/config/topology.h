@@ -90,6 +90,9 @@ struct PartSpec {
   // The device each link to another part leaves this part on, by link name
   // (the link's mtu and rate filled in).
   std::map<std::string, EthdevParams, std::less<>> external;
+  // Of those, the ones given as `interface: NAME`, by link name: their
+  // device (net_af_packet on NAME) is made once the link's MTU is known.
+  std::map<std::string, std::string, std::less<>> interfaces;
 };
 
 struct Topology {

@@ -208,6 +208,22 @@ std::vector<std::string> node_names(const Topology& t) {
 
 }  // namespace
 
+TEST_CASE("An external device spec is passed on as written, whatever it starts with", "[unit][config]") {
+  // Only `interface:` becomes net_af_packet; a `device:` that happens to
+  // read "iface=..." is the user's DPDK spec, not rewritten.
+  std::string text = kParts;
+  const std::string xdp = "net_af_xdp0,iface=ens1f0";
+  text.replace(text.find(xdp), xdp.size(), "iface=ens2");
+  auto reg = registry();
+  auto whole = parse_topology(text, "topo.yaml", reg);
+  INFO(whole.status().message());
+  REQUIRE(whole.ok());
+  auto r2 = topology_part(*whole, "rack2");
+  REQUIRE(r2.ok());
+  REQUIRE(r2->ports.size() == 1);
+  CHECK(r2->ports[0].params.device == "iface=ens2");
+}
+
 TEST_CASE("A part runs its own nodes and reaches the others through external ports", "[unit][config]") {
   auto reg = registry();
   auto whole = parse_topology(kParts, "topo.yaml", reg);
