@@ -6,9 +6,11 @@
 #      ASan+UBSan, running the unit, protocol, sim and oracle groups and
 #      short libFuzzer runs (the decoders, the control protocol);
 #   3. the meson build again with ThreadSanitizer, running the unit,
-#      protocol and sim groups (beside step 2's tests: they are
-#      independent) and then the ethdev e2e group and the robustness and
-#      verification e2e tests (alone: they run in real time).
+#      protocol and sim groups and then the ethdev e2e group and the
+#      robustness and verification e2e tests (alone: they run in real
+#      time).
+# Steps 2 and 3 build in the background during step 1's tests, and step
+# 2's tests run there too, beside step 3's build, at the lowest priority.
 #   scripts/test.sh [--quick]   (--quick: step 1 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,15 +48,30 @@ if [ "$quick" = 0 ]; then
   setup_meson build-meson-tsan thread
   asan_targets=$(scripts/test-targets.py build-meson-asan --skip tests/e2e)
   tsan_targets=$(scripts/test-targets.py build-meson-tsan)
+  rm -f build-meson-asan/test.rc build-meson-asan/test.log
   (
     # shellcheck disable=SC2086 # one target per word
     nice -n 19 ninja -C build-meson-asan $asan_targets >build-meson-asan/build.log 2>&1 || exit 1
+    # The ASan+UBSan tests need nothing more: they run (as low) beside the
+    # TSan build, their output kept for the end.
+    (
+      ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        nice -n 19 meson test -C build-meson-asan --no-rebuild --print-errorlogs --num-processes 1 \
+        --suite unit --suite protocol --suite sim --suite oracle --suite fuzz >build-meson-asan/test.log 2>&1
+      echo $? >build-meson-asan/test.rc
+    ) &
     # shellcheck disable=SC2086
-    nice -n 19 ninja -C build-meson-tsan $tsan_targets >build-meson-tsan/build.log 2>&1 || exit 2
+    nice -n 19 ninja -C build-meson-tsan $tsan_targets >build-meson-tsan/build.log 2>&1 || { wait; exit 2; }
+    wait
   ) &
   sanitizer_builds_pid=$!
-  # A step that fails (set -e) leaves no build running behind the script.
-  trap '[ -n "$sanitizer_builds_pid" ] && { pkill -P "$sanitizer_builds_pid"; kill "$sanitizer_builds_pid"; } 2>/dev/null; true' EXIT
+  # A step that fails (set -e) leaves nothing running behind the script.
+  kill_tree() {  # PID: its descendants, then itself
+    local c
+    for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+    kill "$1" 2>/dev/null || true
+  }
+  trap '[ -n "$sanitizer_builds_pid" ] && kill_tree "$sanitizer_builds_pid"; true' EXIT
 fi
 
 echo "== tests (CMake build)"
@@ -82,19 +99,13 @@ esac
 tsan_start=$(date +%s)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 
-echo "== sanitizer tests: ASan+UBSan and TSan side by side [$(( $(date +%s) - start )) s]"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  meson test -C build-meson-asan --no-rebuild --print-errorlogs --num-processes 1 \
-  --suite unit --suite protocol --suite sim --suite oracle --suite fuzz &
-asan_pid=$!
+echo "== sanitizer tests: ASan+UBSan (run beside the TSan build) [$(( $(date +%s) - start )) s]"
+cat build-meson-asan/test.log
+[ "$(cat build-meson-asan/test.rc 2>/dev/null)" = 0 ]
+echo "== sanitizer tests: TSan [$(( $(date +%s) - start )) s]"
 TSAN_OPTIONS=$tsan_options \
-  meson test -C build-meson-tsan --no-rebuild --print-errorlogs --num-processes 1 \
-  --suite unit --suite protocol --suite sim &
-tsan_pid=$!
-status=0
-wait "$asan_pid" || status=1
-wait "$tsan_pid" || status=1
-[ "$status" = 0 ]
+  meson test -C build-meson-tsan --no-rebuild --print-errorlogs --num-processes 2 \
+  --suite unit --suite protocol --suite sim
 echo "== TSan e2e [$(( $(date +%s) - start )) s]"
 # Of the perftest-driven group, the tests where the control thread and the
 # engine thread meet the most: applications and engines that die, hostile
