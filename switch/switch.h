@@ -195,7 +195,7 @@ class Switch final : public Node {
   // receive path (switch_rx.cc)
   void process(uint16_t in, rte_mbuf** pkts, uint16_t n, Time now);
   void fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now);
-  void forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Time now);
+  void forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now);  // v: rewritten as the packet leaves
   uint8_t classify(const wire::PacketView& v) const;
   bool enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v, uint8_t pg,
                        uint8_t tc, Time now);

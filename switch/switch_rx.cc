@@ -133,10 +133,10 @@ uint8_t Switch::classify(const wire::PacketView& v) const {
   return map.port_default_sp;
 }
 
-void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& received, Time now) {
-  // The packet as it leaves: the inner one of a frame this VTEP
-  // decapsulates, the outer one of a frame it encapsulates.
-  wire::PacketView v = received;
+void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now) {
+  // `v` is the packet as received and, once routed, as it leaves: the
+  // inner one of a frame this VTEP decapsulates, the outer one of a frame
+  // it encapsulates (rewritten in place: no copy on the common path).
   const uint32_t rx_len = rte_pktmbuf_data_len(m);
   // trust -> switch priority -> priority group / traffic class, on the
   // headers as received (the outer ones of a VXLAN frame)

@@ -7,49 +7,6 @@
 
 namespace rocemu::sw {
 
-void ipv4_checksum_update(wire::Ipv4Hdr& ip, uint16_t old_word, uint16_t new_word) {
-  // HC' = ~(~HC + ~m + m')
-  uint32_t sum = uint32_t(uint16_t(~ip.checksum.get())) + uint16_t(~old_word) + new_word;
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  ip.checksum.set(uint16_t(~sum));
-}
-
-void set_dscp(uint8_t* frame, const wire::PacketView& v, uint8_t dscp) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
-    ip.set_dscp(dscp);
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
-  } else if (v.is_ipv6()) {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off);
-    ip.set_traffic_class(uint8_t(dscp << 2 | (ip.traffic_class() & 3)));
-  }
-}
-
-void set_ecn(uint8_t* frame, const wire::PacketView& v, wire::Ecn ecn) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
-    ip.set_ecn(ecn);
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
-  } else if (v.is_ipv6()) {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off);
-    ip.set_traffic_class(uint8_t((ip.traffic_class() & 0xfc) | uint8_t(ecn)));
-  }
-}
-
-void decrement_ttl(uint8_t* frame, const wire::PacketView& v) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.ttl << 8 | ip.protocol);
-    ip.ttl--;
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.ttl << 8 | ip.protocol));
-  } else if (v.is_ipv6()) {
-    reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off)->hop_limit--;
-  }
-}
-
 uint32_t trim_frame(std::span<uint8_t> frame, const wire::PacketView& v, uint32_t size, uint8_t dscp) {
   if (!v.is_ip() || v.ip_end <= size) return 0;
   uint8_t* p = frame.data();
