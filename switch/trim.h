@@ -24,6 +24,16 @@ inline constexpr uint8_t kMetaFlagTrimmed = 1;
 // and nothing was changed, or is not IP.
 uint32_t trim_frame(std::span<uint8_t> frame, const wire::PacketView& v, uint32_t size, uint8_t dscp);
 
+// The same inside a VXLAN frame: `outer` (IPv4, decoded from `frame`)
+// carries the IP packet `inner` (decoded from the same bytes). The inner
+// packet is cut as above so that the whole frame is at most `size` bytes
+// (never below the outer and inner headers), and keeps its own ICRC; the
+// outer IPv4 and UDP lengths follow it (the UDP checksum 0, as VTEPs send
+// it) and both DSCPs are remarked to `dscp`, the outer for the underlay's
+// classification, the inner for the NIC. Returns as trim_frame().
+uint32_t trim_vxlan_frame(std::span<uint8_t> frame, const wire::PacketView& outer, const wire::PacketView& inner,
+                          uint32_t size, uint8_t dscp);
+
 // The small header rewrites of the forwarding path, inline: every routed
 // packet takes decrement_ttl(), every ECN mark set_ecn().
 

@@ -95,6 +95,16 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, ui
   return VxlanRxCheck::kOk;
 }
 
+// The inner packet of a VXLAN frame in transit (at an underlay switch, or
+// at the encapsulating VTEP's egress): true if `outer` is IPv4 UDP to
+// `port` with a valid VXLAN header and an untagged IP inner frame, which
+// is decoded into `inner`. Any VNI.
+inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::PacketView& inner) {
+  if (!outer.is_ipv4() || !outer.is_udp || outer.dport != port) return false;
+  uint32_t vni = 0;
+  return vxlan_check(outer, [](uint32_t) { return true; }, vni, inner) == VxlanRxCheck::kOk;
+}
+
 // Per VTEP (one per switch), in the switch's naming style. Bytes are the
 // inner frames' (what the overlay carries), packets one per frame.
 #define ROCEMU_SW_VTEP_COUNTERS(X)                                                                      \

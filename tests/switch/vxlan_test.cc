@@ -6,8 +6,13 @@
 // header), and two leaves over a spine where the outer DSCP decides the
 // spine's traffic class. And the configuration: topology YAML (errors with
 // lines), nv set nve vxlan, config show round trip, nv show nve vxlan.
+// Then what review found: trimming inside VXLAN (in the underlay and on
+// crafted frames, CNPs exempt), inner 802.1Q tags, an unresolved underlay
+// next hop, inner TTL expiry, IPv6 inner packets, non-IP inner frames, nv
+// words after a complete command, nve vxlan state, validation.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -27,6 +32,16 @@ using wire::Ecn;
 namespace {
 
 wire::IpAddr ip(const char* s) { return *wire::IpAddr::parse(s); }
+
+// `nv LINE` on a configuration (the words split at spaces).
+Status vxlan_nv(sw::SwitchConfig& cfg, const std::string& line) {
+  std::vector<std::string> w;
+  for (size_t b = 0, e; b < line.size(); b = e + 1) {
+    e = std::min(line.find(' ', b), line.size());
+    w.push_back(line.substr(b, e - b));
+  }
+  return sw::nv_edit(cfg, w);
+}
 
 // An inner RoCEv2 RDMA WRITE frame from h0 to h1 (star addresses).
 std::vector<uint8_t> roce_frame(uint16_t sport, uint8_t dscp, Ecn ecn, uint32_t payload = 256) {
@@ -378,7 +393,10 @@ struct Overlay {
   TestHost *h0 = nullptr, *h1 = nullptr;
 };
 
-Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
+// `tweak` edits each switch's configuration (leaves and spine) before it
+// starts; `spine_down` is the link of the spine to leaf2 (swp3).
+Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false,
+                     const std::function<void(sw::SwitchConfig&)>& tweak = {}, LinkParams spine_down = {}) {
   const auto qos = sw::qos_roce_profile(sw::RoceMode::kLossless);
   auto mac = [](uint8_t sw_id) { return wire::MacAddr{{0x02, 0x53, 0x00, 0x00, sw_id, 0x00}}; };
   auto port_mac = [&](uint8_t sw_id, uint8_t port) { return wire::MacAddr{{0x02, 0x53, 0x00, 0x00, sw_id, port}}; };
@@ -421,10 +439,16 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
         s.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.10.10." + std::to_string(n) + "/32"), p,
                                      ip(leaf_ip.c_str()), {}});
     }
+  sw::SwitchConfig l1 = leaf(1), l2 = leaf(2);
+  if (tweak) {
+    tweak(l1);
+    tweak(l2);
+    tweak(s);
+  }
   Overlay o;
   o.engine = make_engine(9, 16384);
-  o.leaf1 = &o.engine->add<sw::Switch>("leaf1", leaf(1));
-  o.leaf2 = &o.engine->add<sw::Switch>("leaf2", leaf(2));
+  o.leaf1 = &o.engine->add<sw::Switch>("leaf1", l1);
+  o.leaf2 = &o.engine->add<sw::Switch>("leaf2", l2);
   o.spine = &o.engine->add<sw::Switch>("spine", s);
   o.h0 = &o.engine->add<TestHost>("h0", host_ip(0), host_mac(0), gateway_ip(0));
   o.h1 = &o.engine->add<TestHost>("h1", host_ip(1), host_mac(1), gateway_ip(1));
@@ -432,7 +456,7 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
   REQUIRE(o.engine->connect(*o.h1, 0, *o.leaf2, 0, LinkParams{}).ok());
   for (uint16_t k = 0; k < 2; k++) {
     REQUIRE(o.engine->connect(*o.leaf1, uint16_t(1 + k), *o.spine, k, LinkParams{}).ok());
-    REQUIRE(o.engine->connect(*o.leaf2, uint16_t(1 + k), *o.spine, uint16_t(2 + k), LinkParams{}).ok());
+    REQUIRE(o.engine->connect(*o.leaf2, uint16_t(1 + k), *o.spine, uint16_t(2 + k), spine_down).ok());
   }
   o.engine->run_until(us(20));
   REQUIRE(o.h0->gateway_resolved());
@@ -570,14 +594,7 @@ TEST_CASE("VXLAN in topology files: nve vxlan and overlay routes, errors with li
 TEST_CASE("nv set nve vxlan: source, VNI to VRF, flood lists, encapsulation DSCP; overlay static routes",
           "[unit][switch]") {
   sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
-  auto nv = [&](const std::string& line) {
-    std::vector<std::string> w;
-    for (size_t b = 0, e; b < line.size(); b = e + 1) {
-      e = std::min(line.find(' ', b), line.size());
-      w.push_back(line.substr(b, e - b));
-    }
-    return sw::nv_edit(cfg, w);
-  };
+  auto nv = [&](const std::string& line) { return vxlan_nv(cfg, line); };
   REQUIRE(nv("set nve vxlan source address 10.10.10.1").ok());
   REQUIRE(nv("set nve vxlan vni 10 vrf default").ok());
   REQUIRE(nv("set nve vxlan vni 10 flooding head-end-replication 10.10.10.2").ok());
@@ -613,4 +630,137 @@ TEST_CASE("nv set nve vxlan: source, VNI to VRF, flood lists, encapsulation DSCP
   REQUIRE(nv("unset nve vxlan").ok());
   CHECK(!cfg.vxlan.enabled());
   CHECK(cfg.validate().ok());
+}
+
+// ---- review fixes: trimming, inner VLAN tags, neighbour misses, IPv6, TTL, inner-not-IP ----
+
+TEST_CASE("A trimming spine in the underlay cuts the inner RoCE packet: the far VTEP decapsulates it and the host "
+          "gets the header with a good ICRC",
+          "[sim][switch]") {
+  auto lossy_trim = [](sw::SwitchConfig& c) {
+    c.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+    c.qos.buffer.size = 200'000;
+    c.qos.buffer.egress_lossy_alpha = 1;  // one sender: the egress queue's limit comes before the ingress PG's
+    c.qos.trim.enable = true;
+  };
+  // The spine's links to leaf2 run at 10G: its egress queue fills and trims.
+  Overlay o = make_overlay(sw::VxlanDscpAction::kCopy, false, lossy_trim,
+                           LinkParams{.rate_bps = 10'000'000'000ull});
+  FlowSpec f = flow_to_h1(0x40, 400, 1024);
+  f.rate_bps = 0;  // line rate
+  o.h0->add_flow(f);
+  o.engine->run_to_idle(ms(5));
+  const auto& qc = o.spine->queue_counters(2, 3);
+  const uint64_t trimmed = qc[sw::QueueCounters::trim_packets];
+  INFO("trimmed " << trimmed << " spine rx drops " << o.spine->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard]
+                  << " tx drops " << o.spine->counters(2)[sw::PortCounters::tx_roce_no_buffer_discard] << " tc3 "
+                  << qc[sw::QueueCounters::packets] << " tc0 " << o.spine->queue_counters(2, 0)[sw::QueueCounters::packets]
+                  << " h1 " << o.h1->received(0x40).packets);
+  REQUIRE(trimmed > 0);
+  const uint64_t trim_dropped = qc[sw::QueueCounters::trim_drop_packets];  // no room even on the trim queue
+  CHECK(trim_dropped < trimmed / 10);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::drop_inner_not_ip] == 0);
+  REQUIRE(o.h1->has_received(0x40));
+  const FlowStats& r = o.h1->received(0x40);
+  CHECK(r.icrc_errors == 0);
+  CHECK(r.trimmed == trimmed - trim_dropped);  // the inner DSCP remarked: the NIC sees a trimmed packet
+  CHECK(r.trimmed > 0);
+  uint64_t spine_drops = o.spine->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard] +
+                         o.spine->counters(2)[sw::PortCounters::tx_roce_no_buffer_discard] + trim_dropped;
+  CHECK(r.packets + spine_drops == 400);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::decap_packets] == r.packets);
+}
+
+namespace {
+
+// A switch with no VTEP of its own between two frame nodes: swp1 from
+// `src`, swp2 (at `rate`) to `sink`, routing 10.10.10.2/32 to the sink.
+struct Transit {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  FrameNode *src = nullptr, *sink = nullptr;
+};
+
+Transit make_transit(const sw::SwitchConfig& cfg, std::vector<std::vector<uint8_t>> frames, uint64_t rate) {
+  Transit t;
+  t.engine = make_engine(11, 16384);
+  t.sw = &t.engine->add<sw::Switch>("spine", cfg);
+  t.src = &t.engine->add<FrameNode>("src", std::move(frames));
+  t.sink = &t.engine->add<FrameNode>("sink", std::vector<std::vector<uint8_t>>{});
+  REQUIRE(t.engine->connect(*t.src, 0, *t.sw, 0, LinkParams{}).ok());
+  REQUIRE(t.engine->connect(*t.sink, 0, *t.sw, 1, LinkParams{.rate_bps = rate}).ok());
+  return t;
+}
+
+std::vector<uint8_t> cnp_frame(uint32_t qpn) {
+  wire::PathHeaders path;
+  path.src_mac = host_mac(1);
+  path.dst_mac = host_mac(9);
+  path.src_ip = host_ip(1);
+  path.dst_ip = host_ip(0);
+  path.dscp = 26;  // as if the sender's CNP DSCP were the data's
+  path.udp_sport = 0xc000;
+  std::vector<uint8_t> f(wire::roce_frame_len(path, wire::op::kCnp, wire::kCnpPadLen));
+  REQUIRE(wire::encode_cnp(f, path, qpn) == f.size());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("Trimming a VXLAN frame: inner headers kept, inner and outer lengths, inner ICRC, both DSCPs remarked; "
+          "a CNP inside is never trimmed",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
+  cfg.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+  cfg.qos.buffer.size = 100'000;
+  cfg.qos.buffer.egress_lossy_alpha = 1;  // one sender: the egress queue's limit comes before the ingress PG's
+  cfg.qos.trim.enable = true;
+  cfg.interfaces[1].address = sw::IpPrefix::parse("10.255.2.1/30");
+  cfg.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.10.10.2/32"), 1, ip("10.255.2.2"), {}});
+  cfg.neighbors.push_back(sw::Neighbor{ip("10.255.2.2"), kUnderlayMac, 1});
+  std::vector<std::vector<uint8_t>> frames;
+  constexpr int kPairs = 200;
+  for (int i = 0; i < kPairs; i++) {  // a data frame and a CNP, each in VXLAN with outer DSCP 26
+    frames.push_back(vxlan_frame(roce_frame(uint16_t(0xc000 + i), 26, Ecn::kEct0, 1024), 10, Ecn::kEct0, 0x0a0a0a02,
+                                 cfg.port_mac(0)));
+    frames.push_back(vxlan_frame(cnp_frame(uint32_t(0x100 + i)), 10, Ecn::kNotEct, 0x0a0a0a02, cfg.port_mac(0)));
+  }
+  const size_t whole_len = frames[0].size();
+  Transit t = make_transit(cfg, std::move(frames), 10'000'000'000ull);
+  t.engine->run_to_idle(ms(5));
+  const uint64_t trimmed = t.sw->counters(1)[sw::PortCounters::trim_packets];
+  INFO("trimmed " << trimmed << " rx drops " << t.sw->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard]
+                  << " tx drops " << t.sw->counters(1)[sw::PortCounters::tx_roce_no_buffer_discard] << " sink "
+                  << t.sink->received().size() << " tc3 " << t.sw->queue_counters(1, 3)[sw::QueueCounters::packets]);
+  REQUIRE(trimmed > 0);
+  uint64_t data = 0, data_trimmed = 0, cnps = 0;
+  for (const auto& [o, f] : vxlan_frames(*t.sink)) {
+    const wire::PacketView in = inner_of(f, o);  // decodes: the inner IP and UDP lengths are right
+    REQUIRE(in.is_roce);
+    CHECK(in.icrc_ok());
+    CHECK(uint32_t(o.ip_end) == f.size());  // the outer IP and UDP lengths end where the frame does
+    CHECK(uint32_t(o.l4_off) + 16 + in.ip_end == o.ip_end);
+    if (in.opcode == wire::op::kCnp) {
+      cnps++;
+      CHECK(o.dscp == 26);
+      CHECK(in.dscp == 26);
+      continue;
+    }
+    data++;
+    if (f.size() == whole_len) {
+      CHECK(o.dscp == 26);
+      continue;
+    }
+    data_trimmed++;
+    CHECK(f.size() <= cfg.qos.trim.size);
+    CHECK(o.dscp == cfg.qos.trim.remark_dscp);
+    CHECK(in.dscp == cfg.qos.trim.remark_dscp);
+    CHECK(in.payload_len % 4 == 0);
+  }
+  CHECK(data_trimmed == trimmed);  // no CNP counted (or queued) as trimmed
+  CHECK(data == kPairs);           // every data frame got through, whole or trimmed
+  CHECK(cnps + t.sw->counters(1)[sw::PortCounters::tx_roce_no_buffer_discard] +
+            t.sw->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard] ==
+        kPairs);
+  CHECK(cnps < kPairs);  // the buffer was full for some of them: dropped, not trimmed
 }
