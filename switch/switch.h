@@ -212,6 +212,7 @@ class Switch final : public Node {
   bool decapsulate(rte_mbuf* m, wire::PacketView& v);
   const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
                              Time now);
+  bool strip_vlan(rte_mbuf* m, wire::PacketView& v);
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);

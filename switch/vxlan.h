@@ -74,7 +74,7 @@ void vxlan_write_outer(std::span<uint8_t> out, const VxlanEncap& e, uint32_t inn
 std::optional<wire::Ecn> rfc6040_decap(wire::Ecn outer, wire::Ecn inner);
 
 // Why a frame for this VTEP is not decapsulated (kOk: it is).
-enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp };
+enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp, kInnerTagged };
 // Checks the VXLAN header and inner frame of `outer` (a decoded UDP packet
 // to the VTEP's port), and decodes the inner frame into `inner`.
 // `vni_known` says whether a VNI is mapped.
@@ -91,6 +91,8 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, ui
   // Like the switch's own parser: IP with any transport goes on.
   if (!inner.is_ip() || (e != wire::DecodeError::kOk && e < wire::DecodeError::kTruncatedUdp))
     return VxlanRxCheck::kInnerNotIp;
+  // RFC 7348 6.1: a decapsulating VTEP SHOULD discard inner frames with a VLAN tag.
+  if (inner.has_vlan) return VxlanRxCheck::kInnerTagged;
   if (e != wire::DecodeError::kOk) inner.is_roce = false;
   return VxlanRxCheck::kOk;
 }
@@ -121,6 +123,8 @@ inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::Pack
   X(drop_bad_header, "vxlan.discards.bad-header", "frames to the VTEP's port without a valid VXLAN header") \
   X(drop_unknown_vni, "vxlan.discards.unknown-vni", "frames for a VNI the VTEP does not map")          \
   X(drop_inner_not_ip, "vxlan.discards.inner-not-ip", "decapsulated frames that are not IP")          \
+  X(drop_inner_vlan_tagged, "vxlan.discards.inner-vlan-tagged",                                       \
+    "decapsulated frames with an 802.1Q tag on the inner frame (RFC 7348 6.1: discarded)")            \
   X(drop_ecn_not_ect_ce, "vxlan.discards.ecn-not-ect-ce",                                             \
     "decapsulated packets dropped per RFC 6040: outer CE on a not-ECT inner packet")
 

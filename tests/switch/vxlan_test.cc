@@ -764,3 +764,90 @@ TEST_CASE("Trimming a VXLAN frame: inner headers kept, inner and outer lengths, 
         kPairs);
   CHECK(cnps < kPairs);  // the buffer was full for some of them: dropped, not trimmed
 }
+
+namespace {
+
+// Leaf1 of vtep_config() fed by frame nodes on both sides.
+struct VtepFrames {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  FrameNode *host = nullptr, *underlay = nullptr;
+};
+
+VtepFrames make_vtep_frames(const sw::SwitchConfig& cfg, std::vector<std::vector<uint8_t>> host_frames,
+                            std::vector<std::vector<uint8_t>> underlay_frames) {
+  VtepFrames b;
+  b.engine = make_engine(5);
+  b.sw = &b.engine->add<sw::Switch>("leaf1", cfg);
+  b.host = &b.engine->add<FrameNode>("h0", std::move(host_frames));
+  b.underlay = &b.engine->add<FrameNode>("underlay", std::move(underlay_frames));
+  REQUIRE(b.engine->connect(*b.host, 0, *b.sw, 0, LinkParams{}).ok());
+  REQUIRE(b.engine->connect(*b.underlay, 0, *b.sw, 1, LinkParams{}).ok());
+  return b;
+}
+
+// A RoCE WRITE from h0 to h1 (or the reverse), with an 802.1Q tag when `vid`.
+std::vector<uint8_t> tagged_roce(bool to_h1, std::optional<uint16_t> vid, wire::MacAddr dst_mac) {
+  wire::PathHeaders path;
+  path.src_mac = host_mac(to_h1 ? 0 : 1);
+  path.dst_mac = dst_mac;
+  path.vlan = vid.has_value();
+  path.vid = vid.value_or(0);
+  path.pcp = 3;
+  path.src_ip = host_ip(to_h1 ? 0 : 1);
+  path.dst_ip = host_ip(to_h1 ? 1 : 0);
+  path.dscp = 26;
+  path.ecn = Ecn::kEct0;
+  wire::RoceFields bth;
+  bth.opcode = wire::op::kWriteOnly;
+  bth.dest_qp = to_h1 ? 0x61 : 0x62;
+  bth.reth_len = 128;
+  std::vector<uint8_t> data(128, 0x5a);
+  std::vector<uint8_t> f(512);
+  f.resize(wire::encode_roce(f, path, bth, data));
+  REQUIRE(!f.empty());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("VTEP and 802.1Q (RFC 7348 6.1): a tagged frame is encapsulated without its tag; a tagged inner frame is "
+          "discarded on decapsulation",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.neighbors.push_back(sw::Neighbor{host_ip(0), host_mac(0), 0});
+  const std::vector<uint8_t> tagged = tagged_roce(true, 100, cfg.port_mac(0));
+  const std::vector<uint8_t> untagged = tagged_roce(true, std::nullopt, cfg.port_mac(0));
+  std::vector<std::vector<uint8_t>> from_underlay;
+  from_underlay.push_back(vxlan_frame(tagged_roce(false, 200, wire::MacAddr{}), 10, Ecn::kEct0, 0x0a0a0a01,
+                                      cfg.port_mac(1)));
+  from_underlay.push_back(vxlan_frame(tagged_roce(false, std::nullopt, wire::MacAddr{}), 10, Ecn::kEct0, 0x0a0a0a01,
+                                      cfg.port_mac(1)));
+  VtepFrames b = make_vtep_frames(cfg, {tagged}, from_underlay);
+  b.engine->run_to_idle(ms(1));
+  // Encapsulation: the tag is gone, the rest of the inner frame as an untagged one would be.
+  const auto frames = vxlan_frames(*b.underlay);
+  REQUIRE(frames.size() == 1);
+  const auto& [o, f] = frames[0];
+  const wire::PacketView in = inner_of(f, o);
+  CHECK(!in.has_vlan);
+  CHECK(in.eth().ether_type.get() == uint16_t(wire::EtherType::kIpv4));
+  CHECK(in.ip_end == untagged.size());
+  CHECK(in.is_roce);
+  CHECK(in.icrc_ok());
+  CHECK(in.bth().dest_qp() == 0x61);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::encap_packets] == 1);
+  // Decapsulation: the tagged inner frame is discarded and counted, the untagged one passes.
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_inner_vlan_tagged] == 1);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::decap_packets] == 1);
+  size_t to_host = 0;
+  for (const auto& hf : b.host->received()) {
+    wire::PacketView v;
+    if (wire::decode(hf, v) == wire::DecodeError::kOk && v.is_roce) {
+      to_host++;
+      CHECK(!v.has_vlan);
+      CHECK(v.bth().dest_qp() == 0x62);
+    }
+  }
+  CHECK(to_host == 1);
+}
