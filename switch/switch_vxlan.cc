@@ -122,9 +122,13 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
   // 5-tuple: the source port carries the inner flow's entropy).
   uint32_t underlay_member;
   const NextHop* nh = routes_->route(o, underlay_member);
-  if (nh == nullptr || nh->local || nh->tunnel || !nh->resolved) {
-    if (nh != nullptr && !nh->local && !nh->tunnel) glean(*nh, o.dst_ip(), now);
+  if (nh == nullptr || nh->local || nh->tunnel) {
     vtep_counters_[VtepCounters::drop_underlay_no_route]++;
+    return nullptr;
+  }
+  if (!nh->resolved) {  // as on the routed path: ARP for it, count a neighbor miss
+    glean(*nh, o.dst_ip(), now);
+    in.counters[PortCounters::drop_neighbor_miss]++;
     return nullptr;
   }
   PortRuntime& out = *ports_[nh->port];

@@ -118,7 +118,7 @@ inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::Pack
   X(drop_underlay_mtu, "vxlan.discards.underlay-mtu-exceeded",                                        \
     "frames not encapsulated: inner IP length + 50 over the underlay egress MTU (VTEPs never fragment)") \
   X(drop_underlay_no_route, "vxlan.discards.underlay-no-route",                                       \
-    "frames not encapsulated: no underlay route to the remote VTEP (or its next hop unresolved)")      \
+    "frames not encapsulated: no underlay route to the remote VTEP (an unresolved next hop is a neighbor miss)") \
   X(drop_no_headroom, "vxlan.discards.no-headroom", "frames not encapsulated: no room for the outer headers") \
   X(drop_bad_header, "vxlan.discards.bad-header", "frames to the VTEP's port without a valid VXLAN header") \
   X(drop_unknown_vni, "vxlan.discards.unknown-vni", "frames for a VNI the VTEP does not map")          \

@@ -765,6 +765,35 @@ TEST_CASE("Trimming a VXLAN frame: inner headers kept, inner and outer lengths, 
   CHECK(cnps < kPairs);  // the buffer was full for some of them: dropped, not trimmed
 }
 
+TEST_CASE("VTEP: an unresolved underlay next hop is a neighbour miss (ARP sent), as on the routed path",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.neighbors.clear();  // the underlay node never answers ARP
+  VtepBench b = make_vtep(cfg);
+  b.h0->add_flow(flow_to_h1(0x50, 5));
+  b.engine->run_to_idle(ms(1));
+  CHECK(vxlan_frames(*b.underlay).empty());
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_neighbor_miss] == 5);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_underlay_no_route] == 0);
+  bool asked = false;
+  for (const auto& f : b.underlay->received()) {
+    wire::PacketView v;
+    if (wire::decode(f, v) == wire::DecodeError::kOk && v.kind == wire::PacketKind::kArp)
+      asked |= v.arp().oper.get() == wire::kArpRequest && v.arp().tpa.get() == 0x0aff0102u;  // 10.255.1.2
+  }
+  CHECK(asked);
+}
+
+TEST_CASE("VTEP: no underlay route to the remote VTEP is counted as vxlan underlay-no-route", "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.routes.pop_back();  // the /32 to 10.10.10.2
+  VtepBench b = make_vtep(cfg);
+  b.h0->add_flow(flow_to_h1(0x51, 4));
+  b.engine->run_to_idle(ms(1));
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_underlay_no_route] == 4);
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_neighbor_miss] == 0);
+}
+
 namespace {
 
 // Leaf1 of vtep_config() fed by frame nodes on both sides.
