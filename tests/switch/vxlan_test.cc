@@ -417,6 +417,13 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false,
     o.vtep = ip(other.c_str());
     o.vni = 10;
     c.routes.push_back(o);
+    // IPv6 too: fd00:<host>::/64 behind each leaf, the other leaf's into the overlay.
+    sw::Route o6 = o;
+    o6.prefix = *sw::IpPrefix::parse("fd00:" + std::to_string(2 - n) + "::/64");
+    c.routes.push_back(o6);
+    const std::string own6 = "fd00:" + std::to_string(n - 1) + "::";
+    c.routes.push_back(
+        sw::Route{*sw::IpPrefix::parse(own6 + "/64"), 0, ip((own6 + "1").c_str()), host_mac(n - 1), {}, 0});
     for (int k = 0; k < (ecmp ? 2 : 1); k++) {
       const std::string via = "10.255." + std::to_string(n) + "." + std::to_string(k == 0 ? 2 : 6);
       c.routes.push_back(sw::Route{*sw::IpPrefix::parse(other + "/32"), uint16_t(1 + k), ip(via.c_str()), {}});
@@ -794,6 +801,62 @@ TEST_CASE("VTEP: no underlay route to the remote VTEP is counted as vxlan underl
   CHECK(b.sw->counters(0)[sw::PortCounters::drop_neighbor_miss] == 0);
 }
 
+TEST_CASE("VTEP: the inner TTL expires at encapsulation (routed into the overlay)", "[sim][switch]") {
+  VtepBench b = make_vtep(vtep_config());
+  FlowSpec f = flow_to_h1(0x52, 3);
+  f.ttl = 1;
+  b.h0->add_flow(f);
+  b.engine->run_to_idle(ms(1));
+  CHECK(vxlan_frames(*b.underlay).empty());
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_ttl_expired] == 3);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::encap_packets] == 0);
+}
+
+TEST_CASE("Two VTEPs carry IPv6 RoCE: inner hop limit, ICRC and flow intact", "[sim][switch]") {
+  {  // One VTEP: the encapsulated frames as the underlay sees them.
+    sw::SwitchConfig cfg = vtep_config();
+    sw::Route o6 = cfg.routes[0];
+    o6.prefix = *sw::IpPrefix::parse("fd00:1::/64");
+    cfg.routes.push_back(o6);
+    VtepBench b = make_vtep(cfg);
+    FlowSpec f = flow_to_h1(0x54, 6, 512);
+    f.dst = ip("fd00:1::1");
+    f.src = ip("fd00:0::1");
+    f.ecn = Ecn::kCe;
+    b.h0->add_flow(f);
+    b.engine->run_to_idle(ms(1));
+    const auto frames = vxlan_frames(*b.underlay);
+    REQUIRE(frames.size() == 6);
+    for (const auto& [o, fr] : frames) {
+      CHECK(o.is_ipv4());  // IPv4 underlay
+      const wire::PacketView in = inner_of(fr, o);
+      REQUIRE(in.is_ipv6());
+      REQUIRE(in.is_roce);
+      CHECK(in.icrc_ok());
+      CHECK(in.ipv6().hop_limit == 63);
+      CHECK(in.dscp == 26);
+      CHECK(o.dscp == 26);           // the IPv6 traffic class's DSCP copied out
+      CHECK(o.ecn == Ecn::kCe);      // and its ECN
+      CHECK(o.sport == sw::vxlan_source_port(in));
+      CHECK(uint32_t(o.ip_end - o.l3_off) == in.ip_end - 14 + sw::kVxlanIpOverhead);
+    }
+  }
+  Overlay o = make_overlay(sw::VxlanDscpAction::kCopy);
+  FlowSpec f = flow_to_h1(0x53, 20, 512);
+  f.dst = ip("fd00:1::1");
+  f.src = ip("fd00:0::1");
+  o.h0->add_flow(f);
+  o.engine->run_to_idle(ms(1));
+  REQUIRE(o.h1->has_received(0x53));
+  CHECK(o.h1->received(0x53).packets == 20);
+  CHECK(o.h1->received(0x53).icrc_errors == 0);
+  CHECK(o.leaf1->vtep_counters()[sw::VtepCounters::encap_packets] == 20);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::decap_packets] == 20);
+  // The spine carried it in the RoCE TC: the IPv6 traffic class's DSCP was copied out.
+  CHECK(o.spine->queue_counters(2, 3)[sw::QueueCounters::packets] == 20);
+  CHECK(o.spine->routes()->lookup(ip("fd00:1::1")) == nullptr);
+}
+
 namespace {
 
 // Leaf1 of vtep_config() fed by frame nodes on both sides.
@@ -879,4 +942,20 @@ TEST_CASE("VTEP and 802.1Q (RFC 7348 6.1): a tagged frame is encapsulated withou
     }
   }
   CHECK(to_host == 1);
+}
+
+TEST_CASE("VTEP decapsulation: an inner frame that is not IP is discarded as inner-not-ip", "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  std::vector<uint8_t> arp(60);
+  REQUIRE(wire::encode_arp(arp, wire::kArpRequest, host_mac(1), 0x0a000101, wire::MacAddr{}, 0x0a000001,
+                           wire::kBroadcastMac) > 0);
+  std::vector<uint8_t> truncated = tagged_roce(false, std::nullopt, wire::MacAddr{});
+  truncated.resize(14 + 10);  // an IPv4 header cut short
+  VtepFrames b = make_vtep_frames(
+      cfg, {}, {vxlan_frame(arp, 10, Ecn::kNotEct, 0x0a0a0a01, cfg.port_mac(1)),
+                vxlan_frame(truncated, 10, Ecn::kNotEct, 0x0a0a0a01, cfg.port_mac(1))});
+  b.engine->run_to_idle(ms(1));
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_inner_not_ip] == 2);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::decap_packets] == 0);
+  CHECK(b.host->received().empty());
 }
