@@ -1,7 +1,7 @@
 // VXLAN (RFC 7348) as a switch's VTEP does it, on byte spans: the outer
 // headers written in front of an inner frame, the outer UDP source port
 // from a hash of the inner flow, the outer DSCP and ECN, and the ECN a
-// decapsulated packet leaves with (RFC 6040). The switch (switch_rx.cc)
+// decapsulated packet leaves with (RFC 6040). The switch (switch_vxlan.cc)
 // moves the bytes in its mbufs; this file needs no EAL and no clock.
 //
 //   outer Ethernet (14) | outer IPv4 (20) | UDP (8, dport 4789) | VXLAN (8) | inner Ethernet | inner IP | ...
@@ -38,8 +38,9 @@ static_assert(sizeof(VxlanHdr) == 8);
 inline constexpr uint8_t kVxlanFlagI = 0x08;
 // Outer Ethernet + IPv4 + UDP + VXLAN.
 inline constexpr uint32_t kVxlanOverhead = 14 + 20 + 8 + 8;
-// What the outer IP packet adds to the inner Ethernet frame (the underlay
-// MTU check: inner IP length + 50 <= underlay IP MTU).
+// What the outer IP packet adds to the inner IP packet: outer IPv4, UDP,
+// VXLAN and the inner Ethernet header (the underlay MTU check: inner IP
+// length + 50 <= underlay IP MTU).
 inline constexpr uint32_t kVxlanIpOverhead = 20 + 8 + 8 + 14;
 static_assert(kVxlanIpOverhead == kVxlanOverhead);
 

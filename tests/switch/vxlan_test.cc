@@ -959,3 +959,52 @@ TEST_CASE("VTEP decapsulation: an inner frame that is not IP is discarded as inn
   CHECK(b.sw->vtep_counters()[sw::VtepCounters::decap_packets] == 0);
   CHECK(b.host->received().empty());
 }
+
+TEST_CASE("nv set nve vxlan: trailing words refused, state enabled|disabled; validation refuses port 4791 and an "
+          "overlay route over its own VTEP",
+          "[unit][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
+  auto nv = [&](const std::string& line) { return vxlan_nv(cfg, line); };
+  CHECK(nv("set nve vxlan source address 10.10.10.1 junk").message() ==
+        "nv set nve vxlan source address 10.10.10.1: expected the end of the command, got 'junk'");
+  CHECK(nv("set nve vxlan vni 10 vrf default junk").message() ==
+        "nv set nve vxlan vni 10 vrf default: expected the end of the command, got 'junk'");
+  REQUIRE(nv("set nve vxlan source address 10.10.10.1").ok());
+  REQUIRE(nv("set nve vxlan vni 10 vrf default").ok());
+  REQUIRE(nv("set nve vxlan flooding head-end-replication 10.10.10.2").ok());
+  CHECK(cfg.vxlan.enabled());
+  REQUIRE(nv("set nve vxlan state disabled").ok());
+  CHECK(!cfg.vxlan.enabled());
+  CHECK(cfg.validate().ok());  // the settings stay, the VTEP is off
+  CHECK(sw::switch_config_text(cfg).find("state: disabled") != std::string::npos);
+  REQUIRE(nv("set nve vxlan state enabled").ok());
+  CHECK(cfg.vxlan.enabled());
+  REQUIRE(nv("set nve vxlan state disabled").ok());
+  REQUIRE(nv("unset nve vxlan state").ok());
+  CHECK(cfg.vxlan.enabled());
+  CHECK(nv("set nve vxlan state maybe").message() == "nv set nve vxlan state maybe: 'maybe' is not enable or disable");
+
+  REQUIRE(nv("set nve vxlan port 4791").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("nve.vxlan.port: 4791 is RoCEv2's port"));
+  REQUIRE(nv("set nve vxlan port 4789").ok());
+  CHECK(cfg.validate().ok());
+  // 10.10.10.0/24 holds the remote VTEP 10.10.10.2: the outer packet would be routed into the overlay again.
+  REQUIRE(nv("set vrf default router static 10.10.10.0/24 vtep 10.10.10.2 vni 10").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("10.10.10.0/24 covers its own remote VTEP 10.10.10.2"));
+
+  // state in a topology file.
+  NodeKindRegistry reg;
+  register_switch_kinds(reg);
+  auto with_state = [&](const std::string& state) {
+    return parse_topology("nodes:\n  leaf1:\n    kind: switch\n    ports: 2\n    nve:\n      vxlan:\n        state: " +
+                              state + "\n        source: {address: 10.10.10.1}\n",
+                          "t.yaml", reg);
+  };
+  auto t = with_state("disabled");
+  INFO(t.status().message());
+  REQUIRE(t.ok());
+  const auto& off = std::any_cast<const sw::SwitchConfig&>(t->nodes[0].config);
+  CHECK(!off.vxlan.state);
+  CHECK(!off.vxlan.enabled());
+  CHECK_THAT(with_state("maybe").status().message(), Catch::Contains("t.yaml:7: nodes.leaf1.nve.vxlan.state"));
+}
