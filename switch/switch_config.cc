@@ -272,14 +272,15 @@ bool VxlanConfig::is_remote(uint32_t vni, const wire::IpAddr& vtep) const {
 Status SwitchConfig::validate_vxlan() const {
   const VxlanConfig& x = vxlan;
   const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
+  // Every switch reads it (trimming looks inside VXLAN frames), VTEP or not.
+  if (x.port == wire::kRoceV2Port)
+    return err("nve.vxlan.port", "4791 is RoCEv2's port: RoCE would be taken for VXLAN (the IANA port is 4789)");
   if (!x.source) {
     if (!x.vnis.empty() || !x.flood.empty())
       return err("nve.vxlan.source.address", "a VTEP with VNIs or a flood list needs a source address");
     return {};
   }
   if (!x.source->is_v4()) return err("nve.vxlan.source.address", "must be an IPv4 address (no IPv6 underlay)");
-  if (x.port == wire::kRoceV2Port)
-    return err("nve.vxlan.port", "4791 is RoCEv2's port: RoCE would be taken for VXLAN (the IANA port is 4789)");
   auto check_flood = [&](const std::vector<wire::IpAddr>& list, const std::string& field) -> Status {
     std::set<wire::IpAddr> seen;
     for (const wire::IpAddr& a : list) {

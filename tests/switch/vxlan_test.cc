@@ -965,10 +965,16 @@ TEST_CASE("nv set nve vxlan: trailing words refused, state enabled|disabled; val
           "[unit][switch]") {
   sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
   auto nv = [&](const std::string& line) { return vxlan_nv(cfg, line); };
+  // Port 4791 is refused on any switch, VTEP or not: an underlay switch reads the port too (trimming).
+  REQUIRE(nv("set nve vxlan port 4791").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("nve.vxlan.port: 4791 is RoCEv2's port"));
+  REQUIRE(nv("unset nve vxlan port").ok());
+  CHECK(cfg.validate().ok());
   CHECK(nv("set nve vxlan source address 10.10.10.1 junk").message() ==
         "nv set nve vxlan source address 10.10.10.1: expected the end of the command, got 'junk'");
   CHECK(nv("set nve vxlan vni 10 vrf default junk").message() ==
         "nv set nve vxlan vni 10 vrf default: expected the end of the command, got 'junk'");
+  cfg = sw::SwitchConfig::with_ports(2);  // a refused command may leave its copy changed (nv_edit's callers drop it)
   REQUIRE(nv("set nve vxlan source address 10.10.10.1").ok());
   REQUIRE(nv("set nve vxlan vni 10 vrf default").ok());
   REQUIRE(nv("set nve vxlan flooding head-end-replication 10.10.10.2").ok());
