@@ -622,9 +622,13 @@ Status flooding(std::vector<wire::IpAddr>& list, Cursor& c, bool set) {
 Status nve_vxlan(SwitchConfig& cfg, Cursor& c, bool set) {
   VxlanConfig& x = cfg.vxlan;
   if (c.done()) {
-    if (set) return c.error("source, port, encapsulation, flooding or vni");
+    if (set) return c.error("state, source, port, encapsulation, flooding or vni");
     x = VxlanConfig{};
     return {};
+  }
+  if (c.accept("state")) {  // Cumulus 5.x: nv set nve vxlan state enabled
+    x.state = true;
+    return set ? read_bool(c, x.state) : Status{};
   }
   if (c.accept("source")) {
     if (!c.accept("address")) return c.error("address");
@@ -668,7 +672,7 @@ Status nve_vxlan(SwitchConfig& cfg, Cursor& c, bool set) {
     if (c.accept("flooding")) return flooding(it->flood, c, set);
     return c.error("vrf or flooding");
   }
-  return c.error("source, port, encapsulation, flooding or vni");
+  return c.error("state, source, port, encapsulation, flooding or vni");
 }
 
 }  // namespace
@@ -705,7 +709,9 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
   }
   if (c.accept("nve")) {
     if (!c.accept("vxlan")) return c.error("vxlan");
-    return nve_vxlan(cfg, c, set);
+    Status s = nve_vxlan(cfg, c, set);
+    if (s.ok() && !c.done()) return c.error("the end of the command");  // `... source address X junk`
+    return s;
   }
   return c.error("qos, interface, system, vrf or nve");
 }

@@ -169,6 +169,7 @@ YAML::Node addresses(const std::vector<wire::IpAddr>& list) {
 YAML::Node vxlan_yaml(const VxlanConfig& x) {
   YAML::Node n;
   n["source"]["address"] = x.source->str();
+  if (!x.state) n["state"] = "disabled";
   n["port"] = x.port;
   n["encapsulation"]["dscp"]["action"] = std::string(vxlan_dscp_action_name(x.encap_dscp));
   n["encapsulation"]["dscp"]["value"] = int(x.dscp_value);
@@ -229,7 +230,7 @@ YAML::Node switch_config_yaml(const SwitchConfig& cfg) {
     YAML::Node f = interface_yaml(cfg.interfaces[i], i);
     if (f.size() > 0) n["interfaces"][port_name(i)] = f;
   }
-  if (cfg.vxlan.enabled()) n["nve"]["vxlan"] = vxlan_yaml(cfg.vxlan);
+  if (cfg.vxlan.source) n["nve"]["vxlan"] = vxlan_yaml(cfg.vxlan);
   for (const Route& r : cfg.routes) {
     YAML::Node e;
     e["prefix"] = r.prefix.str();

@@ -195,10 +195,11 @@ class Switch final : public Node {
   // receive path (switch_rx.cc)
   void process(uint16_t in, rte_mbuf** pkts, uint16_t n, Time now);
   void fault_stage(PortRuntime& in, rte_mbuf** pkts, uint16_t& n, Time now);
-  void forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Time now);
+  void forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now);  // v: rewritten as the packet leaves
   uint8_t classify(const wire::PacketView& v) const;
-  bool enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v, uint8_t pg,
-                       uint8_t tc, Time now);
+  // `inner`: the inner packet of a VXLAN frame `v`, trimmed instead of the outer one.
+  bool enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v,
+                       const wire::PacketView* inner, uint8_t pg, uint8_t tc, Time now);
   void enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp, uint8_t pg, uint8_t tc,
                IngressPlace where, Time now);
   bool route_checks(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, const NextHop* nh, uint32_t member,
@@ -211,6 +212,7 @@ class Switch final : public Node {
   bool decapsulate(rte_mbuf* m, wire::PacketView& v);
   const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
                              Time now);
+  bool strip_vlan(rte_mbuf* m, wire::PacketView& v);
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);

@@ -272,7 +272,10 @@ bool VxlanConfig::is_remote(uint32_t vni, const wire::IpAddr& vtep) const {
 Status SwitchConfig::validate_vxlan() const {
   const VxlanConfig& x = vxlan;
   const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
-  if (!x.enabled()) {
+  // Every switch reads it (trimming looks inside VXLAN frames), VTEP or not.
+  if (x.port == wire::kRoceV2Port)
+    return err("nve.vxlan.port", "4791 is RoCEv2's port: RoCE would be taken for VXLAN (the IANA port is 4789)");
+  if (!x.source) {
     if (!x.vnis.empty() || !x.flood.empty())
       return err("nve.vxlan.source.address", "a VTEP with VNIs or a flood list needs a source address");
     return {};
@@ -301,13 +304,18 @@ Status SwitchConfig::validate_vxlan() const {
 
 Status SwitchConfig::check_overlay_route(const Route& r, const std::string& at) const {
   const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
-  if (!vxlan.enabled()) return err(at + ".vtep", "an overlay route needs the switch to be a VTEP (nve.vxlan.source.address)");
+  if (!vxlan.enabled())
+    return err(at + ".vtep", "an overlay route needs the switch to be a VTEP (nve.vxlan.source.address, state enabled)");
   if (vxlan.find(r.vni) == nullptr)
     return err(at + ".vni", "VNI " + std::to_string(r.vni) + " is not mapped (nve.vxlan.vni)");
   if (!vxlan.is_remote(r.vni, *r.vtep))
     return err(at + ".vtep", "'" + r.vtep->str() + "' is not a remote VTEP of VNI " + std::to_string(r.vni) +
                                  " (nve.vxlan.flooding or nve.vxlan.vni." + std::to_string(r.vni) + ".flooding)");
   if (r.via || r.mac) return err(at + ".vtep", "an overlay route takes vtep and vni, not via or mac");
+  // The outer packet to the VTEP would be routed by this route again: a loop.
+  if (r.prefix.contains(*r.vtep))
+    return err(at + ".prefix", r.prefix.str() + " covers its own remote VTEP " + r.vtep->str() +
+                                   " (the underlay route to a VTEP must not lead into the overlay)");
   return {};
 }
 

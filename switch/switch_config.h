@@ -98,6 +98,7 @@ struct VxlanVni {
 
 struct VxlanConfig {
   std::optional<wire::IpAddr> source;  // nve vxlan source address: the VTEP is on when set
+  bool state = true;                   // nve vxlan state enabled|disabled (off keeps the settings)
   uint16_t port = kVxlanPort;          // UDP destination port
   // The outer DSCP on encapsulation: the inner one (copy) or `dscp_value` (set).
   VxlanDscpAction encap_dscp = VxlanDscpAction::kCopy;
@@ -105,7 +106,7 @@ struct VxlanConfig {
   std::vector<wire::IpAddr> flood;  // remote VTEPs of every VNI
   std::vector<VxlanVni> vnis;
 
-  bool enabled() const { return source.has_value(); }
+  bool enabled() const { return state && source.has_value(); }
   const VxlanVni* find(uint32_t vni) const {
     for (const VxlanVni& v : vnis)
       if (v.vni == vni) return &v;

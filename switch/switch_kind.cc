@@ -426,8 +426,10 @@ void parse_nve(const YAML::Node& n, const std::string& f, Context& ctx, VxlanCon
   const YAML::Node v = n["vxlan"];
   if (!v) return;
   const std::string vf = f + ".vxlan";
-  if (!expect_map(v, vf, ctx, "{source, port, encapsulation, flooding, vni}")) return;
-  ctx.check_keys(v, vf, {"source", "port", "encapsulation", "flooding", "vni"});
+  if (!expect_map(v, vf, ctx, "{state, source, port, encapsulation, flooding, vni}")) return;
+  ctx.check_keys(v, vf, {"state", "source", "port", "encapsulation", "flooding", "vni"});
+  if (v["state"])
+    if (auto s = ctx.choice(v["state"], vf + ".state", {"enabled", "disabled"})) x.state = *s == "enabled";
   if (const YAML::Node src = v["source"]) {
     if (expect_map(src, vf + ".source", ctx, "{address}")) {
       ctx.check_keys(src, vf + ".source", {"address"});

@@ -133,10 +133,10 @@ uint8_t Switch::classify(const wire::PacketView& v) const {
   return map.port_default_sp;
 }
 
-void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& received, Time now) {
-  // The packet as it leaves: the inner one of a frame this VTEP
-  // decapsulates, the outer one of a frame it encapsulates.
-  wire::PacketView v = received;
+void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now) {
+  // `v` is the packet as received and, once routed, as it leaves: the
+  // inner one of a frame this VTEP decapsulates, the outer one of a frame
+  // it encapsulates (rewritten in place: no copy on the common path).
   const uint32_t rx_len = rte_pktmbuf_data_len(m);
   // trust -> switch priority -> priority group / traffic class, on the
   // headers as received (the outer ones of a VXLAN frame)
@@ -198,10 +198,17 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, const wire::PacketView& recei
   if (!adm.ok()) {
     const bool ingress = adm.ingress == IngressPlace::kNone;
     const PacketTrim& trim = cfg_.qos.trim;
-    if (!ingress && trim.enable && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_ &&
-        !(v.is_roce && v.opcode == wire::op::kCnp)) {
-      enqueue_trimmed(in, out, m, v, pg, tc, now);
-      return;
+    if (!ingress && trim.enable && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_) {
+      // A VXLAN frame (encapsulated here or in transit) is trimmed inside:
+      // its inner packet is the one a NIC reads. CNPs are never trimmed,
+      // in VXLAN or not.
+      wire::PacketView inner;
+      const bool vxlan = vxlan_inner(v, cfg_.vxlan.port, inner);
+      const wire::PacketView& pkt = vxlan ? inner : v;
+      if (!(pkt.is_roce && pkt.opcode == wire::op::kCnp)) {
+        enqueue_trimmed(in, out, m, v, vxlan ? &inner : nullptr, pg, tc, now);
+        return;
+      }
     }
     drop_no_buffer(in, out, m, pg, tc, ingress);
     return;
@@ -290,13 +297,14 @@ void Switch::enqueue(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t sp,
   update_xoff(in, pg, now);
 }
 
-bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v, uint8_t pg,
-                             uint8_t tc, Time now) {
+bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, const wire::PacketView& v,
+                             const wire::PacketView* inner, uint8_t pg, uint8_t tc, Time now) {
   const PacketTrim& trim = cfg_.qos.trim;
   out.queue_counters[tc][QueueCounters::trim_packets]++;
   out.counters[PortCounters::trim_packets]++;
   const uint32_t len = rte_pktmbuf_data_len(m);
-  const uint32_t cut = trim_frame(dpdk::bytes(m), v, trim.size, trim.remark_dscp);
+  const uint32_t cut = inner != nullptr ? trim_vxlan_frame(dpdk::bytes(m), v, *inner, trim.size, trim.remark_dscp)
+                                        : trim_frame(dpdk::bytes(m), v, trim.size, trim.remark_dscp);
   uint32_t new_len = len;
   if (cut != 0) {
     rte_pktmbuf_trim(m, uint16_t(len - cut));

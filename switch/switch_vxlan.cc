@@ -7,6 +7,8 @@
 // every underlay switch and at the decapsulating VTEP. With the
 // encapsulation's DSCP `set` to 0 instead of `copy`, RoCE leaves the RoCE
 // class at the first underlay hop.
+#include <cstring>
+
 #include "common/config/config.h"
 #include "switch/switch.h"
 #include "switch/trim.h"
@@ -28,6 +30,9 @@ bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v) {
       return false;
     case VxlanRxCheck::kInnerNotIp:
       vtep_counters_[VtepCounters::drop_inner_not_ip]++;
+      return false;
+    case VxlanRxCheck::kInnerTagged:
+      vtep_counters_[VtepCounters::drop_inner_vlan_tagged]++;
       return false;
   }
   const std::optional<wire::Ecn> ecn = rfc6040_decap(v.ecn, inner.ecn);
@@ -51,12 +56,29 @@ bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v) {
   return true;
 }
 
+// RFC 7348 6.1: a VTEP SHOULD NOT encapsulate the inner frame's 802.1Q
+// tag. The MAC addresses move over the 4 bytes of the tag; `v` describes
+// the untagged frame after. False if it no longer decodes (it cannot).
+bool Switch::strip_vlan(rte_mbuf* m, wire::PacketView& v) {
+  uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memmove(data + 4, data, 12);
+  rte_pktmbuf_adj(m, 4);
+  const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
+  if (!v.is_ip() || (e != wire::DecodeError::kOk && e < wire::DecodeError::kTruncatedUdp)) return false;
+  if (e != wire::DecodeError::kOk) v.is_roce = false;
+  return true;
+}
+
 const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& tunnel,
                                    uint32_t member, Time now) {
   // The inner packet is routed into the overlay: TTL as for any route.
   const uint8_t ttl = v.is_ipv4() ? v.ipv4().ttl : v.ipv6().hop_limit;
   if (ttl <= 1) {
     in.counters[PortCounters::drop_ttl_expired]++;
+    return nullptr;
+  }
+  if (v.has_vlan && !strip_vlan(m, v)) {
+    vtep_counters_[VtepCounters::drop_inner_not_ip]++;  // cannot happen: it decoded with the tag
     return nullptr;
   }
   const uint32_t inner_len = v.ip_end;  // the inner frame without Ethernet padding
@@ -100,9 +122,13 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
   // 5-tuple: the source port carries the inner flow's entropy).
   uint32_t underlay_member;
   const NextHop* nh = routes_->route(o, underlay_member);
-  if (nh == nullptr || nh->local || nh->tunnel || !nh->resolved) {
-    if (nh != nullptr && !nh->local && !nh->tunnel) glean(*nh, o.dst_ip(), now);
+  if (nh == nullptr || nh->local || nh->tunnel) {
     vtep_counters_[VtepCounters::drop_underlay_no_route]++;
+    return nullptr;
+  }
+  if (!nh->resolved) {  // as on the routed path: ARP for it, count a neighbor miss
+    glean(*nh, o.dst_ip(), now);
+    in.counters[PortCounters::drop_neighbor_miss]++;
     return nullptr;
   }
   PortRuntime& out = *ports_[nh->port];

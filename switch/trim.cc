@@ -6,49 +6,30 @@
 #include "common/wire/icrc.h"
 
 namespace rocemu::sw {
+namespace {
 
-void ipv4_checksum_update(wire::Ipv4Hdr& ip, uint16_t old_word, uint16_t new_word) {
-  // HC' = ~(~HC + ~m + m')
-  uint32_t sum = uint32_t(uint16_t(~ip.checksum.get())) + uint16_t(~old_word) + new_word;
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  ip.checksum.set(uint16_t(~sum));
-}
-
-void set_dscp(uint8_t* frame, const wire::PacketView& v, uint8_t dscp) {
+// Ends the IP datagram `v` (and its UDP datagram) at frame offset
+// `new_end` and remarks it to `dscp`; the IPv4 checksum is recomputed.
+void trim_ip_lengths(uint8_t* p, const wire::PacketView& v, uint32_t new_end, uint8_t dscp) {
+  if (v.is_udp) {
+    auto& udp = *reinterpret_cast<wire::UdpHdr*>(p + v.l4_off);
+    udp.length.set(uint16_t(new_end - v.l4_off));
+    if (!v.is_roce && v.is_ipv4()) udp.checksum.set(0);  // optional over IPv4
+  }
   if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
+    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(p + v.l3_off);
+    ip.total_length.set(uint16_t(new_end - v.l3_off));
     ip.set_dscp(dscp);
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
-  } else if (v.is_ipv6()) {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off);
+    ip.checksum.set(0);
+    ip.checksum.set(wire::ipv4_checksum({p + v.l3_off, uint32_t(ip.ihl()) * 4}));
+  } else {
+    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(p + v.l3_off);
+    ip.payload_length.set(uint16_t(new_end - v.l3_off - sizeof(wire::Ipv6Hdr)));
     ip.set_traffic_class(uint8_t(dscp << 2 | (ip.traffic_class() & 3)));
   }
 }
 
-void set_ecn(uint8_t* frame, const wire::PacketView& v, wire::Ecn ecn) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.version_ihl << 8 | ip.tos);
-    ip.set_ecn(ecn);
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.version_ihl << 8 | ip.tos));
-  } else if (v.is_ipv6()) {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off);
-    ip.set_traffic_class(uint8_t((ip.traffic_class() & 0xfc) | uint8_t(ecn)));
-  }
-}
-
-void decrement_ttl(uint8_t* frame, const wire::PacketView& v) {
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(frame + v.l3_off);
-    const uint16_t old_word = uint16_t(ip.ttl << 8 | ip.protocol);
-    ip.ttl--;
-    ipv4_checksum_update(ip, old_word, uint16_t(ip.ttl << 8 | ip.protocol));
-  } else if (v.is_ipv6()) {
-    reinterpret_cast<wire::Ipv6Hdr*>(frame + v.l3_off)->hop_limit--;
-  }
-}
+}  // namespace
 
 uint32_t trim_frame(std::span<uint8_t> frame, const wire::PacketView& v, uint32_t size, uint8_t dscp) {
   if (!v.is_ip() || v.ip_end <= size) return 0;
@@ -67,23 +48,18 @@ uint32_t trim_frame(std::span<uint8_t> frame, const wire::PacketView& v, uint32_
     new_end = std::max(size, floor);
   }
   if (new_end >= v.ip_end) return 0;
-  if (v.is_udp) {
-    auto& udp = *reinterpret_cast<wire::UdpHdr*>(p + v.l4_off);
-    udp.length.set(uint16_t(new_end - v.l4_off));
-    if (!v.is_roce && v.is_ipv4()) udp.checksum.set(0);  // optional over IPv4
-  }
-  if (v.is_ipv4()) {
-    auto& ip = *reinterpret_cast<wire::Ipv4Hdr*>(p + v.l3_off);
-    ip.total_length.set(uint16_t(new_end - v.l3_off));
-    ip.set_dscp(dscp);
-    ip.checksum.set(0);
-    ip.checksum.set(wire::ipv4_checksum({p + v.l3_off, uint32_t(ip.ihl()) * 4}));
-  } else {
-    auto& ip = *reinterpret_cast<wire::Ipv6Hdr*>(p + v.l3_off);
-    ip.payload_length.set(uint16_t(new_end - v.l3_off - sizeof(wire::Ipv6Hdr)));
-    ip.set_traffic_class(uint8_t(dscp << 2 | (ip.traffic_class() & 3)));
-  }
+  trim_ip_lengths(p, v, new_end, dscp);
   if (v.is_roce) wire::reseal_roce(frame.first(new_end), v.l3_off, v.is_ipv6());
+  return new_end;
+}
+
+uint32_t trim_vxlan_frame(std::span<uint8_t> frame, const wire::PacketView& outer, const wire::PacketView& inner,
+                          uint32_t size, uint8_t dscp) {
+  const uint32_t at = uint32_t(inner.data - frame.data());
+  const uint32_t cut = trim_frame(frame.subspan(at), inner, size > at ? size - at : 0, dscp);
+  if (cut == 0) return 0;
+  const uint32_t new_end = at + cut;
+  trim_ip_lengths(frame.data(), outer, new_end, dscp);  // the outer ECN stays
   return new_end;
 }
 

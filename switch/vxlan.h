@@ -1,7 +1,7 @@
 // VXLAN (RFC 7348) as a switch's VTEP does it, on byte spans: the outer
 // headers written in front of an inner frame, the outer UDP source port
 // from a hash of the inner flow, the outer DSCP and ECN, and the ECN a
-// decapsulated packet leaves with (RFC 6040). The switch (switch_rx.cc)
+// decapsulated packet leaves with (RFC 6040). The switch (switch_vxlan.cc)
 // moves the bytes in its mbufs; this file needs no EAL and no clock.
 //
 //   outer Ethernet (14) | outer IPv4 (20) | UDP (8, dport 4789) | VXLAN (8) | inner Ethernet | inner IP | ...
@@ -38,8 +38,9 @@ static_assert(sizeof(VxlanHdr) == 8);
 inline constexpr uint8_t kVxlanFlagI = 0x08;
 // Outer Ethernet + IPv4 + UDP + VXLAN.
 inline constexpr uint32_t kVxlanOverhead = 14 + 20 + 8 + 8;
-// What the outer IP packet adds to the inner Ethernet frame (the underlay
-// MTU check: inner IP length + 50 <= underlay IP MTU).
+// What the outer IP packet adds to the inner IP packet: outer IPv4, UDP,
+// VXLAN and the inner Ethernet header (the underlay MTU check: inner IP
+// length + 50 <= underlay IP MTU).
 inline constexpr uint32_t kVxlanIpOverhead = 20 + 8 + 8 + 14;
 static_assert(kVxlanIpOverhead == kVxlanOverhead);
 
@@ -74,7 +75,7 @@ void vxlan_write_outer(std::span<uint8_t> out, const VxlanEncap& e, uint32_t inn
 std::optional<wire::Ecn> rfc6040_decap(wire::Ecn outer, wire::Ecn inner);
 
 // Why a frame for this VTEP is not decapsulated (kOk: it is).
-enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp };
+enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp, kInnerTagged };
 // Checks the VXLAN header and inner frame of `outer` (a decoded UDP packet
 // to the VTEP's port), and decodes the inner frame into `inner`.
 // `vni_known` says whether a VNI is mapped.
@@ -91,8 +92,20 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, ui
   // Like the switch's own parser: IP with any transport goes on.
   if (!inner.is_ip() || (e != wire::DecodeError::kOk && e < wire::DecodeError::kTruncatedUdp))
     return VxlanRxCheck::kInnerNotIp;
+  // RFC 7348 6.1: a decapsulating VTEP SHOULD discard inner frames with a VLAN tag.
+  if (inner.has_vlan) return VxlanRxCheck::kInnerTagged;
   if (e != wire::DecodeError::kOk) inner.is_roce = false;
   return VxlanRxCheck::kOk;
+}
+
+// The inner packet of a VXLAN frame in transit (at an underlay switch, or
+// at the encapsulating VTEP's egress): true if `outer` is IPv4 UDP to
+// `port` with a valid VXLAN header and an untagged IP inner frame, which
+// is decoded into `inner`. Any VNI.
+inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::PacketView& inner) {
+  if (!outer.is_ipv4() || !outer.is_udp || outer.dport != port) return false;
+  uint32_t vni = 0;
+  return vxlan_check(outer, [](uint32_t) { return true; }, vni, inner) == VxlanRxCheck::kOk;
 }
 
 // Per VTEP (one per switch), in the switch's naming style. Bytes are the
@@ -106,11 +119,13 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, ui
   X(drop_underlay_mtu, "vxlan.discards.underlay-mtu-exceeded",                                        \
     "frames not encapsulated: inner IP length + 50 over the underlay egress MTU (VTEPs never fragment)") \
   X(drop_underlay_no_route, "vxlan.discards.underlay-no-route",                                       \
-    "frames not encapsulated: no underlay route to the remote VTEP (or its next hop unresolved)")      \
+    "frames not encapsulated: no underlay route to the remote VTEP (an unresolved next hop is a neighbor miss)") \
   X(drop_no_headroom, "vxlan.discards.no-headroom", "frames not encapsulated: no room for the outer headers") \
   X(drop_bad_header, "vxlan.discards.bad-header", "frames to the VTEP's port without a valid VXLAN header") \
   X(drop_unknown_vni, "vxlan.discards.unknown-vni", "frames for a VNI the VTEP does not map")          \
   X(drop_inner_not_ip, "vxlan.discards.inner-not-ip", "decapsulated frames that are not IP")          \
+  X(drop_inner_vlan_tagged, "vxlan.discards.inner-vlan-tagged",                                       \
+    "decapsulated frames with an 802.1Q tag on the inner frame (RFC 7348 6.1: discarded)")            \
   X(drop_ecn_not_ect_ce, "vxlan.discards.ecn-not-ect-ce",                                             \
     "decapsulated packets dropped per RFC 6040: outer CE on a not-ECT inner packet")
 

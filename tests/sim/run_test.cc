@@ -9,6 +9,7 @@
 #include "sim/baseline.h"
 #include "sim/junit.h"
 #include "tests/sim/support.h"
+#include "tests/support/eal.h"
 
 using namespace rocemu;
 using namespace rocemu::test;
@@ -187,4 +188,46 @@ TEST_CASE("A run covers its whole duration even when the sample interval does no
   INFO(r.summary.dump());
   CHECK(r.summary["end_us"].get<double>() == Approx(300));
   CHECK(r.summary["flows"]["incast-h0"]["bytes"].get<uint64_t>() > 0);
+}
+
+TEST_CASE("VXLAN and ECN end to end: a congested spine marks the outer header CE, leaf2 copies it inward (RFC 6040), "
+          "the receiving NIC sends CNPs and DCQCN cuts the senders",
+          "[sim][run]") {
+  auto s = sim::load_scenario(std::string(ROCEMU_SOURCE_DIR) + "/scenarios/vxlan-lossless.yaml", sim_registry());
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  // The spines' links down to leaf2 at 25G: the spines' egress queues are
+  // the bottleneck (50G into leaf2, whose 100G port to h4 never queues).
+  int slowed = 0;
+  for (LinkSpec& l : s->topology.links) {
+    if (l.a != "leaf2" || l.a_port == 0) continue;
+    l.params.rate_bps = 25'000'000'000ull;
+    slowed++;
+  }
+  REQUIRE(slowed == 2);
+  s->expectations.clear();
+  require_eal();
+  auto r = sim::run_scenario(s.value());
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  const sim::Json& j = r->summary;
+  const uint64_t spine_marks = j["queues"]["spine1/swp2"]["tc3"]["ecn_marked_packets"].get<uint64_t>() +
+                               j["queues"]["spine2/swp2"]["tc3"]["ecn_marked_packets"].get<uint64_t>();
+  const uint64_t copied = j["vxlan"]["switches"]["leaf2"]["decap_ce_copied"].get<uint64_t>();
+  // leaf1 marks the outer header too when the spines' PFC holds its uplinks.
+  const uint64_t leaf1_marks = j["queues"]["leaf1/swp4"]["tc3"]["ecn_marked_packets"].get<uint64_t>() +
+                               j["queues"]["leaf1/swp5"]["tc3"]["ecn_marked_packets"].get<uint64_t>();
+  INFO("spine marks " << spine_marks << ", leaf1 uplink marks " << leaf1_marks << ", CE copied at leaf2 " << copied << ", CNPs "
+                      << j["cnp"]["sent"].get<uint64_t>() << ", rate cuts " << j["dcqcn"]["rate_cuts"].get<uint64_t>());
+  CHECK(spine_marks > 0);
+  CHECK(j["queues"]["leaf2/swp1"]["tc3"]["ecn_marked_packets"].get<uint64_t>() == 0);  // not leaf2's own marks
+  CHECK(copied > 0);
+  CHECK(spine_marks + leaf1_marks == copied);  // each outer mark (a packet is marked once) reached the inner header
+  // Every CE the receiver saw came out of a VXLAN header at leaf2.
+  CHECK(j["ecn"]["received_marked_packets"].get<uint64_t>() == copied);
+  CHECK(j["cnp"]["sent"].get<uint64_t>() > 0);
+  CHECK(j["cnp"]["handled"].get<uint64_t>() > 0);
+  CHECK(j["dcqcn"]["rate_cuts"].get<uint64_t>() > 0);
+  CHECK(j["drops"]["total"].get<uint64_t>() == 0);
+  CHECK(j["flow_stats"]["all_completed"].get<bool>());
 }

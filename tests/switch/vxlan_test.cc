@@ -6,8 +6,13 @@
 // header), and two leaves over a spine where the outer DSCP decides the
 // spine's traffic class. And the configuration: topology YAML (errors with
 // lines), nv set nve vxlan, config show round trip, nv show nve vxlan.
+// Then what review found: trimming inside VXLAN (in the underlay and on
+// crafted frames, CNPs exempt), inner 802.1Q tags, an unresolved underlay
+// next hop, inner TTL expiry, IPv6 inner packets, non-IP inner frames, nv
+// words after a complete command, nve vxlan state, validation.
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -27,6 +32,16 @@ using wire::Ecn;
 namespace {
 
 wire::IpAddr ip(const char* s) { return *wire::IpAddr::parse(s); }
+
+// `nv LINE` on a configuration (the words split at spaces).
+Status vxlan_nv(sw::SwitchConfig& cfg, const std::string& line) {
+  std::vector<std::string> w;
+  for (size_t b = 0, e; b < line.size(); b = e + 1) {
+    e = std::min(line.find(' ', b), line.size());
+    w.push_back(line.substr(b, e - b));
+  }
+  return sw::nv_edit(cfg, w);
+}
 
 // An inner RoCEv2 RDMA WRITE frame from h0 to h1 (star addresses).
 std::vector<uint8_t> roce_frame(uint16_t sport, uint8_t dscp, Ecn ecn, uint32_t payload = 256) {
@@ -378,7 +393,10 @@ struct Overlay {
   TestHost *h0 = nullptr, *h1 = nullptr;
 };
 
-Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
+// `tweak` edits each switch's configuration (leaves and spine) before it
+// starts; `spine_down` is the link of the spine to leaf2 (swp3).
+Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false,
+                     const std::function<void(sw::SwitchConfig&)>& tweak = {}, LinkParams spine_down = {}) {
   const auto qos = sw::qos_roce_profile(sw::RoceMode::kLossless);
   auto mac = [](uint8_t sw_id) { return wire::MacAddr{{0x02, 0x53, 0x00, 0x00, sw_id, 0x00}}; };
   auto port_mac = [&](uint8_t sw_id, uint8_t port) { return wire::MacAddr{{0x02, 0x53, 0x00, 0x00, sw_id, port}}; };
@@ -399,6 +417,13 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
     o.vtep = ip(other.c_str());
     o.vni = 10;
     c.routes.push_back(o);
+    // IPv6 too: fd00:<host>::/64 behind each leaf, the other leaf's into the overlay.
+    sw::Route o6 = o;
+    o6.prefix = *sw::IpPrefix::parse("fd00:" + std::to_string(2 - n) + "::/64");
+    c.routes.push_back(o6);
+    const std::string own6 = "fd00:" + std::to_string(n - 1) + "::";
+    c.routes.push_back(
+        sw::Route{*sw::IpPrefix::parse(own6 + "/64"), 0, ip((own6 + "1").c_str()), host_mac(n - 1), {}, 0});
     for (int k = 0; k < (ecmp ? 2 : 1); k++) {
       const std::string via = "10.255." + std::to_string(n) + "." + std::to_string(k == 0 ? 2 : 6);
       c.routes.push_back(sw::Route{*sw::IpPrefix::parse(other + "/32"), uint16_t(1 + k), ip(via.c_str()), {}});
@@ -421,10 +446,16 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
         s.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.10.10." + std::to_string(n) + "/32"), p,
                                      ip(leaf_ip.c_str()), {}});
     }
+  sw::SwitchConfig l1 = leaf(1), l2 = leaf(2);
+  if (tweak) {
+    tweak(l1);
+    tweak(l2);
+    tweak(s);
+  }
   Overlay o;
   o.engine = make_engine(9, 16384);
-  o.leaf1 = &o.engine->add<sw::Switch>("leaf1", leaf(1));
-  o.leaf2 = &o.engine->add<sw::Switch>("leaf2", leaf(2));
+  o.leaf1 = &o.engine->add<sw::Switch>("leaf1", l1);
+  o.leaf2 = &o.engine->add<sw::Switch>("leaf2", l2);
   o.spine = &o.engine->add<sw::Switch>("spine", s);
   o.h0 = &o.engine->add<TestHost>("h0", host_ip(0), host_mac(0), gateway_ip(0));
   o.h1 = &o.engine->add<TestHost>("h1", host_ip(1), host_mac(1), gateway_ip(1));
@@ -432,7 +463,7 @@ Overlay make_overlay(sw::VxlanDscpAction dscp, bool ecmp = false) {
   REQUIRE(o.engine->connect(*o.h1, 0, *o.leaf2, 0, LinkParams{}).ok());
   for (uint16_t k = 0; k < 2; k++) {
     REQUIRE(o.engine->connect(*o.leaf1, uint16_t(1 + k), *o.spine, k, LinkParams{}).ok());
-    REQUIRE(o.engine->connect(*o.leaf2, uint16_t(1 + k), *o.spine, uint16_t(2 + k), LinkParams{}).ok());
+    REQUIRE(o.engine->connect(*o.leaf2, uint16_t(1 + k), *o.spine, uint16_t(2 + k), spine_down).ok());
   }
   o.engine->run_until(us(20));
   REQUIRE(o.h0->gateway_resolved());
@@ -570,14 +601,7 @@ TEST_CASE("VXLAN in topology files: nve vxlan and overlay routes, errors with li
 TEST_CASE("nv set nve vxlan: source, VNI to VRF, flood lists, encapsulation DSCP; overlay static routes",
           "[unit][switch]") {
   sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
-  auto nv = [&](const std::string& line) {
-    std::vector<std::string> w;
-    for (size_t b = 0, e; b < line.size(); b = e + 1) {
-      e = std::min(line.find(' ', b), line.size());
-      w.push_back(line.substr(b, e - b));
-    }
-    return sw::nv_edit(cfg, w);
-  };
+  auto nv = [&](const std::string& line) { return vxlan_nv(cfg, line); };
   REQUIRE(nv("set nve vxlan source address 10.10.10.1").ok());
   REQUIRE(nv("set nve vxlan vni 10 vrf default").ok());
   REQUIRE(nv("set nve vxlan vni 10 flooding head-end-replication 10.10.10.2").ok());
@@ -613,4 +637,380 @@ TEST_CASE("nv set nve vxlan: source, VNI to VRF, flood lists, encapsulation DSCP
   REQUIRE(nv("unset nve vxlan").ok());
   CHECK(!cfg.vxlan.enabled());
   CHECK(cfg.validate().ok());
+}
+
+// ---- review fixes: trimming, inner VLAN tags, neighbour misses, IPv6, TTL, inner-not-IP ----
+
+TEST_CASE("A trimming spine in the underlay cuts the inner RoCE packet: the far VTEP decapsulates it and the host "
+          "gets the header with a good ICRC",
+          "[sim][switch]") {
+  auto lossy_trim = [](sw::SwitchConfig& c) {
+    c.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+    c.qos.buffer.size = 200'000;
+    c.qos.buffer.egress_lossy_alpha = 1;  // one sender: the egress queue's limit comes before the ingress PG's
+    c.qos.trim.enable = true;
+  };
+  // The spine's links to leaf2 run at 10G: its egress queue fills and trims.
+  Overlay o = make_overlay(sw::VxlanDscpAction::kCopy, false, lossy_trim,
+                           LinkParams{.rate_bps = 10'000'000'000ull});
+  FlowSpec f = flow_to_h1(0x40, 400, 1024);
+  f.rate_bps = 0;  // line rate
+  o.h0->add_flow(f);
+  o.engine->run_to_idle(ms(5));
+  const auto& qc = o.spine->queue_counters(2, 3);
+  const uint64_t trimmed = qc[sw::QueueCounters::trim_packets];
+  INFO("trimmed " << trimmed << " spine rx drops " << o.spine->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard]
+                  << " tx drops " << o.spine->counters(2)[sw::PortCounters::tx_roce_no_buffer_discard] << " tc3 "
+                  << qc[sw::QueueCounters::packets] << " tc0 " << o.spine->queue_counters(2, 0)[sw::QueueCounters::packets]
+                  << " h1 " << o.h1->received(0x40).packets);
+  REQUIRE(trimmed > 0);
+  const uint64_t trim_dropped = qc[sw::QueueCounters::trim_drop_packets];  // no room even on the trim queue
+  CHECK(trim_dropped < trimmed / 10);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::drop_inner_not_ip] == 0);
+  REQUIRE(o.h1->has_received(0x40));
+  const FlowStats& r = o.h1->received(0x40);
+  CHECK(r.icrc_errors == 0);
+  CHECK(r.trimmed == trimmed - trim_dropped);  // the inner DSCP remarked: the NIC sees a trimmed packet
+  CHECK(r.trimmed > 0);
+  uint64_t spine_drops = o.spine->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard] +
+                         o.spine->counters(2)[sw::PortCounters::tx_roce_no_buffer_discard] + trim_dropped;
+  CHECK(r.packets + spine_drops == 400);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::decap_packets] == r.packets);
+}
+
+namespace {
+
+// A switch with no VTEP of its own between two frame nodes: swp1 from
+// `src`, swp2 (at `rate`) to `sink`, routing 10.10.10.2/32 to the sink.
+struct Transit {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  FrameNode *src = nullptr, *sink = nullptr;
+};
+
+Transit make_transit(const sw::SwitchConfig& cfg, std::vector<std::vector<uint8_t>> frames, uint64_t rate) {
+  Transit t;
+  t.engine = make_engine(11, 16384);
+  t.sw = &t.engine->add<sw::Switch>("spine", cfg);
+  t.src = &t.engine->add<FrameNode>("src", std::move(frames));
+  t.sink = &t.engine->add<FrameNode>("sink", std::vector<std::vector<uint8_t>>{});
+  REQUIRE(t.engine->connect(*t.src, 0, *t.sw, 0, LinkParams{}).ok());
+  REQUIRE(t.engine->connect(*t.sink, 0, *t.sw, 1, LinkParams{.rate_bps = rate}).ok());
+  return t;
+}
+
+std::vector<uint8_t> cnp_frame(uint32_t qpn) {
+  wire::PathHeaders path;
+  path.src_mac = host_mac(1);
+  path.dst_mac = host_mac(9);
+  path.src_ip = host_ip(1);
+  path.dst_ip = host_ip(0);
+  path.dscp = 26;  // as if the sender's CNP DSCP were the data's
+  path.udp_sport = 0xc000;
+  std::vector<uint8_t> f(wire::roce_frame_len(path, wire::op::kCnp, wire::kCnpPadLen));
+  REQUIRE(wire::encode_cnp(f, path, qpn) == f.size());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("Trimming a VXLAN frame: inner headers kept, inner and outer lengths, inner ICRC, both DSCPs remarked; "
+          "a CNP inside is never trimmed",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
+  cfg.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+  cfg.qos.buffer.size = 100'000;
+  cfg.qos.buffer.egress_lossy_alpha = 1;  // one sender: the egress queue's limit comes before the ingress PG's
+  cfg.qos.trim.enable = true;
+  cfg.interfaces[1].address = sw::IpPrefix::parse("10.255.2.1/30");
+  cfg.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.10.10.2/32"), 1, ip("10.255.2.2"), {}});
+  cfg.neighbors.push_back(sw::Neighbor{ip("10.255.2.2"), kUnderlayMac, 1});
+  std::vector<std::vector<uint8_t>> frames;
+  constexpr int kPairs = 200;
+  for (int i = 0; i < kPairs; i++) {  // a data frame and a CNP, each in VXLAN with outer DSCP 26
+    frames.push_back(vxlan_frame(roce_frame(uint16_t(0xc000 + i), 26, Ecn::kEct0, 1024), 10, Ecn::kEct0, 0x0a0a0a02,
+                                 cfg.port_mac(0)));
+    frames.push_back(vxlan_frame(cnp_frame(uint32_t(0x100 + i)), 10, Ecn::kNotEct, 0x0a0a0a02, cfg.port_mac(0)));
+  }
+  const size_t whole_len = frames[0].size();
+  Transit t = make_transit(cfg, std::move(frames), 10'000'000'000ull);
+  t.engine->run_to_idle(ms(5));
+  const uint64_t trimmed = t.sw->counters(1)[sw::PortCounters::trim_packets];
+  INFO("trimmed " << trimmed << " rx drops " << t.sw->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard]
+                  << " tx drops " << t.sw->counters(1)[sw::PortCounters::tx_roce_no_buffer_discard] << " sink "
+                  << t.sink->received().size() << " tc3 " << t.sw->queue_counters(1, 3)[sw::QueueCounters::packets]);
+  REQUIRE(trimmed > 0);
+  uint64_t data = 0, data_trimmed = 0, cnps = 0;
+  for (const auto& [o, f] : vxlan_frames(*t.sink)) {
+    const wire::PacketView in = inner_of(f, o);  // decodes: the inner IP and UDP lengths are right
+    REQUIRE(in.is_roce);
+    CHECK(in.icrc_ok());
+    CHECK(uint32_t(o.ip_end) == f.size());  // the outer IP and UDP lengths end where the frame does
+    CHECK(uint32_t(o.l4_off) + 16 + in.ip_end == o.ip_end);
+    if (in.opcode == wire::op::kCnp) {
+      cnps++;
+      CHECK(o.dscp == 26);
+      CHECK(in.dscp == 26);
+      continue;
+    }
+    data++;
+    if (f.size() == whole_len) {
+      CHECK(o.dscp == 26);
+      continue;
+    }
+    data_trimmed++;
+    CHECK(f.size() <= cfg.qos.trim.size);
+    CHECK(o.dscp == cfg.qos.trim.remark_dscp);
+    CHECK(in.dscp == cfg.qos.trim.remark_dscp);
+    CHECK(in.payload_len % 4 == 0);
+  }
+  CHECK(data_trimmed == trimmed);  // no CNP counted (or queued) as trimmed
+  CHECK(data == kPairs);           // every data frame got through, whole or trimmed
+  CHECK(cnps + t.sw->counters(1)[sw::PortCounters::tx_roce_no_buffer_discard] +
+            t.sw->counters(0)[sw::PortCounters::rx_roce_no_buffer_discard] ==
+        kPairs);
+  CHECK(cnps < kPairs);  // the buffer was full for some of them: dropped, not trimmed
+}
+
+TEST_CASE("VTEP: an unresolved underlay next hop is a neighbour miss (ARP sent), as on the routed path",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.neighbors.clear();  // the underlay node never answers ARP
+  VtepBench b = make_vtep(cfg);
+  b.h0->add_flow(flow_to_h1(0x50, 5));
+  b.engine->run_to_idle(ms(1));
+  CHECK(vxlan_frames(*b.underlay).empty());
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_neighbor_miss] == 5);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_underlay_no_route] == 0);
+  bool asked = false;
+  for (const auto& f : b.underlay->received()) {
+    wire::PacketView v;
+    if (wire::decode(f, v) == wire::DecodeError::kOk && v.kind == wire::PacketKind::kArp)
+      asked |= v.arp().oper.get() == wire::kArpRequest && v.arp().tpa.get() == 0x0aff0102u;  // 10.255.1.2
+  }
+  CHECK(asked);
+}
+
+TEST_CASE("VTEP: no underlay route to the remote VTEP is counted as vxlan underlay-no-route", "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.routes.pop_back();  // the /32 to 10.10.10.2
+  VtepBench b = make_vtep(cfg);
+  b.h0->add_flow(flow_to_h1(0x51, 4));
+  b.engine->run_to_idle(ms(1));
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_underlay_no_route] == 4);
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_neighbor_miss] == 0);
+}
+
+TEST_CASE("VTEP: the inner TTL expires at encapsulation (routed into the overlay)", "[sim][switch]") {
+  VtepBench b = make_vtep(vtep_config());
+  FlowSpec f = flow_to_h1(0x52, 3);
+  f.ttl = 1;
+  b.h0->add_flow(f);
+  b.engine->run_to_idle(ms(1));
+  CHECK(vxlan_frames(*b.underlay).empty());
+  CHECK(b.sw->counters(0)[sw::PortCounters::drop_ttl_expired] == 3);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::encap_packets] == 0);
+}
+
+TEST_CASE("Two VTEPs carry IPv6 RoCE: inner hop limit, ICRC and flow intact", "[sim][switch]") {
+  {  // One VTEP: the encapsulated frames as the underlay sees them.
+    sw::SwitchConfig cfg = vtep_config();
+    sw::Route o6 = cfg.routes[0];
+    o6.prefix = *sw::IpPrefix::parse("fd00:1::/64");
+    cfg.routes.push_back(o6);
+    VtepBench b = make_vtep(cfg);
+    FlowSpec f = flow_to_h1(0x54, 6, 512);
+    f.dst = ip("fd00:1::1");
+    f.src = ip("fd00:0::1");
+    f.ecn = Ecn::kCe;
+    b.h0->add_flow(f);
+    b.engine->run_to_idle(ms(1));
+    const auto frames = vxlan_frames(*b.underlay);
+    REQUIRE(frames.size() == 6);
+    for (const auto& [o, fr] : frames) {
+      CHECK(o.is_ipv4());  // IPv4 underlay
+      const wire::PacketView in = inner_of(fr, o);
+      REQUIRE(in.is_ipv6());
+      REQUIRE(in.is_roce);
+      CHECK(in.icrc_ok());
+      CHECK(in.ipv6().hop_limit == 63);
+      CHECK(in.dscp == 26);
+      CHECK(o.dscp == 26);           // the IPv6 traffic class's DSCP copied out
+      CHECK(o.ecn == Ecn::kCe);      // and its ECN
+      CHECK(o.sport == sw::vxlan_source_port(in));
+      CHECK(uint32_t(o.ip_end - o.l3_off) == in.ip_end - 14 + sw::kVxlanIpOverhead);
+    }
+  }
+  Overlay o = make_overlay(sw::VxlanDscpAction::kCopy);
+  FlowSpec f = flow_to_h1(0x53, 20, 512);
+  f.dst = ip("fd00:1::1");
+  f.src = ip("fd00:0::1");
+  o.h0->add_flow(f);
+  o.engine->run_to_idle(ms(1));
+  REQUIRE(o.h1->has_received(0x53));
+  CHECK(o.h1->received(0x53).packets == 20);
+  CHECK(o.h1->received(0x53).icrc_errors == 0);
+  CHECK(o.leaf1->vtep_counters()[sw::VtepCounters::encap_packets] == 20);
+  CHECK(o.leaf2->vtep_counters()[sw::VtepCounters::decap_packets] == 20);
+  // The spine carried it in the RoCE TC: the IPv6 traffic class's DSCP was copied out.
+  CHECK(o.spine->queue_counters(2, 3)[sw::QueueCounters::packets] == 20);
+  CHECK(o.spine->routes()->lookup(ip("fd00:1::1")) == nullptr);
+}
+
+namespace {
+
+// Leaf1 of vtep_config() fed by frame nodes on both sides.
+struct VtepFrames {
+  std::unique_ptr<Engine> engine;
+  sw::Switch* sw = nullptr;
+  FrameNode *host = nullptr, *underlay = nullptr;
+};
+
+VtepFrames make_vtep_frames(const sw::SwitchConfig& cfg, std::vector<std::vector<uint8_t>> host_frames,
+                            std::vector<std::vector<uint8_t>> underlay_frames) {
+  VtepFrames b;
+  b.engine = make_engine(5);
+  b.sw = &b.engine->add<sw::Switch>("leaf1", cfg);
+  b.host = &b.engine->add<FrameNode>("h0", std::move(host_frames));
+  b.underlay = &b.engine->add<FrameNode>("underlay", std::move(underlay_frames));
+  REQUIRE(b.engine->connect(*b.host, 0, *b.sw, 0, LinkParams{}).ok());
+  REQUIRE(b.engine->connect(*b.underlay, 0, *b.sw, 1, LinkParams{}).ok());
+  return b;
+}
+
+// A RoCE WRITE from h0 to h1 (or the reverse), with an 802.1Q tag when `vid`.
+std::vector<uint8_t> tagged_roce(bool to_h1, std::optional<uint16_t> vid, wire::MacAddr dst_mac) {
+  wire::PathHeaders path;
+  path.src_mac = host_mac(to_h1 ? 0 : 1);
+  path.dst_mac = dst_mac;
+  path.vlan = vid.has_value();
+  path.vid = vid.value_or(0);
+  path.pcp = 3;
+  path.src_ip = host_ip(to_h1 ? 0 : 1);
+  path.dst_ip = host_ip(to_h1 ? 1 : 0);
+  path.dscp = 26;
+  path.ecn = Ecn::kEct0;
+  wire::RoceFields bth;
+  bth.opcode = wire::op::kWriteOnly;
+  bth.dest_qp = to_h1 ? 0x61 : 0x62;
+  bth.reth_len = 128;
+  std::vector<uint8_t> data(128, 0x5a);
+  std::vector<uint8_t> f(512);
+  f.resize(wire::encode_roce(f, path, bth, data));
+  REQUIRE(!f.empty());
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("VTEP and 802.1Q (RFC 7348 6.1): a tagged frame is encapsulated without its tag; a tagged inner frame is "
+          "discarded on decapsulation",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  cfg.neighbors.push_back(sw::Neighbor{host_ip(0), host_mac(0), 0});
+  const std::vector<uint8_t> tagged = tagged_roce(true, 100, cfg.port_mac(0));
+  const std::vector<uint8_t> untagged = tagged_roce(true, std::nullopt, cfg.port_mac(0));
+  std::vector<std::vector<uint8_t>> from_underlay;
+  from_underlay.push_back(vxlan_frame(tagged_roce(false, 200, wire::MacAddr{}), 10, Ecn::kEct0, 0x0a0a0a01,
+                                      cfg.port_mac(1)));
+  from_underlay.push_back(vxlan_frame(tagged_roce(false, std::nullopt, wire::MacAddr{}), 10, Ecn::kEct0, 0x0a0a0a01,
+                                      cfg.port_mac(1)));
+  VtepFrames b = make_vtep_frames(cfg, {tagged}, from_underlay);
+  b.engine->run_to_idle(ms(1));
+  // Encapsulation: the tag is gone, the rest of the inner frame as an untagged one would be.
+  const auto frames = vxlan_frames(*b.underlay);
+  REQUIRE(frames.size() == 1);
+  const auto& [o, f] = frames[0];
+  const wire::PacketView in = inner_of(f, o);
+  CHECK(!in.has_vlan);
+  CHECK(in.eth().ether_type.get() == uint16_t(wire::EtherType::kIpv4));
+  CHECK(in.ip_end == untagged.size());
+  CHECK(in.is_roce);
+  CHECK(in.icrc_ok());
+  CHECK(in.bth().dest_qp() == 0x61);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::encap_packets] == 1);
+  // Decapsulation: the tagged inner frame is discarded and counted, the untagged one passes.
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_inner_vlan_tagged] == 1);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::decap_packets] == 1);
+  size_t to_host = 0;
+  for (const auto& hf : b.host->received()) {
+    wire::PacketView v;
+    if (wire::decode(hf, v) == wire::DecodeError::kOk && v.is_roce) {
+      to_host++;
+      CHECK(!v.has_vlan);
+      CHECK(v.bth().dest_qp() == 0x62);
+    }
+  }
+  CHECK(to_host == 1);
+}
+
+TEST_CASE("VTEP decapsulation: an inner frame that is not IP is discarded as inner-not-ip", "[sim][switch]") {
+  sw::SwitchConfig cfg = vtep_config();
+  std::vector<uint8_t> arp(60);
+  REQUIRE(wire::encode_arp(arp, wire::kArpRequest, host_mac(1), 0x0a000101, wire::MacAddr{}, 0x0a000001,
+                           wire::kBroadcastMac) > 0);
+  std::vector<uint8_t> truncated = tagged_roce(false, std::nullopt, wire::MacAddr{});
+  truncated.resize(14 + 10);  // an IPv4 header cut short
+  VtepFrames b = make_vtep_frames(
+      cfg, {}, {vxlan_frame(arp, 10, Ecn::kNotEct, 0x0a0a0a01, cfg.port_mac(1)),
+                vxlan_frame(truncated, 10, Ecn::kNotEct, 0x0a0a0a01, cfg.port_mac(1))});
+  b.engine->run_to_idle(ms(1));
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::drop_inner_not_ip] == 2);
+  CHECK(b.sw->vtep_counters()[sw::VtepCounters::decap_packets] == 0);
+  CHECK(b.host->received().empty());
+}
+
+TEST_CASE("nv set nve vxlan: trailing words refused, state enabled|disabled; validation refuses port 4791 and an "
+          "overlay route over its own VTEP",
+          "[unit][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(2);
+  auto nv = [&](const std::string& line) { return vxlan_nv(cfg, line); };
+  // Port 4791 is refused on any switch, VTEP or not: an underlay switch reads the port too (trimming).
+  REQUIRE(nv("set nve vxlan port 4791").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("nve.vxlan.port: 4791 is RoCEv2's port"));
+  REQUIRE(nv("unset nve vxlan port").ok());
+  CHECK(cfg.validate().ok());
+  CHECK(nv("set nve vxlan source address 10.10.10.1 junk").message() ==
+        "nv set nve vxlan source address 10.10.10.1: expected the end of the command, got 'junk'");
+  CHECK(nv("set nve vxlan vni 10 vrf default junk").message() ==
+        "nv set nve vxlan vni 10 vrf default: expected the end of the command, got 'junk'");
+  cfg = sw::SwitchConfig::with_ports(2);  // a refused command may leave its copy changed (nv_edit's callers drop it)
+  REQUIRE(nv("set nve vxlan source address 10.10.10.1").ok());
+  REQUIRE(nv("set nve vxlan vni 10 vrf default").ok());
+  REQUIRE(nv("set nve vxlan flooding head-end-replication 10.10.10.2").ok());
+  CHECK(cfg.vxlan.enabled());
+  REQUIRE(nv("set nve vxlan state disabled").ok());
+  CHECK(!cfg.vxlan.enabled());
+  CHECK(cfg.validate().ok());  // the settings stay, the VTEP is off
+  CHECK(sw::switch_config_text(cfg).find("state: disabled") != std::string::npos);
+  REQUIRE(nv("set nve vxlan state enabled").ok());
+  CHECK(cfg.vxlan.enabled());
+  REQUIRE(nv("set nve vxlan state disabled").ok());
+  REQUIRE(nv("unset nve vxlan state").ok());
+  CHECK(cfg.vxlan.enabled());
+  CHECK(nv("set nve vxlan state maybe").message() == "nv set nve vxlan state maybe: 'maybe' is not enable or disable");
+
+  REQUIRE(nv("set nve vxlan port 4791").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("nve.vxlan.port: 4791 is RoCEv2's port"));
+  REQUIRE(nv("set nve vxlan port 4789").ok());
+  CHECK(cfg.validate().ok());
+  // 10.10.10.0/24 holds the remote VTEP 10.10.10.2: the outer packet would be routed into the overlay again.
+  REQUIRE(nv("set vrf default router static 10.10.10.0/24 vtep 10.10.10.2 vni 10").ok());
+  CHECK_THAT(cfg.validate().message(), Catch::Contains("10.10.10.0/24 covers its own remote VTEP 10.10.10.2"));
+
+  // state in a topology file.
+  NodeKindRegistry reg;
+  register_switch_kinds(reg);
+  auto with_state = [&](const std::string& state) {
+    return parse_topology("nodes:\n  leaf1:\n    kind: switch\n    ports: 2\n    nve:\n      vxlan:\n        state: " +
+                              state + "\n        source: {address: 10.10.10.1}\n",
+                          "t.yaml", reg);
+  };
+  auto t = with_state("disabled");
+  INFO(t.status().message());
+  REQUIRE(t.ok());
+  const auto& off = std::any_cast<const sw::SwitchConfig&>(t->nodes[0].config);
+  CHECK(!off.vxlan.state);
+  CHECK(!off.vxlan.enabled());
+  CHECK_THAT(with_state("maybe").status().message(), Catch::Contains("t.yaml:7: nodes.leaf1.nve.vxlan.state"));
 }
