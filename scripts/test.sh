@@ -55,21 +55,26 @@ if [ "$quick" = 0 ]; then
     # The ASan+UBSan tests need nothing more: they run (as low) beside the
     # TSan build, their output kept for the end.
     (
+      rc=0
       ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         nice -n 19 meson test -C build-meson-asan --no-rebuild --print-errorlogs --num-processes 1 \
-        --suite unit --suite protocol --suite sim --suite oracle --suite fuzz >build-meson-asan/test.log 2>&1
-      echo $? >build-meson-asan/test.rc
+        --suite unit --suite protocol --suite sim --suite oracle --suite fuzz >build-meson-asan/test.log 2>&1 ||
+        rc=$?
+      echo "$rc" >build-meson-asan/test.rc
     ) &
     # shellcheck disable=SC2086
-    nice -n 19 ninja -C build-meson-tsan $tsan_targets >build-meson-tsan/build.log 2>&1 || { wait; exit 2; }
+    nice -n 19 ninja -C build-meson-tsan -j2 $tsan_targets >build-meson-tsan/build.log 2>&1 || { wait; exit 2; }
     wait
   ) &
   sanitizer_builds_pid=$!
   # A step that fails (set -e) leaves nothing running behind the script.
-  kill_tree() {  # PID: its descendants, then itself
-    local c
-    for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+  kill_tree() {  # PID and its descendants: each stopped before its children are listed
+    local c children
+    kill -STOP "$1" 2>/dev/null || return 0
+    children=$(pgrep -P "$1" || true)
     kill "$1" 2>/dev/null || true
+    for c in $children; do kill_tree "$c"; done
+    kill -CONT "$1" 2>/dev/null || true
   }
   trap '[ -n "$sanitizer_builds_pid" ] && kill_tree "$sanitizer_builds_pid"; true' EXIT
 fi
@@ -94,14 +99,24 @@ sanitizer_builds_pid=
 case "$status" in
   0) ;;
   1) tail -n 100 build-meson-asan/build.log; exit 1 ;;
-  *) tail -n 100 build-meson-tsan/build.log; exit 1 ;;
+  *)
+    tail -n 100 build-meson-tsan/build.log
+    echo "== (the ASan+UBSan tests, beside the failed TSan build)"
+    cat build-meson-asan/test.log 2>/dev/null || true
+    exit 1
+    ;;
 esac
 tsan_start=$(date +%s)
 tsan_options="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
 
 echo "== sanitizer tests: ASan+UBSan (run beside the TSan build) [$(( $(date +%s) - start )) s]"
 cat build-meson-asan/test.log
-[ "$(cat build-meson-asan/test.rc 2>/dev/null)" = 0 ]
+# A failure here is reported at the end: the TSan steps run all the same.
+asan_status=0
+if [ "$(cat build-meson-asan/test.rc 2>/dev/null)" != 0 ]; then
+  echo "== ASan+UBSan tests FAILED (exit $(cat build-meson-asan/test.rc 2>/dev/null || echo '?')); the TSan steps run all the same"
+  asan_status=1
+fi
 echo "== sanitizer tests: TSan [$(( $(date +%s) - start )) s]"
 TSAN_OPTIONS=$tsan_options \
   meson test -C build-meson-tsan --no-rebuild --print-errorlogs --num-processes 2 \
@@ -129,5 +144,9 @@ if [ -n "$(ls -A "$tsan_reports")" ]; then
 fi
 [ "$status" = 0 ]
 echo "== TSan tests took $(( $(date +%s) - tsan_start )) s"
+if [ "$asan_status" != 0 ]; then
+  echo "== the ASan+UBSan tests failed (their output is above)"
+  exit 1
+fi
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"
