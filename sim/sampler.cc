@@ -3,13 +3,13 @@
 #include <algorithm>
 
 #include "nic/nic.h"
+#include "switch/pfc.h"
+#include "switch/scheduler.h"
 #include "switch/switch.h"
 
 namespace rocemu::sim {
 namespace {
 
-constexpr int kNumTc = 8;
-constexpr int kNumPrio = 8;
 constexpr std::string_view kBytesSuffix = "_bytes";
 
 Distribution distribution(const Column& c, size_t rows) {
@@ -83,15 +83,15 @@ void Sampler::add_switch(const sw::Switch* sw, const Layout::SwitchPorts& sp) {
   SwitchProbe p{sw, sp.name, sp.interfaces, queues_.size(), pfc_.size(), {}, {}};
   for (const auto& f : sp.interfaces) {
     const std::string base = sp.name + "/" + f + "/";
-    for (int tc = 0; tc < kNumTc; tc++)
+    for (int tc = 0; tc < sw::kNumTc; tc++)
       queues_.emplace_back(base + "tc" + std::to_string(tc) + std::string(kBytesSuffix), 0);
-    for (int prio = 0; prio < kNumPrio; prio++) {
+    for (int prio = 0; prio < sw::kNumPriorities; prio++) {
       pfc_.emplace_back(base + "prio" + std::to_string(prio) + "_paused", 4);
       pfc_.emplace_back(base + "prio" + std::to_string(prio) + "_xoff", 4);
     }
   }
-  p.last_paused.assign(sp.interfaces.size() * kNumPrio, Duration(0));
-  p.last_xoff.assign(sp.interfaces.size() * kNumPrio, Duration(0));
+  p.last_paused.assign(sp.interfaces.size() * sw::kNumPriorities, Duration(0));
+  p.last_xoff.assign(sp.interfaces.size() * sw::kNumPriorities, Duration(0));
   switches_.push_back(std::move(p));
 }
 
@@ -118,10 +118,10 @@ void Sampler::sample_switches(size_t row, Time now, double secs) {
   for (SwitchProbe& p : switches_) {
     for (uint16_t port = 0; port < p.interfaces.size(); port++) {
       marks += p.sw->counters(port)[sw::PortCounters::tx_ecn_marked_packets];
-      for (uint8_t tc = 0; tc < kNumTc; tc++)
-        queues_[p.first_queue + port * kNumTc + tc].set(row, double(p.sw->mmu().queue(port, tc).total()));
-      for (uint8_t prio = 0; prio < kNumPrio; prio++) {
-        const size_t k = size_t(port) * kNumPrio + prio;
+      for (uint8_t tc = 0; tc < sw::kNumTc; tc++)
+        queues_[p.first_queue + port * sw::kNumTc + tc].set(row, double(p.sw->mmu().queue(port, tc).total()));
+      for (uint8_t prio = 0; prio < sw::kNumPriorities; prio++) {
+        const size_t k = size_t(port) * sw::kNumPriorities + prio;
         const Duration paused = p.sw->rx_pause_duration(port, prio, now);
         const Duration xoff = p.sw->tx_pause_duration(port, prio, now);
         Column* c = &pfc_[p.first_pfc + 2 * k];

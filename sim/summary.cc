@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "switch/pfc.h"
+#include "switch/scheduler.h"
 #include "switch/switch_counters.h"
 #include "switch/vxlan.h"
 
 namespace rocemu::sim {
 namespace {
 
-constexpr int kNumTc = 8;
-constexpr int kNumPrio = 8;
 
 // Fixed precision: the same value always prints the same digits.
 double fixed(double v, int decimals) {
@@ -190,7 +190,7 @@ Json queues_json(const Layout& l, const Measurements& m, const Counters& c) {
     for (const auto& f : s.interfaces) {
       const std::string scope = s.name + "/" + f;
       Json port;
-      for (int tc = 0; tc < kNumTc; tc++) {
+      for (int tc = 0; tc < sw::kNumTc; tc++) {
         const std::string q = "queue" + std::to_string(tc) + ".";
         auto it = m.queues.find(scope + "/tc" + std::to_string(tc));
         const Distribution d = it == m.queues.end() ? Distribution{} : it->second;
@@ -224,7 +224,7 @@ Json bottleneck_json(const Layout& l, const Json& ports, const Json& queues, con
     if (idx < sw.interfaces.size()) q = &queues[sw.name + "/" + sw.interfaces[idx]];
   }
   int tc = 0;
-  for (int t = 1; q != nullptr && t < kNumTc; t++)
+  for (int t = 1; q != nullptr && t < sw::kNumTc; t++)
     if ((*q)["tc" + std::to_string(t)]["packets"].get<uint64_t>() >
         (*q)["tc" + std::to_string(tc)]["packets"].get<uint64_t>())
       tc = t;
@@ -270,7 +270,7 @@ Json pfc_json(const Layout& l, const Counters& c) {
   Json j;
   Json prios;
   uint64_t sent = 0, received = 0, xoff_us = 0, paused_us = 0;
-  for (int p = 0; p < kNumPrio; p++) {
+  for (int p = 0; p < sw::kNumPriorities; p++) {
     const std::string pfx = "pfc" + std::to_string(p) + ".";
     auto sw = [&](const std::string& name) {
       return sum_switch_ports(l, [&](const std::string& port) { return c.delta(port, pfx + name); });
@@ -300,7 +300,7 @@ Json watchdog_json(const Layout& l, const Counters& c) {
     std::string key(name);
     std::replace(key.begin(), key.end(), '-', '_');
     uint64_t n = 0;
-    for (int tc = 0; tc < kNumTc; tc++)
+    for (int tc = 0; tc < sw::kNumTc; tc++)
       n += sum_switch_ports(l, [&](const std::string& p) {
         return c.delta(p, "queue" + std::to_string(tc) + ".pfcwd." + std::string(name));
       });

@@ -26,7 +26,7 @@ NvValue us_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000)); }
 // A configured time: integer µs in -o json (a 1.5ms detection time is not
 // cut to 1), as it was given in the table.
 NvValue time_of(Duration d) { return NvValue(uint64_t(to_ns(d) / 1000), config::format_duration(d)); }
-const char* state(bool on) { return on ? "enabled" : "disabled"; }
+const char* state_word(bool on) { return on ? "enabled" : "disabled"; }
 
 const char* const kPoolNames[2][2] = {{"lossy-default-ingress", "roce-reserved-ingress"},
                                       {"lossy-default-egress", "roce-reserved-egress"}};
@@ -44,8 +44,8 @@ NvView Switch::view_qos_roce() const {
   const WredProfile& w = q.congestion[roce_tc_].wred;
   v.group("pfc")
       .field("pfc-priority", nv_list(q.pfc.switch_priorities))
-      .field("rx-enabled", state(q.pfc.rx && q.pfc.switch_priorities))
-      .field("tx-enabled", state(q.pfc.tx && q.pfc.switch_priorities))
+      .field("rx-enabled", state_word(q.pfc.rx && q.pfc.switch_priorities))
+      .field("tx-enabled", state_word(q.pfc.tx && q.pfc.switch_priorities))
       .field("cable-length", q.pfc.cable_length)
       .end();
   v.group("congestion-control")
@@ -227,7 +227,7 @@ NvView Switch::view_pfc_watchdog(std::optional<uint16_t> only) const {
   const PfcWatchdog& w = cfg_.qos.watchdog;
   NvView v;
   if (!only) {
-    v.field("state", state(w.enable))
+    v.field("state", state_word(w.enable))
         .field("polling-interval", time_of(w.polling_interval))
         .field("detection-time", time_of(w.detection_time))
         .field("restoration-time", time_of(w.restoration_time))
@@ -303,9 +303,9 @@ NvView Switch::view_interface(uint16_t port) const {
       .field("xon", nv_bytes(p.headroom.xon), std::nullopt)
       .field("size", nv_bytes(p.headroom.size), std::nullopt)
       .end();
-  v.field("pfc-watchdog", state(p.watchdog),
-          applied(f.pfc_watchdog, [](bool on) { return NvValue(state(on)); }));
-  v.field("pfc-storm", state(f.pfc_storm.enable));
+  v.field("pfc-watchdog", state_word(p.watchdog),
+          applied(f.pfc_watchdog, [](bool on) { return NvValue(state_word(on)); }));
+  v.field("pfc-storm", state_word(f.pfc_storm.enable));
   v.group("counters");
   for (size_t i = 0; i < PortCounters::kCount; i++)
     v.field(std::string(PortCounters::kNames[i]), p.counters.v[i], std::nullopt);
@@ -352,7 +352,7 @@ NvView Switch::view_vxlan() const {
     return t.empty() ? std::string("none") : t;
   };
   NvView v(NvView::Columns::kOperational);
-  v.field("state", state(x.enabled()));
+  v.field("state", state_word(x.enabled()));
   v.group("source").field("address", x.source ? x.source->str() : std::string("none")).end();
   v.field("port", x.port);
   v.group("encapsulation")

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -59,6 +60,12 @@ Process Fabric::exec(const std::string& node, const std::vector<std::string>& ar
   std::vector<std::string> a = {"exec", node, "--"};
   a.insert(a.end(), argv.begin(), argv.end());
   return spawn(command(a), env_);
+}
+
+int Fabric::attached() const {
+  const auto [st, out] = rocemu({"status"});
+  if (st != 0) return -1;
+  return std::atoi(out.substr(out.find(',') + 2).c_str());
 }
 
 std::map<std::string, uint64_t> Fabric::counters() const {

@@ -31,6 +31,9 @@ class Fabric {
   const std::vector<std::string>& env() const { return env_; }
   const std::string& dir() const { return dir_; }
   int engine_pid() const { return pid_; }
+  // The applications attached to the engine, as `rocemu status` counts
+  // them (-1 if it does not answer).
+  int attached() const;
   // `rocemu ARGS...` against this engine.
   std::pair<int, std::string> rocemu(const std::vector<std::string>& args, int seconds = 30) const;
   // A program on NODE's NIC.

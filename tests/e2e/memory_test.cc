@@ -55,12 +55,6 @@ size_t fds(int pid) {
   return n;
 }
 
-int attached(const Fabric& f) {
-  const auto [st, out] = f.rocemu({"status"});
-  if (st != 0) return -1;
-  return std::atoi(out.substr(out.find(',') + 2).c_str());
-}
-
 }  // namespace
 
 TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path and on the fallback",
@@ -94,7 +88,7 @@ TEST_CASE("Registered memory of every kind keeps every byte, on the mapped path 
     if (huge == -2) WARN("no hugepages here: the hugetlbfs case was skipped");
   }
   // Nothing of it is left in the engine.
-  CHECK(wait_until([&] { return attached(f) == 0; }, std::chrono::seconds(10)));
+  CHECK(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
   CHECK(mr_maps(f.engine_pid()) == 0);
 }
 
@@ -106,10 +100,10 @@ TEST_CASE("An application killed mid-transfer with mapped MRs: the engine unmaps
     Process warm = memcheck(f, {"malloc"});
     REQUIRE(finish(warm, std::chrono::seconds(60)) == 0);
   }
-  REQUIRE(wait_until([&] { return attached(f) == 0; }, std::chrono::seconds(10)));
+  REQUIRE(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
   size_t before = fds(f.engine_pid());
   for (int i = 0; i < 3; i++) {
-    attached(f);
+    f.attached();
     before = std::min(before, fds(f.engine_pid()));
   }
   REQUIRE(mr_maps(f.engine_pid()) == 0);
@@ -123,7 +117,7 @@ TEST_CASE("An application killed mid-transfer with mapped MRs: the engine unmaps
   }
   kill(app.pid, SIGKILL);
   CHECK(finish(app, std::chrono::seconds(10)) == 128 + SIGKILL);
-  CHECK(wait_until([&] { return attached(f) == 0; }, std::chrono::seconds(10)));
+  CHECK(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
   CHECK(wait_until([&] { return mr_maps(f.engine_pid()) == 0 && fds(f.engine_pid()) <= before; },
                    std::chrono::seconds(10)));
   CHECK(mr_maps(f.engine_pid()) == 0);

@@ -32,12 +32,6 @@ PairResult verify_pair(const Fabric& f, const std::vector<std::string>& extra = 
   return run_pair(f, "h2", "h1", srv, cli, port);
 }
 
-int attached(const Fabric& f) {
-  const auto [st, out] = f.rocemu({"status"});
-  if (st != 0) return -1;
-  return std::atoi(out.substr(out.find(',') + 2).c_str());
-}
-
 // What the engine process holds: open descriptors and mappings of queue
 // memory.
 struct Holdings {
@@ -134,11 +128,11 @@ TEST_CASE("An application killed mid-transfer: resources freed, the peer sees er
                          {f.env()[0], "ROCEMU_VERIFY_STRICT=1"});
   REQUIRE(wait_until([&] { return client.output.find("iteration 2 done") != std::string::npos; },
                      std::chrono::seconds(60), {&client}));
-  CHECK(attached(f) == 2);
+  CHECK(f.attached() == 2);
   kill(server.pid, SIGKILL);
   finish(server, std::chrono::seconds(10));
   // The engine frees the dead application's QPs, MRs and queues...
-  CHECK(wait_until([&] { return attached(f) == 1; }, std::chrono::seconds(10)));
+  CHECK(wait_until([&] { return f.attached() == 1; }, std::chrono::seconds(10)));
   // ...and the peer's QP retries into the void until its retries run out.
   const int st = finish(client, std::chrono::seconds(60));
   INFO(client.output);
@@ -220,12 +214,12 @@ TEST_CASE("An application leaving QPs in every state, work in flight, two contex
   // One application first, so that what the engine sets up once (logs,
   // pools, the first session's lazily made things) is in the baseline.
   REQUIRE(verify_pair(f, {"--iters", "1"}).client == 0);
-  REQUIRE(attached(f) == 0);
+  REQUIRE(f.attached() == 0);
   // The baseline: the least of a few samples, as each `rocemu status`
   // (inside attached()) is a short-lived session of its own.
   Holdings before = holdings(f.engine_pid());
   for (int i = 0; i < 5; i++) {
-    CHECK(attached(f) == 0);
+    CHECK(f.attached() == 0);
     const Holdings h = holdings(f.engine_pid());
     before = {std::min(before.fds, h.fds), std::min(before.maps, h.maps)};
   }
@@ -237,13 +231,13 @@ TEST_CASE("An application leaving QPs in every state, work in flight, two contex
     REQUIRE(wait_until([&] { return app.output.find("left QPs") != std::string::npos; }, std::chrono::seconds(30),
                        {&app}));
     if (killed) {
-      CHECK(attached(f) == 2);  // its two contexts
+      CHECK(f.attached() == 2);  // its two contexts
       kill(app.pid, SIGKILL);
     }
     const int st = finish(app, std::chrono::seconds(20));
     INFO(app.output);
     CHECK(st == (killed ? 128 + SIGKILL : 0));
-    CHECK(wait_until([&] { return attached(f) == 0; }, std::chrono::seconds(10)));
+    CHECK(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
     // Every descriptor and mapping the application's objects held is gone.
     Holdings after;
     CHECK(wait_until([&] { return (after = holdings(f.engine_pid())) == before; }, std::chrono::seconds(10)));
