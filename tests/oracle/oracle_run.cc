@@ -20,7 +20,9 @@ constexpr const char* kPayloadHeuristics[] = {
     "smcr_infiniband", "smb_direct_infiniband", "rpcrdma_infiniband", "nvme_rdma", "lnet_ib",
     "iser_infiniband", "eth_over_ib",           "mellanox_eoib",      "sdp_infiniband", "fc_infiniband"};
 
-int run(const std::string& cmd, std::string& out) {
+}  // namespace
+
+int run_command(const std::string& cmd, std::string& out) {
   out.clear();
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw std::runtime_error("cannot run: " + cmd);
@@ -30,6 +32,8 @@ int run(const std::string& cmd, std::string& out) {
   const int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+namespace {
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -112,7 +116,7 @@ TsharkRun run_tshark(const std::string& pcap, const std::vector<std::string>& fi
   for (const auto& f : fields) cmd += " -e " + f;
   cmd += " 2>'" + err_path + "'";
   std::string out;
-  r.status = run(cmd, out);
+  r.status = run_command(cmd, out);
   r.stderr_text = slurp(err_path);
   for (const std::string& line : split(out, '\n')) {
     if (line.empty()) continue;
@@ -194,7 +198,7 @@ ScapyRun run_scapy(const std::string& pcap, const std::vector<OracleFrame>& fram
   ScapyRun r;
   const std::string cmd = std::string("/usr/bin/python3 '") + ROCEMU_ORACLE_DIR + "/scapy_check.py' '" + pcap +
                           "' '" + expect_path + "' 2>&1";
-  r.status = run(cmd, r.output);
+  r.status = run_command(cmd, r.output);
   for (const std::string& line : split(r.output, '\n')) {
     if (line.rfind("FAIL ", 0) == 0) r.problems.push_back(line);
     int a, b, c, d;

@@ -9,6 +9,10 @@
 
 namespace rocemu::test {
 
+// Runs `cmd` with /bin/sh, its stdout in `out`: its exit status (-1 if it
+// did not exit). Throws if it cannot be started.
+int run_command(const std::string& cmd, std::string& out);
+
 // One row per frame: every requested field's occurrences, in order.
 struct TsharkFrame {
   std::vector<std::vector<std::string>> values;  // by field index

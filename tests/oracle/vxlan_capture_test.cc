@@ -26,18 +26,6 @@ using namespace rocemu;
 
 namespace {
 
-std::string run(const std::string& cmd, int& status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
 // What one overlay capture found: the VXLAN frames, and those whose outer
 // and inner DSCP are both `trim_dscp` (trimmed on the way).
 struct OverlayCapture {
@@ -127,8 +115,8 @@ OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak
   // The inner ICRCs, computed independently.
   std::string cmd = "/usr/bin/python3 " + std::string(ROCEMU_ORACLE_DIR) + "/vxlan_check.py 10";
   for (const auto& f : files) cmd += " " + f;
-  int status = -1;
-  const std::string text = run(cmd + " 2>&1", status);
+  std::string text;
+  const int status = test::run_command(cmd + " 2>&1", text);
   INFO(text);
   CHECK(status == 0);
   CHECK(text.find("FAIL") == std::string::npos);
