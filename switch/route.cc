@@ -35,6 +35,21 @@ NextHop static_next_hop(const Route& r) {
 // An ECMP member's identity across reloads: prefix, port, gateway.
 using MemberKey = std::tuple<std::string, uint16_t, wire::IpAddr>;
 
+// The rte_lpm rules of a prefix: itself, or for a default route its two
+// halves (rte_lpm and rte_lpm6 take no depth 0).
+template <typename V4, typename V6>
+int lpm_rules_of(const IpPrefix& p, V4&& v4, V6&& v6) {
+  if (p.is_v4()) {
+    if (p.length == 0) return v4(0u, uint8_t(1)) | v4(0x80000000u, uint8_t(1));
+    const uint32_t a = p.addr.v4_host_order();
+    return v4(a & ~(p.length == 32 ? 0u : 0xffffffffu >> p.length), p.length);
+  }
+  if (p.length != 0) return v6(p.addr.b.data(), p.length);
+  std::array<uint8_t, 16> lo{}, hi{};
+  hi[0] = 0x80;
+  return v6(lo.data(), uint8_t(1)) | v6(hi.data(), uint8_t(1));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RouteTable>> RouteTable::create(const std::string& name) {
@@ -68,23 +83,30 @@ constexpr uint32_t kNoNextHop = UINT32_MAX;
 
 Status RouteTable::add(const IpPrefix& p, uint32_t nh) {
   if (nh == kNoNextHop) return Status::error("route " + p.str() + ": the next-hop table is full");
-  int rc;
-  if (p.is_v4()) {
-    const uint32_t a = p.addr.v4_host_order();
-    const uint32_t masked = p.length == 0 ? 0 : a & ~((p.length == 32 ? 0u : 0xffffffffu >> p.length));
-    rc = p.length == 0 ? rte_lpm_add(lpm_, 0, 1, nh) | rte_lpm_add(lpm_, 0x80000000u, 1, nh)
-                       : rte_lpm_add(lpm_, masked, p.length, nh);
-  } else {
+  if (!p.is_v4())
     if (Status s = ensure_lpm6(); !s.ok()) return s;
-    rc = p.length == 0 ? 0 : rte_lpm6_add(lpm6_, p.addr.b.data(), p.length, nh);
-    if (p.length == 0) {  // a default route: the two halves
-      std::array<uint8_t, 16> lo{}, hi{};
-      hi[0] = 0x80;
-      rc = rte_lpm6_add(lpm6_, lo.data(), 1, nh) | rte_lpm6_add(lpm6_, hi.data(), 1, nh);
-    }
-  }
+  const int rc = lpm_rules_of(
+      p, [&](uint32_t ip, uint8_t depth) { return rte_lpm_add(lpm_, ip, depth, nh); },
+      [&](const uint8_t* ip, uint8_t depth) { return rte_lpm6_add(lpm6_, ip, depth, nh); });
   if (rc != 0) return Status::error("route " + p.str() + ": " + rte_strerror(-rc));
+  installed_.push_back(p);
   return {};
+}
+
+void RouteTable::remove_installed() {
+  // rte_lpm_delete_all clears the whole 64 MiB tbl24, touching every page
+  // of it: per rule, a table with the few routes of a switch touches only
+  // the entries they cover (a fresh table is not touched at all).
+  if (installed_.size() > kMaxRules) {
+    rte_lpm_delete_all(lpm_);
+    if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
+  } else {
+    for (const IpPrefix& p : installed_)  // a prefix added twice is gone at the first delete
+      (void)lpm_rules_of(
+          p, [&](uint32_t ip, uint8_t depth) { return rte_lpm_delete(lpm_, ip, depth); },
+          [&](const uint8_t* ip, uint8_t depth) { return rte_lpm6_delete(lpm6_, ip, depth); });
+  }
+  installed_.clear();
 }
 
 uint32_t RouteTable::new_next_hop(const NextHop& nh) {
@@ -152,8 +174,7 @@ Status RouteTable::load(const SwitchConfig& cfg) {
     decltype(restore)& f;
     ~OnExit() { f(); }
   } on_exit{restore};
-  rte_lpm_delete_all(lpm_);
-  if (lpm6_ != nullptr) rte_lpm6_delete_all(lpm6_);
+  remove_installed();
   next_hops_.clear();
   next_hops_.reserve(256);
   groups_.clear();

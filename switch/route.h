@@ -139,6 +139,7 @@ class RouteTable {
   }
   Status add(const IpPrefix& p, uint32_t nh);
   Status add_static(const std::vector<const Route*>& same_prefix);
+  void remove_installed();
   Status ensure_lpm6();
   uint32_t new_next_hop(const NextHop& nh);
   Status install_neighbor(const wire::IpAddr& ip, NeighborEntry& e);
@@ -146,6 +147,7 @@ class RouteTable {
   std::string name_;
   rte_lpm* lpm_ = nullptr;
   rte_lpm6* lpm6_ = nullptr;
+  std::vector<IpPrefix> installed_;  // what add() put into lpm_ and lpm6_, for the next load()
   std::vector<NextHop> next_hops_;
   std::vector<EcmpGroup> groups_;
   std::vector<EcmpMember> members_;

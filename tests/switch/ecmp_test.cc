@@ -388,3 +388,44 @@ TEST_CASE("ECMP counters count only what a member sends: a member whose link is 
     CHECK(c.v["sw1/swp" + std::to_string(h + 1) + "/ecmp.tx-packets"] == 100);
   }
 }
+
+TEST_CASE("Route table: a reload removes every route the new configuration does not have", "[unit][switch]") {
+  require_eal();
+  auto t = sw::RouteTable::create("route_reload_test");
+  REQUIRE(t.ok());
+  sw::RouteTable& rt = **t;
+  auto route = [](const char* prefix, uint16_t port) {
+    return sw::Route{*sw::IpPrefix::parse(prefix), port, std::nullopt, wire::MacAddr::parse("02:00:00:00:00:07")};
+  };
+  sw::SwitchConfig full;
+  full.num_ports = 4;
+  full.routes = {route("0.0.0.0/0", 1), route("10.2.0.0/16", 2), route("10.2.3.4/32", 0),
+                 route("::/0", 1), route("fd00::/64", 2)};
+  REQUIRE(rt.load(full).ok());
+  auto port_of = [&](const char* ip) {
+    const sw::NextHop* nh = rt.lookup(*wire::IpAddr::parse(ip));
+    return nh == nullptr ? -1 : int(nh->port);
+  };
+  CHECK(port_of("192.0.2.1") == 1);
+  CHECK(port_of("10.2.9.9") == 2);
+  CHECK(port_of("10.2.3.4") == 0);
+  CHECK(port_of("2001:db8::1") == 1);
+  CHECK(port_of("fd00::5") == 2);
+  // Without the default routes and the /32, the rest stays; with nothing, nothing matches.
+  sw::SwitchConfig some = full;
+  some.routes = {route("10.2.0.0/16", 2), route("fd00::/64", 2)};
+  REQUIRE(rt.load(some).ok());
+  CHECK(port_of("192.0.2.1") == -1);
+  CHECK(port_of("10.2.3.4") == 2);
+  CHECK(port_of("10.2.9.9") == 2);
+  CHECK(port_of("2001:db8::1") == -1);
+  CHECK(port_of("fd00::5") == 2);
+  sw::SwitchConfig none;
+  none.num_ports = 4;
+  REQUIRE(rt.load(none).ok());
+  for (const char* ip : {"192.0.2.1", "10.2.3.4", "10.2.9.9", "2001:db8::1", "fd00::5"}) CHECK(port_of(ip) == -1);
+  // And back: the table is whole again.
+  REQUIRE(rt.load(full).ok());
+  CHECK(port_of("10.2.3.4") == 0);
+  CHECK(port_of("2001:db8::1") == 1);
+}
