@@ -123,6 +123,7 @@ Status start_dpdk(const sim::Scenario& s) {
 
 Result<sim::RunResult> run(const sim::Scenario& s) {
   sim::RunOptions ro;
+  ro.keep_at_exit = true;  // the command ends with the run
   const bool tty = isatty(STDOUT_FILENO) == 1;
   if (tty) ro.progress = progress_line;
   auto r = sim::run_scenario(s, ro);

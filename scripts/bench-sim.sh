@@ -4,7 +4,8 @@
 # ECN Kmin 400 KB, Kmax 1600 KB, Pmax 0.2, 32 MiB shared buffer, DCQCN
 # with HPCC's parameters) run for 100 ms of virtual time with 8, 32 and
 # 128 senders, and with 8 senders for 10, 100 and 1000 ms. Prints, per
-# run, the wall time, the data packets the bottleneck carried and
+# run, the wall time of the run and of the whole command, the data
+# packets the bottleneck carried and
 # simulated data packets per wall-second, and how both grow against the
 # first run of each series (8 senders, 100 ms / 10 ms), measured in the
 # same invocation (these machines are shared and noisy). A benchmark, not
@@ -54,21 +55,25 @@ open(f"{work}/incast-{n}-{ms}ms.yaml", "w").write("\n".join(y) + "\n")
 EOF
 }
 
-# run N MS -> "wall_s packets" on stdout: the run's own wall time as rocemu
-# prints it (building the fabric and starting DPDK excluded) and the data
-# packets the bottleneck port sent.
+# run N MS -> "wall_s process_s packets" on stdout: the run's own wall time
+# as rocemu prints it (from time 0 to the end: building the fabric and
+# starting DPDK excluded), the whole command's wall time (process start to
+# exit, what a user waits for and what other simulators' figures are), and
+# the data packets the bottleneck port sent.
 run() {
   scenario "$1" "$2"
-  local name="incast-$1-$2ms"
+  local name="incast-$1-$2ms" t0 t1
+  t0=$EPOCHREALTIME
   "$ROCEMU" sim "$work/$name.yaml" --no-plots -o "$work/$name" > "$work/$name.log" 2>&1 || {
     echo "rocemu sim failed:" >&2; cat "$work/$name.log" >&2; exit 1; }
+  t1=$EPOCHREALTIME
   "$PY" -c 'import json, re, sys
-d = sys.argv[1]
+d, t0, t1 = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 wall = re.search(r" in ([0-9.]+) s wall", open(d + ".log").read()).group(1)
-print(wall, json.load(open(d + "/summary.json"))["bottleneck"]["tx_packets"])' "$work/$name"
+print(wall, f"{t1 - t0:.2f}", json.load(open(d + "/summary.json"))["bottleneck"]["tx_packets"])' "$work/$name" "$t0" "$t1"
 }
 
-declare -A WALL PKTS
+declare -A WALL PROC PKTS
 if [ "$quick" = 1 ]; then
   runs=("8 10" "32 10" "128 10")
 else
@@ -77,20 +82,21 @@ fi
 for r in "${runs[@]}"; do
   set -- $r
   echo "== $1 senders, $2 ms of virtual time" >&2
-  read -r w p < <(run "$1" "$2")
+  read -r w c p < <(run "$1" "$2")
   WALL["$1 $2"]=$w
+  PROC["$1 $2"]=$c
   PKTS["$1 $2"]=$p
 done
 
 echo
-printf "%-8s %-10s %10s %14s %16s %8s %8s\n" senders virtual_ms wall_s data_packets packets/wall_s wall_x pkts_x
+printf "%-8s %-10s %10s %10s %14s %16s %8s %8s\n" senders virtual_ms wall_s process_s data_packets packets/wall_s wall_x pkts_x
 row() {  # senders ms base_key
   local k="$1 $2" b="$3"
   "$PY" -c 'import sys
-n, ms, w, p, bw, bp = sys.argv[1:7]
-w, p, bw, bp = float(w), int(p), float(bw), int(bp)
-print(f"{n:<8} {ms:<10} {w:10.2f} {p:14d} {p / w:16.0f} {w / bw:8.2f} {p / bp:8.2f}")' \
-    "$1" "$2" "${WALL[$k]}" "${PKTS[$k]}" "${WALL[$b]}" "${PKTS[$b]}"
+n, ms, w, c, p, bw, bp = sys.argv[1:8]
+w, c, p, bw, bp = float(w), float(c), int(p), float(bw), int(bp)
+print(f"{n:<8} {ms:<10} {w:10.2f} {c:10.2f} {p:14d} {p / w:16.0f} {w / bw:8.2f} {p / bp:8.2f}")' \
+    "$1" "$2" "${WALL[$k]}" "${PROC[$k]}" "${PKTS[$k]}" "${WALL[$b]}" "${PKTS[$b]}"
 }
 if [ "$quick" = 1 ]; then
   for n in 8 32 128; do row "$n" 10 "8 10"; done

@@ -267,11 +267,16 @@ Status write_file(const std::filesystem::path& p, const std::string& text) {
 }  // namespace
 
 Result<RunResult> run_scenario(const Scenario& s, const RunOptions& o) {
-  Run run(s);
-  if (Status st = run.build(); !st.ok()) return st;
-  if (Status st = run.start_flows(); !st.ok()) return st;
-  if (Status st = run.loop(o); !st.ok()) return st;
-  return run.finish();
+  auto run = std::make_unique<Run>(s);
+  if (Status st = run->build(); !st.ok()) return st;
+  if (Status st = run->start_flows(); !st.ok()) return st;
+  if (Status st = run->loop(o); !st.ok()) return st;
+  RunResult r = run->finish();
+  if (o.keep_at_exit) {
+    static auto* kept = new std::vector<std::unique_ptr<Run>>;  // reachable, never destroyed
+    kept->push_back(std::move(run));
+  }
+  return r;
 }
 
 Status write_outputs(const RunResult& r, const std::string& dir) {
