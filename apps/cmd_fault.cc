@@ -268,7 +268,7 @@ FaultStats stats_of(const Record& r) {
   return sum;
 }
 
-void row(std::string& out, const std::string& id, const std::string& target, const std::string& dir,
+void fault_row(std::string& out, const std::string& id, const std::string& target, const std::string& dir,
          const std::string& what, const std::array<std::string, 4>& counts) {
   char line[512];
   std::snprintf(line, sizeof line, "%-4s %-20s %-5s %-34s %8s %8s %10s %9s\n", id.c_str(), target.c_str(), dir.c_str(),
@@ -285,15 +285,15 @@ const std::array<std::string, 4> kNoCounts = {"-", "-", "-", "-"};
 // Every fault in force: those added here by id, then those of the
 // topology or NVUE configuration (id "-": `fault clear TARGET` removes them).
 int list(Engine& engine, std::string& out) {
-  row(out, "id", "target", "dir", "fault", {"dropped", "delayed", "duplicated", "corrupted"});
+  fault_row(out, "id", "target", "dir", "fault", {"dropped", "delayed", "duplicated", "corrupted"});
   for (const Record& r : fault_registry().records)
-    row(out, std::to_string(r.id), r.target.label, r.storm ? "out" : r.target.dir, r.what,
+    fault_row(out, std::to_string(r.id), r.target.label, r.storm ? "out" : r.target.dir, r.what,
         r.storm ? kNoCounts : counts(stats_of(r)));
   for (const auto& l : engine.links())
     for (int side = 0; side < 2; side++) {
       const FaultStage& st = l->faults(side);
       if (!st.configured().any()) continue;
-      row(out, "-", l->name(), side == 0 ? "out" : "in", config::describe_faults(st.configured()),
+      fault_row(out, "-", l->name(), side == 0 ? "out" : "in", config::describe_faults(st.configured()),
           counts(st.find(0)->stats));
     }
   for (const auto& n : engine.nodes()) {
@@ -303,11 +303,11 @@ int list(Engine& engine, std::string& out) {
       const auto& f = s->config().interfaces[p];
       const FaultStage& st = s->port_faults(p);
       if (st.configured().any())
-        row(out, "-", s->name() + ":" + f.name, "in", config::describe_faults(st.configured()),
+        fault_row(out, "-", s->name() + ":" + f.name, "in", config::describe_faults(st.configured()),
             counts(st.find(0)->stats));
       const bool added = std::any_of(fault_registry().records.begin(), fault_registry().records.end(),
                                      [&](const Record& r) { return r.storm && r.target.sw == s && r.target.port == p; });
-      if (f.pfc_storm.enable && !added) row(out, "-", s->name() + ":" + f.name, "out", storm_words(f.pfc_storm), kNoCounts);
+      if (f.pfc_storm.enable && !added) fault_row(out, "-", s->name() + ":" + f.name, "out", storm_words(f.pfc_storm), kNoCounts);
     }
   }
   return 0;

@@ -18,7 +18,7 @@ double fixed(double v, int decimals) {
   const double r = std::round(v * f) / f;
   return r == 0 ? 0.0 : r;  // no "-0"
 }
-double us(Duration d) { return fixed(to_us(d), 3); }
+double us_value(Duration d) { return fixed(to_us(d), 3); }
 
 // Counter access by name: cumulative counters as the change over the run,
 // gauges as their final value; a counter nobody reports reads 0.
@@ -92,9 +92,9 @@ Json flow_json(const Scenario& s, size_t i, const Measurements& m, const Counter
   j["bytes"] = r.bytes;
   j["completed"] = r.completed;
   j["errors"] = r.errors;
-  j["start_us"] = us(r.start);
-  j["finish_us"] = us(r.completed ? r.finish : m.end);
-  j["fct_us"] = us(fct(r, m.end));
+  j["start_us"] = us_value(r.start);
+  j["finish_us"] = us_value(r.completed ? r.finish : m.end);
+  j["fct_us"] = us_value(fct(r, m.end));
   j["throughput_gbps"] = fixed(throughput_gbps(r, m.end), 3);
   j["retransmitted_packets"] = retrans;
   j["dcqcn"] = Json{{"rate_cuts", cuts},
@@ -457,9 +457,9 @@ Json build_summary(const Scenario& s, const Layout& l, const Measurements& m) {
   j["scenario"] = s.name;
   j["description"] = s.description;
   j["seed"] = s.seed;
-  j["duration_us"] = us(s.duration);
-  j["sample_interval_us"] = us(s.sample_interval);
-  j["end_us"] = us(m.end);
+  j["duration_us"] = us_value(s.duration);
+  j["sample_interval_us"] = us_value(s.sample_interval);
+  j["end_us"] = us_value(m.end);
   j["samples"] = m.samples;
   Json flows = Json::object();
   for (size_t i = 0; i < s.flows.size(); i++) flows[s.flows[i].name] = flow_json(s, i, m, c);
