@@ -366,8 +366,12 @@ NvView Switch::view_vxlan() const {
   v.group("counters");
   for (size_t i = 0; i < VtepCounters::kCount; i++) v.field(std::string(VtepCounters::kNames[i]), vtep_counters_.v[i]);
   v.end();
-  auto& vnis = v.table("vni", {"vni", "vrf", "head-end-replication"});
-  for (const VxlanVni& n : x.vnis) vnis.rows.push_back({n.vni, n.vrf, list(n.flood)});
+  v.field("mac-learning", x.mac_learning ? "on" : "off");
+  // A bridged VNI shows its VLAN (NVUE: bridge domain br_default vlan V vni N), a routed one its VRF.
+  auto& vnis = v.table("vni", {"vni", "vrf", "vlan", "head-end-replication"});
+  for (const VxlanVni& n : x.vnis)
+    vnis.rows.push_back({n.vni, n.bridged() ? std::string() : n.vrf, n.bridged() ? ojson(n.vlan) : ojson(""),
+                         list(n.flood)});
   return v;
 }
 
