@@ -94,6 +94,12 @@ void Switch::process(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
       }
       v.is_roce = false;
     }
+    // An access port of the bridge: every frame but MAC control is
+    // switched in its VLAN (switch_bridge.cc).
+    if (port_vlan_[port] != 0 && v.kind != wire::PacketKind::kPfc && v.kind != wire::PacketKind::kPause) {
+      bridge_local(in, m, v, port_vlan_[port], now);
+      continue;
+    }
     switch (v.kind) {
       case wire::PacketKind::kIpv4:
       case wire::PacketKind::kIpv6:
@@ -406,7 +412,7 @@ void Switch::on_arp(PortRuntime& in, const wire::PacketView& v, Time now) {
     } else if (routes_->may_request(tpa, now, kArpInterval)) {
       // Unknown target: ask every other port, so the next request finds it.
       for (auto& p : ports_) {
-        if (p->index == in.index || port(p->index) == nullptr) continue;
+        if (p->index == in.index || port(p->index) == nullptr || port_vlan_[p->index] != 0) continue;
         const auto& src = cfg_.interfaces[p->index].address;
         send_arp(*p, wire::kArpRequest, tpa, wire::MacAddr{}, src ? src->addr : wire::IpAddr::v4(0),
                  wire::kBroadcastMac, now);
