@@ -27,12 +27,15 @@ namespace {
 // Two "machines": namespaces A and B, vea in A (192.168.77.1) and veb in B
 // (192.168.77.2) joined by a veth pair at the trunk's MTU (the interface's
 // MTU is the administrator's, as on a real host); deleted with the
-// namespaces, also when a test fails.
+// namespaces, also when a test fails. With `management`, a second pair,
+// vma (192.168.78.1) and vmb (192.168.78.2), for the hosts' own traffic
+// (perftest's out-of-band TCP): net_af_xdp takes every frame the data pair
+// receives away from the kernel.
 struct TwoMachines {
   std::string a = "rocemu-pa-" + std::to_string(getpid());
   std::string b = "rocemu-pb-" + std::to_string(getpid());
   bool ok = false;
-  explicit TwoMachines(int mtu = 4200) {
+  explicit TwoMachines(int mtu = 4200, bool management = false) {
     remove();
     auto in = [](const std::string& ns) { return "ip netns exec " + ns + " "; };
     const std::string quiet = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1";
@@ -42,6 +45,11 @@ struct TwoMachines {
          sh("ip -n " + b + " addr add 192.168.77.2/24 dev veb") && sh("ip -n " + a + " link set vea mtu " + std::to_string(mtu) + " up") &&
          sh("ip -n " + b + " link set veb mtu " + std::to_string(mtu) + " up") && sh("ip -n " + a + " link set lo up") &&
          sh("ip -n " + b + " link set lo up");
+    if (ok && management)
+      ok = sh("ip -n " + a + " link add vma type veth peer name vmb netns " + b) &&
+           sh("ip -n " + a + " addr add 192.168.78.1/24 dev vma") &&
+           sh("ip -n " + b + " addr add 192.168.78.2/24 dev vmb") && sh("ip -n " + a + " link set vma up") &&
+           sh("ip -n " + b + " link set vmb up");
   }
   ~TwoMachines() { remove(); }
   void remove() {
@@ -110,12 +118,14 @@ double bw_average(const std::string& out) {
 // two-racks.yaml on two engines, one per namespace: rack1 in A, rack2 in B.
 struct TwoEngines {
   TwoMachines m;
+  std::string oob;  // B's address for the out-of-band TCP (the data veth's, or the management one's)
   TmpDir dir;
   std::optional<Fabric> a, b;
   // With net_af_xdp the veth's MTU stays below what veth lets a (single
   // buffer) XDP program attach at (about 3500 on 4 KiB pages).
   explicit TwoEngines(const std::string& h2_rate, Trunk trunk = Trunk::kAfPacket)
-      : m(trunk == Trunk::kAfXdp ? 3500 : 4200) {
+      : m(trunk == Trunk::kAfXdp ? 3500 : 4200, trunk == Trunk::kAfXdp),
+        oob(trunk == Trunk::kAfXdp ? "192.168.78.2" : "192.168.77.2") {
     REQUIRE(m.ok);
     const std::string topo = two_racks(dir.path + "/racks.yaml", h2_rate, trunk);
     a.emplace(topo, std::vector<std::string>{"--part", "rack1"}, m.in_a());
@@ -127,13 +137,13 @@ struct TwoEngines {
   }
 
   // A server on rack2's h2, then a client on rack1's h1 connecting to B's
-  // veth address (the client's argv gets it last, or after `connect_flag`).
+  // `oob` address (the client's argv gets it last, or after `connect_flag`).
   PairResult pair(const std::vector<std::string>& server_argv, std::vector<std::string> client_argv, int port,
                   const std::string& connect_flag = "") const {
     if (connect_flag.empty()) {
-      client_argv.push_back("192.168.77.2");
+      client_argv.push_back(oob);
     } else {
-      client_argv.insert(client_argv.begin() + 1, {connect_flag, "192.168.77.2"});
+      client_argv.insert(client_argv.begin() + 1, {connect_flag, oob});
     }
     return run_pair(*b, "h2", *a, "h1", server_argv, client_argv, port, 60);
   }
@@ -151,7 +161,7 @@ struct TwoEngines {
   void check_verify() const {
     const int port = pick_port();
     const std::vector<std::string> opts = {"--port", std::to_string(port), "--size", "262144", "--iters", "4"};
-    std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", "192.168.77.2"};
+    std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", oob};
     srv.insert(srv.end(), opts.begin(), opts.end());
     std::vector<std::string> cli = {bin("rocemu-verify")};
     cli.insert(cli.end(), opts.begin(), opts.end());
