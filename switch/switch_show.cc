@@ -298,6 +298,8 @@ NvView Switch::view_interface(uint16_t port) const {
       .field("cable-length", p.cable_length, applied(f.cable_length, [](uint32_t m) { return NvValue(m); }))
       .end();
   if (f.address) v.group("ip").field("address", f.address->str()).end();
+  if (f.access)  // NVUE: interface <if> bridge domain br_default access
+    v.group("bridge").group("domain").group(kBridgeDomain).field("access", int(*f.access)).end().end().end();
   v.group("headroom")
       .field("xoff", nv_bytes(p.headroom.xoff), std::nullopt)
       .field("xon", nv_bytes(p.headroom.xon), std::nullopt)

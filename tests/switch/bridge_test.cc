@@ -541,4 +541,14 @@ TEST_CASE("nv show bridge domain br_default mac-table: local and remote entries"
   INFO(json);
   CHECK_THAT(json, Catch::Contains("\"remote-dst\""));
   CHECK_THAT(json, Catch::Contains("\"vxlan48\""));
+  // The access VLAN in the interface's view, as NVUE nests it.
+  const std::string swp1 = nv_text(*b.sw, {"show", "interface", "swp1", "-o", "json"});
+  INFO(swp1);
+  const nlohmann::json j = nlohmann::json::parse(swp1);
+  CHECK(j["bridge"]["domain"]["br_default"]["access"] == 10);
+  // nv show nve vxlan lists the bridged VNI with its VLAN.
+  const std::string nve = nv_text(*b.sw, {"show", "nve", "vxlan", "-o", "json"});
+  INFO(nve);
+  CHECK_THAT(nve, Catch::Contains("\"vlan\": 10"));
+  CHECK_THAT(nve, Catch::Contains("\"mac-learning\": \"on\""));
 }
