@@ -551,4 +551,19 @@ TEST_CASE("nv show bridge domain br_default mac-table: local and remote entries"
   INFO(nve);
   CHECK_THAT(nve, Catch::Contains("\"vlan\": 10"));
   CHECK_THAT(nve, Catch::Contains("\"mac-learning\": \"on\""));
+
+  // On a running switch: swp4 moved to VLAN 10 by nv set + config apply
+  // (the diff names it); a broadcast from swp1 now reaches it, and the MAC
+  // table starts afresh.
+  nv_text(*b.sw, {"set", "interface", "swp4", "bridge", "domain", "br_default", "access", "10"});
+  const std::string diff = nv_text(*b.sw, {"config", "diff"});
+  INFO(diff);
+  CHECK_THAT(diff, Catch::Contains("access"));
+  nv_text(*b.sw, {"config", "apply"});
+  CHECK(b.sw->config().interfaces[3].access == uint16_t(10));
+  CHECK(b.sw->mac_table().empty());
+  b.clear();
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  CHECK(b.at(3).received().size() == 1);
+  CHECK(b.at(1).received().size() == 1);
 }
