@@ -247,8 +247,8 @@ class Switch final : public Node {
   void bridge_to_port(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire::PacketView& v, const Class& cls, Time now);
   void bridge_to_vtep(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, size_t vni, uint32_t vtep, const Class& cls,
                       Time now);
-  void flood(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, uint16_t vlan, std::optional<size_t> vni,
-             bool to_overlay, const Class& cls, Time now);
+  void flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<size_t> vni, bool to_overlay, const Class& cls,
+             Time now);
   void learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
   std::optional<MacPlace> find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now);
   // A copy of `m` for one more flood target (nullptr: no mbuf, counted).

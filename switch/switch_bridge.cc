@@ -100,7 +100,7 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
   const std::optional<size_t> vni_at = vni >= 0 ? std::optional<size_t>(size_t(vni)) : std::nullopt;
   const std::optional<MacPlace> to = eth.dst.is_multicast() ? std::nullopt : find_mac(vlan, eth.dst, now);
   if (!to) {
-    flood(in, m, v, vlan, vni_at, true, cls, now);
+    flood(in, m, vlan, vni_at, true, cls, now);
     return;
   }
   if (to->remote) {
@@ -126,7 +126,7 @@ void Switch::bridge_remote(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, si
   if (cfg_.vxlan.mac_learning) learn(vlan, eth.src, MacPlace{true, 0, src_vtep}, now);
   const std::optional<MacPlace> to = eth.dst.is_multicast() ? std::nullopt : find_mac(vlan, eth.dst, now);
   if (!to) {
-    flood(in, m, v, vlan, vni, false, cls, now);
+    flood(in, m, vlan, vni, false, cls, now);
     return;
   }
   if (to->remote) {
@@ -178,8 +178,8 @@ rte_mbuf* Switch::flood_copy(rte_mbuf* m) {
   return c;
 }
 
-void Switch::flood(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, uint16_t vlan, std::optional<size_t> vni,
-                   bool to_overlay, const Class& cls, Time now) {
+void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<size_t> vni, bool to_overlay,
+                   const Class& cls, Time now) {
   bridge_counters_[BridgeCounters::flood_packets]++;
   dpdk::seal(m);  // every copy carries the frame as the wire would
   // Targets: the VLAN's other ports, then (from a local port) the VNI's VTEPs.
@@ -192,28 +192,29 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, uint
   size_t done = 0;
   // Each target gets its own copy; the last takes the original.
   auto next = [&]() -> rte_mbuf* { return ++done == targets ? m : flood_copy(m); };
+  // Each copy's own view (it was decoded once already: no error beyond the transport's).
+  auto view_of = [](rte_mbuf* c) {
+    wire::PacketView cv;
+    if (wire::decode(dpdk::bytes(c), cv) != wire::DecodeError::kOk) cv.is_roce = false;
+    return cv;
+  };
   for (const uint16_t p : local) {
     if (p == in.index) continue;
     rte_mbuf* c = next();
     if (c == nullptr) continue;
-    wire::PacketView cv;
-    const wire::DecodeError e = wire::decode(dpdk::bytes(c), cv);
-    if (e != wire::DecodeError::kOk) cv.is_roce = false;
+    wire::PacketView cv = view_of(c);
     bridge_counters_[BridgeCounters::flood_local_copies]++;
     bridge_to_port(in, *ports_[p], c, cv, cls, now);
   }
   for (const uint32_t vtep : vteps) {
     rte_mbuf* c = next();
     if (c == nullptr) continue;
-    wire::PacketView cv;
-    const wire::DecodeError e = wire::decode(dpdk::bytes(c), cv);
-    if (e != wire::DecodeError::kOk) cv.is_roce = false;
+    wire::PacketView cv = view_of(c);
     vtep_counters_[VtepCounters::flood_copies]++;
     vnis_[*vni].counters[VniCounters::flood_copies]++;
     bridge_to_vtep(in, c, cv, *vni, vtep, cls, now);
   }
   if (targets == 0) rte_pktmbuf_free(m);
-  (void)v;
 }
 
 NvView Switch::view_mac_table() const {
