@@ -219,7 +219,8 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<si
 
 NvView Switch::view_mac_table() const {
   // NVUE's `nv show bridge domain br_default mac-table`: one row per entry;
-  // a remote address shows the VXLAN device and its VTEP as remote-dst.
+  // a remote address shows the VXLAN device and its VTEP as remote-dst
+  // (the command is NVUE's; its exact column set is not confirmed here).
   NvView view(NvView::Columns::kOperational);
   auto& t = view.table("mac-table", {"entry-id", "age", "bridge-domain", "entry-type", "interface", "last-update",
                                      "MAC address", "src-vni", "vlan", "remote-dst"});
