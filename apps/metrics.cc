@@ -9,6 +9,7 @@
 #include "common/engine/engine.h"
 #include "common/engine/port.h"
 #include "nic/counters.h"
+#include "switch/bridge.h"
 #include "switch/ecmp.h"
 #include "switch/switch_counters.h"
 #include "switch/vxlan.h"
@@ -115,8 +116,24 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
     name = name.substr(prefix.size() + 2);
     return true;
   };
+  // vxlan.vni10.encap-packets -> rocemu_switch_vxlan_vni_encap_packets_total{vni="10"}
+  const auto per_vni = [&] {
+    constexpr std::string_view kPrefix = "vxlan.vni";
+    if (name.substr(0, kPrefix.size()) != kPrefix) return false;
+    const size_t dot = name.find('.', kPrefix.size());
+    if (dot == std::string_view::npos || dot == kPrefix.size()) return false;
+    const std::string_view id = name.substr(kPrefix.size(), dot - kPrefix.size());
+    for (const char ch : id)
+      if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
+    labels.emplace_back("vni", std::string(id));
+    group = "vxlan_vni_";
+    name = name.substr(dot + 1);
+    return true;
+  };
   if (kind == "switch") {
-    if (numbered("pfc", "priority")) {
+    if (per_vni()) {
+      help = help_in<sw::VniCounters>(name);
+    } else if (numbered("pfc", "priority")) {
       help = name.find("rx") == 0 ? "PFC frames (or pause time) received for the priority"
                                   : "PFC frames (or XOFF time) sent for the priority";
     } else if (numbered("queue", "tc")) {
@@ -134,6 +151,7 @@ void place(const CounterSample& c, std::map<std::string, Family>& families) {
       help = help_in<sw::PortCounters>(name);
       if (!help) help = help_in<sw::EcmpCounters>(name);
       if (!help) help = help_in<sw::VtepCounters>(name);
+      if (!help) help = help_in<sw::BridgeCounters>(name);
     }
   } else if (kind == "nic") {
     // ethtool's per-priority counters: rx_prio3_pause -> prio_rx_pause{priority="3"}

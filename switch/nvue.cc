@@ -496,6 +496,16 @@ Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
     return {};
   }
   if (c.accept("fault")) return interface_fault(f, c, set);
+  if (c.accept("bridge")) {  // bridge domain br_default access VID
+    if (!c.accept("domain") || !c.accept(kBridgeDomain)) return c.error("domain br_default");
+    if (!c.accept("access")) return c.error("access");
+    f.access.reset();
+    if (!set) return {};
+    uint16_t vid = 0;
+    if (Status s = read_in(c, vid, kVlanRange); !s.ok()) return s;
+    f.access = vid;
+    return {};
+  }
   if (c.accept("pfc-storm")) {
     if (!set) {
       f.pfc_storm = PfcStorm{};
@@ -515,7 +525,7 @@ Status interface_settings(InterfaceConfig& f, Cursor& c, bool set) {
     }
     return {};
   }
-  return c.error("qos, link, cable-length, ip, fault or pfc-storm");
+  return c.error("qos, link, cable-length, ip, fault, bridge or pfc-storm");
 }
 
 // `interface swp1,swp3 ...`, `interface swp1-4 ...`: the same words on each.
@@ -651,6 +661,10 @@ Status nve_vxlan(SwitchConfig& cfg, Cursor& c, bool set) {
     return {};
   }
   if (c.accept("flooding")) return flooding(x.flood, c, set);
+  if (c.accept("mac-learning")) {
+    x.mac_learning = false;
+    return set ? read_bool(c, x.mac_learning) : Status{};
+  }
   if (c.accept("vni")) {
     uint32_t id = 0;
     if (Status s = read_in(c, id, kVniRange); !s.ok()) return s;
@@ -672,7 +686,47 @@ Status nve_vxlan(SwitchConfig& cfg, Cursor& c, bool set) {
     if (c.accept("flooding")) return flooding(it->flood, c, set);
     return c.error("vrf or flooding");
   }
-  return c.error("state, source, port, encapsulation, flooding or vni");
+  return c.error("state, source, port, encapsulation, flooding, mac-learning or vni");
+}
+
+// NVUE's `bridge domain br_default ...`: ageing, VLANs, a VLAN's VNI (a
+// bridged VNI of the VTEP) and that VNI's flood list.
+Status bridge_domain(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (!c.accept("domain") || !c.accept(kBridgeDomain)) return c.error("domain br_default (the one bridge)");
+  if (auto r = table_field(cfg, c, set, std::string("bridge domain ") + kBridgeDomain)) return *r;
+  if (!c.accept("vlan")) return c.error("ageing or vlan");
+  uint16_t vid = 0;
+  if (Status s = read_in(c, vid, kVlanRange); !s.ok()) return s;
+  std::vector<VxlanVni>& vnis = cfg.vxlan.vnis;
+  if (c.done()) {
+    std::erase(cfg.bridge.vlans, vid);
+    if (set) {
+      cfg.bridge.vlans.push_back(vid);
+    } else {
+      std::erase_if(vnis, [&](const VxlanVni& v) { return v.vlan == vid; });
+    }
+    return {};
+  }
+  if (!c.accept("vni")) return c.error("vni");
+  uint32_t id = 0;
+  if (Status s = read_in(c, id, kVniRange); !s.ok()) return s;
+  auto it = std::find_if(vnis.begin(), vnis.end(), [&](const VxlanVni& v) { return v.vni == id; });
+  if (!set && c.done()) {
+    if (it != vnis.end() && it->vlan == vid) vnis.erase(it);
+    return {};
+  }
+  if (it == vnis.end()) {
+    if (!set) return {};
+    vnis.push_back(VxlanVni{id, "default", {}, vid});
+    it = vnis.end() - 1;
+  }
+  if (set) {
+    it->vlan = vid;
+    if (!cfg.bridge.has_vlan(vid)) cfg.bridge.vlans.push_back(vid);
+  }
+  if (c.done()) return {};
+  if (c.accept("flooding")) return flooding(it->flood, c, set);
+  return c.error("flooding");
 }
 
 }  // namespace
@@ -713,7 +767,12 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
     if (s.ok() && !c.done()) return c.error("the end of the command");  // `... source address X junk`
     return s;
   }
-  return c.error("qos, interface, system, vrf or nve");
+  if (c.accept("bridge")) {
+    Status s = bridge_domain(cfg, c, set);
+    if (s.ok() && !c.done()) return c.error("the end of the command");
+    return s;
+  }
+  return c.error("qos, interface, system, vrf, nve or bridge");
 }
 
 }  // namespace rocemu::sw

@@ -83,6 +83,7 @@ void merge_interface(InterfaceConfig& staged, const InterfaceConfig& was, const 
   merge(staged.mtu, was.mtu, now.mtu);
   merge(staged.cable_length, was.cable_length, now.cable_length);
   merge(staged.pfc_watchdog, was.pfc_watchdog, now.pfc_watchdog);
+  merge(staged.access, was.access, now.access);
   merge_faults(staged.faults, was.faults, now.faults);
   merge_storm(staged.pfc_storm, was.pfc_storm, now.pfc_storm);
 }

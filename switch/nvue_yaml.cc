@@ -81,6 +81,7 @@ YAML::Node interface_yaml(const InterfaceConfig& i, uint16_t index) {
     s["interval"] = format_duration(i.pfc_storm.interval);
     n["pfc-storm"] = s;
   }
+  if (i.access) n["bridge"]["domain"][kBridgeDomain]["access"] = *i.access;
   return n;
 }
 
@@ -174,13 +175,33 @@ YAML::Node vxlan_yaml(const VxlanConfig& x) {
   n["encapsulation"]["dscp"]["action"] = std::string(vxlan_dscp_action_name(x.encap_dscp));
   n["encapsulation"]["dscp"]["value"] = int(x.dscp_value);
   n["flooding"]["head-end-replication"] = addresses(x.flood);
+  if (x.mac_learning) n["mac-learning"] = "on";
   n["vni"] = YAML::Node(YAML::NodeType::Map);
   for (const VxlanVni& v : x.vnis) {
+    if (v.bridged()) continue;  // under bridge domain br_default vlan V vni N
     YAML::Node e;
     e["vrf"] = v.vrf;
     e["flooding"]["head-end-replication"] = addresses(v.flood);
     n["vni"][std::to_string(v.vni)] = e;
   }
+  return n;
+}
+
+// bridge: {domain: {br_default: {ageing, vlan: {V: {vni: {N: {flooding}}}}}}}
+YAML::Node bridge_yaml(const SwitchConfig& cfg) {
+  YAML::Node d;
+  d["ageing"] = cfg.bridge.ageing;
+  d["vlan"] = YAML::Node(YAML::NodeType::Map);
+  for (const uint16_t vid : cfg.bridge.vlans) {
+    YAML::Node e(YAML::NodeType::Map);
+    for (const VxlanVni& v : cfg.vxlan.vnis) {
+      if (v.vlan != vid) continue;
+      e["vni"][std::to_string(v.vni)]["flooding"]["head-end-replication"] = addresses(v.flood);
+    }
+    d["vlan"][std::to_string(vid)] = e;
+  }
+  YAML::Node n;
+  n["domain"][kBridgeDomain] = d;
   return n;
 }
 
@@ -231,6 +252,7 @@ YAML::Node switch_config_yaml(const SwitchConfig& cfg) {
     if (f.size() > 0) n["interfaces"][port_name(i)] = f;
   }
   if (cfg.vxlan.source) n["nve"]["vxlan"] = vxlan_yaml(cfg.vxlan);
+  if (!cfg.bridge.vlans.empty() || cfg.bridge.ageing != BridgeDomain{}.ageing) n["bridge"] = bridge_yaml(cfg);
   for (const Route& r : cfg.routes) {
     YAML::Node e;
     e["prefix"] = r.prefix.str();

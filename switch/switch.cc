@@ -104,6 +104,7 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   if (&cfg != &cfg_) cfg_ = cfg;
   faults_loaded_ = true;
   vtep_ip_ = cfg_.vxlan.enabled() ? cfg_.vxlan.source->v4_host_order() : 0;
+  rebuild_bridge();
   const QosConfig& q = cfg_.qos;
   for (uint8_t sp = 0; sp < kNumSwitchPriorities; sp++) sp_pg_[sp] = q.pg_of(sp);
   lossless_tcs_ = q.lossless_tcs();
@@ -212,6 +213,8 @@ void Switch::clear_counters(uint16_t port) {
 void Switch::clear_counters() {
   for (uint16_t i = 0; i < ports_.size(); i++) clear_counters(i);
   vtep_counters_.clear();
+  bridge_counters_.clear();
+  for (VniRuntime& r : vnis_) r.counters.clear();
   mmu_.clear_watermarks();
 }
 
@@ -238,6 +241,14 @@ void Switch::report_counters(CounterSink& sink) const {
   // The VTEP's, under the switch's own scope ("sw1/vxlan.encap-packets").
   if (cfg_.vxlan.enabled())
     for (size_t i = 0; i < VtepCounters::kCount; i++) sink.counter(name(), VtepCounters::kNames[i], vtep_counters_.v[i]);
+  if (cfg_.vxlan.enabled())  // per VNI: "sw1/vxlan.vni10.encap-packets"
+    for (const VniRuntime& r : vnis_)
+      for (size_t i = 0; i < VniCounters::kCount; i++)
+        sink.counter(name(), "vxlan.vni" + std::to_string(r.vni) + "." + std::string(VniCounters::kNames[i]),
+                     r.counters.v[i]);
+  if (!cfg_.bridge.vlans.empty())
+    for (size_t i = 0; i < BridgeCounters::kCount; i++)
+      sink.counter(name(), BridgeCounters::kNames[i], bridge_counters_.v[i]);
   for (const auto& p : ports_) {
     const std::string scope = name() + "/" + cfg_.interfaces[p->index].name;
     for (size_t i = 0; i < PortCounters::kCount; i++) sink.counter(scope, PortCounters::kNames[i], p->counters.v[i]);

@@ -23,6 +23,7 @@
 #include "common/engine/node.h"
 #include "common/log.h"
 #include "common/wire/packet.h"
+#include "switch/bridge.h"
 #include "switch/mmu.h"
 #include "switch/nvue_view.h"
 #include "switch/packet_queue.h"
@@ -113,6 +114,12 @@ class Switch final : public Node {
   std::vector<std::optional<EcmpCounters>> ecmp_port_counters() const;
   // The VTEP's counters (all zero when the switch is no VTEP).
   const VtepCounters& vtep_counters() const { return vtep_counters_; }
+  // A VNI's counters (nullptr if the VTEP does not map it).
+  const VniCounters* vni_counters(uint32_t vni) const;
+  // The bridge: its counters and MAC table (nv show bridge domain br_default mac-table).
+  const BridgeCounters& bridge_counters() const { return bridge_counters_; }
+  std::vector<MacEntry> mac_table() const { return mac_table_.entries(); }
+  NvView view_mac_table() const;
   // The fault stage of what a port receives (rocemu fault on an external port).
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
 
@@ -209,10 +216,53 @@ class Switch final : public Node {
   // (counted; the caller frees it). encapsulate: routes the inner packet
   // into the tunnel `nh` and the outer one to the underlay; the underlay
   // next hop, v describing the outer packet, or nullptr if dropped.
-  bool decapsulate(rte_mbuf* m, wire::PacketView& v);
+  // `vni`: the index in vnis_ of the frame's VNI.
+  bool decapsulate(rte_mbuf* m, wire::PacketView& v, size_t& vni);
   const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
                              Time now);
   bool strip_vlan(rte_mbuf* m, wire::PacketView& v);
+  // The outer headers in front of the inner frame `v` (sealed, its Ethernet
+  // header final) to the remote VTEP `remote` in VNI `vni`, and the
+  // underlay route; the next hop, v describing the outer packet, or
+  // nullptr if dropped (counted).
+  const NextHop* tunnel(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uint32_t remote, uint32_t vni, Time now);
+
+  // The bridge (switch_bridge.cc). A packet's class, from the headers as
+  // received (trust -> switch priority -> PG, TC).
+  struct Class {
+    uint8_t sp = 0, pg = 0, tc = 0;
+  };
+  // Classification, the ingress counters and the PFC watchdog's ingress
+  // drop: false if dropped (counted, freed).
+  bool ingress(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Class& cls);
+  // Egress admission, trimming, ECN and the queue of `out` (m is consumed).
+  void egress(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire::PacketView& v, const Class& cls, Time now);
+  // A frame received on an access port of `vlan`, and a frame of a bridged
+  // VNI decapsulated from `src_vtep` (m is consumed).
+  void bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uint16_t vlan, Time now);
+  void bridge_remote(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, size_t vni, uint32_t src_vtep,
+                     const Class& cls, Time now);
+  // To a local port of the VLAN (MTU checked), into the overlay to one
+  // VTEP, or flooded (m is consumed).
+  void bridge_to_port(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire::PacketView& v, const Class& cls, Time now);
+  void bridge_to_vtep(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, size_t vni, uint32_t vtep, const Class& cls,
+                      Time now);
+  void flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<size_t> vni, bool to_overlay, const Class& cls,
+             Time now);
+  void learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
+  std::optional<MacPlace> find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now);
+  // A copy of `m` for one more flood target (nullptr: no mbuf, counted).
+  rte_mbuf* flood_copy(rte_mbuf* m);
+  // The runtime of the VTEP's VNIs (cfg_.vxlan.vnis, with their merged
+  // flood lists and counters) and the bridge's VLANs.
+  struct VniRuntime {
+    uint32_t vni = 0;
+    uint16_t vlan = 0;            // 0: routed
+    std::vector<uint32_t> flood;  // remote VTEPs, host order: the VNI's list then the global one
+    VniCounters counters;
+  };
+  std::optional<size_t> vni_index(uint32_t vni) const;
+  void rebuild_bridge();
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);
@@ -265,6 +315,12 @@ class Switch final : public Node {
   uint32_t vtep_ip_ = 0;  // the VTEP's source address (host order), 0 if no VTEP
   uint16_t vxlan_ip_id_ = 0;
   VtepCounters vtep_counters_;
+  std::vector<VniRuntime> vnis_;
+  std::array<int32_t, kMaxVlan + 1> vlan_vni_{};          // VLAN -> index in vnis_ (-1: none)
+  std::array<std::vector<uint16_t>, kMaxVlan + 1> vlan_ports_;  // VLAN -> its access ports
+  std::vector<uint16_t> port_vlan_;                       // port -> its access VLAN (0: routed port)
+  MacTable mac_table_;
+  BridgeCounters bridge_counters_;
   std::shared_ptr<spdlog::logger> log_;
 };
 

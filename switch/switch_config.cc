@@ -185,6 +185,7 @@ Status SwitchConfig::validate() const {
                                                           " next hops for " + routes[i].prefix.str());
   }
   if (Status s = validate_vxlan(); !s.ok()) return s;
+  if (Status s = validate_bridge(); !s.ok()) return s;
   if (ecmp.hash_fields == 0 && ecmp.load_balancing == LoadBalancing::kHash)
     return err("forwarding.ecmp-hash", "at least one field must be hashed");
   if (routes.size() + neighbors.size() + interfaces.size() > 8000)
@@ -293,11 +294,39 @@ Status SwitchConfig::validate_vxlan() const {
   if (Status s = check_flood(x.flood, "nve.vxlan.flooding.head-end-replication"); !s.ok()) return s;
   std::set<uint32_t> vnis;
   for (const VxlanVni& v : x.vnis) {
-    const std::string at = "nve.vxlan.vni." + std::to_string(v.vni);
+    const std::string at = v.bridged() ? std::string("bridge.domain.") + kBridgeDomain + ".vlan." +
+                                             std::to_string(v.vlan) + ".vni." + std::to_string(v.vni)
+                                       : "nve.vxlan.vni." + std::to_string(v.vni);
     if (Status s = kVniRange.check(v.vni, "nve.vxlan.vni"); !s.ok()) return s;
     if (!vnis.insert(v.vni).second) return err(at, "mapped twice");
     if (v.vrf != "default") return err(at + ".vrf", "'" + v.vrf + "': the switch has one VRF, default");
+    if (v.bridged() && !bridge.has_vlan(v.vlan))
+      return err(at, "mapped to VLAN " + std::to_string(v.vlan) + ", which is not a VLAN of bridge domain br_default");
     if (Status s = check_flood(v.flood, at + ".flooding.head-end-replication"); !s.ok()) return s;
+  }
+  return {};
+}
+
+Status SwitchConfig::validate_bridge() const {
+  const auto err = [](const std::string& field, const std::string& msg) { return Status::error(field + ": " + msg); };
+  const std::string at = std::string("bridge.domain.") + kBridgeDomain;
+  std::set<uint16_t> vlans;
+  for (const uint16_t v : bridge.vlans) {
+    if (Status s = kVlanRange.check(v, at + ".vlan"); !s.ok()) return s;
+    if (!vlans.insert(v).second) return err(at + ".vlan." + std::to_string(v), "listed twice");
+  }
+  std::set<uint16_t> mapped;
+  for (const VxlanVni& v : vxlan.vnis)
+    if (v.bridged() && !mapped.insert(v.vlan).second)
+      return err(at + ".vlan." + std::to_string(v.vlan) + ".vni",
+                 "VLAN " + std::to_string(v.vlan) + " is mapped to two VNIs (one VNI per VLAN)");
+  for (const InterfaceConfig& i : interfaces) {
+    if (!i.access) continue;
+    const std::string f = "interfaces." + i.name + ".bridge.domain." + kBridgeDomain + ".access";
+    if (!bridge.has_vlan(*i.access))
+      return err(f, "VLAN " + std::to_string(*i.access) + " is not a VLAN of bridge domain br_default (" + at + ".vlan)");
+    if (i.address)
+      return err(f, "a bridge port is switched, not routed: it takes no address (" + i.address->str() + ")");
   }
   return {};
 }
@@ -308,6 +337,9 @@ Status SwitchConfig::check_overlay_route(const Route& r, const std::string& at) 
     return err(at + ".vtep", "an overlay route needs the switch to be a VTEP (nve.vxlan.source.address, state enabled)");
   if (vxlan.find(r.vni) == nullptr)
     return err(at + ".vni", "VNI " + std::to_string(r.vni) + " is not mapped (nve.vxlan.vni)");
+  if (vxlan.find(r.vni)->bridged())
+    return err(at + ".vni", "VNI " + std::to_string(r.vni) + " is bridged (VLAN " +
+                                std::to_string(vxlan.find(r.vni)->vlan) + "): a route needs a routed VNI");
   if (!vxlan.is_remote(r.vni, *r.vtep))
     return err(at + ".vtep", "'" + r.vtep->str() + "' is not a remote VTEP of VNI " + std::to_string(r.vni) +
                                  " (nve.vxlan.flooding or nve.vxlan.vni." + std::to_string(r.vni) + ".flooding)");

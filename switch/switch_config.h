@@ -3,6 +3,7 @@
 // every error names the field, in the words the YAML and NVUE use.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -51,6 +52,10 @@ struct InterfaceConfig {
   std::optional<bool> pfc_watchdog;  // default: qos pfc-watchdog state
   FaultConfig faults;                // fault stage on frames this port receives
   PfcStorm pfc_storm;
+  // `bridge domain br_default access VID`: an access port of the bridge in
+  // VLAN `access` (untagged frames; a frame tagged with another VLAN is
+  // dropped). A bridge port is switched, not routed: it has no address.
+  std::optional<uint16_t> access;
 };
 
 // A static route: to `prefix` out of `port`, to the neighbour `via` (or to
@@ -77,10 +82,12 @@ struct Route {
 };
 
 // VXLAN (RFC 7348): the switch as a static VTEP, NVUE's `nve vxlan`. A VNI
-// maps to a VRF (a routed, "L3" VNI: the switch has no bridge, so no
-// VLAN-mapped VNIs); routes with `vtep` send into it. The remote VTEPs of a
-// VNI are its head-end replication (flood) list and the global one; a
-// route may name only those. EVPN is not modelled.
+// maps to a VRF (a routed, "L3" VNI: routes with `vtep` send into it) or to
+// a VLAN of the bridge (a bridged, "L2" VNI: `bridge domain br_default vlan
+// 10 vni 10`; frames of the VLAN are switched into it by MAC). The remote
+// VTEPs of a VNI are its head-end replication (flood) list and the global
+// one; a route may name only those, and a bridged VNI floods broadcast,
+// unknown unicast and multicast to each of them. EVPN is not modelled.
 enum class VxlanDscpAction : uint8_t { kCopy, kSet };
 constexpr std::array<std::string_view, 2> kVxlanDscpActionNames = {"copy", "set"};
 std::optional<VxlanDscpAction> parse_vxlan_dscp_action(std::string_view name);
@@ -91,8 +98,10 @@ inline constexpr uint16_t kVxlanPort = 4789;  // IANA
 
 struct VxlanVni {
   uint32_t vni = 0;
-  std::string vrf = "default";
+  std::string vrf = "default";      // a routed VNI's
   std::vector<wire::IpAddr> flood;  // head-end replication: remote VTEPs of this VNI
+  uint16_t vlan = 0;                // a bridged VNI's VLAN (0: a routed VNI)
+  bool bridged() const { return vlan != 0; }
   friend bool operator==(const VxlanVni&, const VxlanVni&) = default;
 };
 
@@ -105,6 +114,11 @@ struct VxlanConfig {
   uint8_t dscp_value = 0;
   std::vector<wire::IpAddr> flood;  // remote VTEPs of every VNI
   std::vector<VxlanVni> vnis;
+  // nve vxlan mac-learning: a bridged VNI learns the inner source MAC of a
+  // decapsulated frame as behind its outer source address (data-plane
+  // learning; off, as NVUE's default, every unicast to a remote host is
+  // flooded to the flood list).
+  bool mac_learning = false;
 
   bool enabled() const { return state && source.has_value(); }
   const VxlanVni* find(uint32_t vni) const {
@@ -115,6 +129,18 @@ struct VxlanConfig {
   // Whether `vtep` is a remote VTEP of `vni` (its flood list or the global one).
   bool is_remote(uint32_t vni, const wire::IpAddr& vtep) const;
   friend bool operator==(const VxlanConfig&, const VxlanConfig&) = default;
+};
+
+// The VLAN-aware bridge br_default (NVUE's `bridge domain br_default`):
+// its VLANs, each possibly mapped to a VNI (VxlanVni::vlan), and the age
+// after which a learned MAC address is forgotten.
+inline constexpr char kBridgeDomain[] = "br_default";
+inline constexpr uint16_t kMaxVlan = 4094;
+struct BridgeDomain {
+  std::vector<uint16_t> vlans;
+  uint32_t ageing = 1800;  // seconds (0: learned addresses never age)
+  bool has_vlan(uint16_t v) const { return std::find(vlans.begin(), vlans.end(), v) != vlans.end(); }
+  friend bool operator==(const BridgeDomain&, const BridgeDomain&) = default;
 };
 
 struct Neighbor {
@@ -139,6 +165,7 @@ struct SwitchConfig {
   bool proxy_arp = true;  // answer ARP for any routed address (hosts may ARP for their peer)
   EcmpConfig ecmp;        // system forwarding: ecmp-hash, hash-seed, load balancing
   VxlanConfig vxlan;      // nve vxlan: the switch as a VTEP
+  BridgeDomain bridge;    // bridge domain br_default: VLANs (access ports: InterfaceConfig::access)
   QosConfig qos = qos_default_global();
 
   // A configuration with `ports` interfaces named swp1..swpN (port_name).
@@ -163,6 +190,7 @@ struct SwitchConfig {
 
  private:
   Status validate_vxlan() const;
+  Status validate_bridge() const;
 };
 
 }  // namespace rocemu::sw

@@ -76,6 +76,8 @@ const SwitchField kFields[] = {
     ROCEMU_FIELD("nve.vxlan.port", "nve vxlan port", kUdpPortRange, vxlan.port, kVxlanPort),
     ROCEMU_FIELD("nve.vxlan.encapsulation.dscp.value", "nve vxlan encapsulation dscp value", kDscpRange,
                  vxlan.dscp_value, 0),
+    ROCEMU_FIELD("bridge.domain.br_default.ageing", "bridge domain br_default ageing", kAgeingRange, bridge.ageing,
+                 1800),
     ROCEMU_FIELD("qos.headroom.cell-size", "", kCellSizeRange, qos.headroom.cell_size, kHeadroom.cell_size),
     ROCEMU_FIELD("qos.headroom.pipeline-latency", "", kHeadroomBytesRange, qos.headroom.pipeline_latency,
                  kHeadroom.pipeline_latency),

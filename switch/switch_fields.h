@@ -62,6 +62,8 @@ inline constexpr FieldRange kTrafficClassRange{FieldKind::kInt, 0, 7, ""};
 inline constexpr FieldRange kDscpRange{FieldKind::kInt, 0, 63, ""};
 inline constexpr FieldRange kPcpRange{FieldKind::kInt, 0, 7, ""};
 inline constexpr FieldRange kVniRange{FieldKind::kInt, 1, kMaxVni, ""};
+inline constexpr FieldRange kVlanRange{FieldKind::kInt, 1, kMaxVlan, ""};
+inline constexpr FieldRange kAgeingRange{FieldKind::kInt, 0, 1'000'000, "s"};
 
 // One global setting: where it is in a topology's switch section and in
 // NVUE, how it is read and bounded, and the member it sets.

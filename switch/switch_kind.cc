@@ -229,7 +229,8 @@ void parse_qos(const YAML::Node& q, const std::string& f, Context& ctx, QosConfi
 }
 
 void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, InterfaceConfig& i) {
-  ctx.check_keys(n, f, {"name", "mac", "address", "speed", "mtu", "cable-length", "pfc-watchdog", "faults", "pfc-storm"});
+  ctx.check_keys(n, f, {"name", "mac", "address", "speed", "mtu", "cable-length", "pfc-watchdog", "faults", "pfc-storm",
+                        "bridge"});
   if (n["name"])
     if (auto s = ctx.str(n["name"], f + ".name")) i.name = *s;
   if (n["mac"]) {
@@ -254,6 +255,54 @@ void parse_interface(const YAML::Node& n, const std::string& f, Context& ctx, In
   }
   if (n["faults"]) i.faults = parse_faults(n["faults"], f + ".faults", ctx);
   if (const YAML::Node s = n["pfc-storm"]) i.pfc_storm = parse_pfc_storm(s, f + ".pfc-storm", ctx);
+  if (const YAML::Node b = n["bridge"]) {  // bridge: {domain: {br_default: {access: VID}}}
+    const std::string df = f + ".bridge.domain." + kBridgeDomain;
+    const YAML::Node d = b.IsMap() && b["domain"].IsMap() ? b["domain"][kBridgeDomain] : YAML::Node();
+    if (!d.IsMap()) {
+      ctx.error(b, f + ".bridge", "expected {domain: {br_default: {access: VLAN}}}");
+    } else {
+      ctx.check_keys(b, f + ".bridge", {"domain"});
+      ctx.check_keys(b["domain"], f + ".bridge.domain", {kBridgeDomain});
+      ctx.check_keys(d, df, {"access"});
+      if (d["access"])
+        if (auto v = bounded(d["access"], df + ".access", kVlanRange, ctx)) i.access = uint16_t(*v);
+    }
+  }
+}
+
+void parse_flooding(const YAML::Node& n, const std::string& f, Context& ctx, std::vector<wire::IpAddr>& out);
+
+// `bridge: {domain: {br_default: {ageing, vlan: {V: {vni: {N: {flooding}}}}}}}`:
+// NVUE's bridge domain (ageing is a row of the table, read by read_fields).
+void parse_bridge(const YAML::Node& n, const std::string& f, Context& ctx, SwitchConfig& cfg) {
+  if (!expect_map(n, f, ctx, "{domain: {br_default: ...}}")) return;
+  ctx.check_keys(n, f, {"domain"});
+  const YAML::Node dom = n["domain"];
+  if (!dom || !expect_map(dom, f + ".domain", ctx, "{br_default: ...}")) return;
+  ctx.check_keys(dom, f + ".domain", {kBridgeDomain});
+  const YAML::Node d = dom[kBridgeDomain];
+  const std::string df = f + ".domain." + kBridgeDomain;
+  if (!d || !expect_map(d, df, ctx, "{ageing, vlan}")) return;
+  ctx.check_keys(d, df, {"ageing", "vlan"});
+  const YAML::Node vlans = d["vlan"];
+  if (!vlans) return;
+  for_index_keys(vlans, df + ".vlan", ctx, kVlanRange, [&](int vid, const YAML::Node& m, const std::string& mf) {
+    cfg.bridge.vlans.push_back(uint16_t(vid));
+    if (m.IsNull()) return;
+    if (!expect_map(m, mf, ctx, "{vni: {N: {flooding}}}")) return;
+    ctx.check_keys(m, mf, {"vni"});
+    if (!m["vni"]) return;
+    for_index_keys(m["vni"], mf + ".vni", ctx, kVniRange, [&](int id, const YAML::Node& v, const std::string& vf) {
+      VxlanVni vni;
+      vni.vni = uint32_t(id);
+      vni.vlan = uint16_t(vid);
+      if (!v.IsNull() && expect_map(v, vf, ctx, "{flooding}")) {
+        ctx.check_keys(v, vf, {"flooding"});
+        if (const YAML::Node fl = v["flooding"]) parse_flooding(fl, vf + ".flooding", ctx, vni.flood);
+      }
+      cfg.vxlan.vnis.push_back(vni);
+    });
+  });
 }
 
 // `forwarding`: NVUE's `system forwarding` (ecmp-hash fields, hash-seed)
@@ -426,8 +475,9 @@ void parse_nve(const YAML::Node& n, const std::string& f, Context& ctx, VxlanCon
   const YAML::Node v = n["vxlan"];
   if (!v) return;
   const std::string vf = f + ".vxlan";
-  if (!expect_map(v, vf, ctx, "{state, source, port, encapsulation, flooding, vni}")) return;
-  ctx.check_keys(v, vf, {"state", "source", "port", "encapsulation", "flooding", "vni"});
+  if (!expect_map(v, vf, ctx, "{state, source, port, encapsulation, flooding, mac-learning, vni}")) return;
+  ctx.check_keys(v, vf, {"state", "source", "port", "encapsulation", "flooding", "mac-learning", "vni"});
+  if (v["mac-learning"]) read_bool(v, "mac-learning", vf, ctx, x.mac_learning);
   if (v["state"])
     if (auto s = ctx.choice(v["state"], vf + ".state", {"enabled", "disabled"})) x.state = *s == "enabled";
   if (const YAML::Node src = v["source"]) {
@@ -486,7 +536,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
   // Errors recorded before (elsewhere in the file) are not this switch's.
   const size_t errors_before = ctx.error_count();
   ctx.check_keys(n, f, {"kind", "ports", "mac", "proxy-arp", "forwarding", "interfaces", "routes", "neighbors", "qos",
-                        "nve"});
+                        "nve", "bridge"});
   uint16_t ports = 4;
   read_int(n, "ports", f, ctx, ports, 1, 256);
   SwitchConfig cfg = SwitchConfig::with_ports(ports);
@@ -514,6 +564,7 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
     }
   }
   if (const YAML::Node x = n["nve"]) parse_nve(x, f + ".nve", ctx, cfg.vxlan);
+  if (const YAML::Node b = n["bridge"]) parse_bridge(b, f + ".bridge", ctx, cfg);
   if (const YAML::Node rs = n["routes"]) {
     for (size_t i = 0; rs.IsSequence() && i < rs.size(); i++) parse_route(rs[i], f + ".routes[" + std::to_string(i) + "]", ctx, cfg);
     if (!rs.IsSequence()) ctx.error(rs, f + ".routes", "expected a list of routes");

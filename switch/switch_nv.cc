@@ -112,12 +112,15 @@ Status Switch::nv_show(const std::vector<std::string>& command, std::string& out
     view = view_queue_counters(ports.front());
   } else if (what == "vrf" || what == "route" || what == "router") {
     view = view_routes();
+  } else if (what == "bridge" && at(2) == "domain" && at(3) == kBridgeDomain && at(4) == "mac-table") {
+    if (Status s = none_after(5); !s.ok()) return s;
+    view = view_mac_table();
   } else if (what == "nve" && at(2) == "vxlan") {
     if (Status s = none_after(3); !s.ok()) return s;
     view = view_vxlan();
   } else {
     return Status::error("nv show: expected qos roce, qos buffer, qos pfc-watchdog, interface <if> ..., pfc counters, "
-                         "pfcwd stats, queue counters <if>, vrf or nve vxlan");
+                         "pfcwd stats, queue counters <if>, vrf, nve vxlan or bridge domain br_default mac-table");
   }
   out = view.render(format);
   return {};

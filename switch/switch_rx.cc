@@ -94,6 +94,12 @@ void Switch::process(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) {
       }
       v.is_roce = false;
     }
+    // An access port of the bridge: every frame but MAC control is
+    // switched in its VLAN (switch_bridge.cc).
+    if (port_vlan_[port] != 0 && v.kind != wire::PacketKind::kPfc && v.kind != wire::PacketKind::kPause) {
+      bridge_local(in, m, v, port_vlan_[port], now);
+      continue;
+    }
     switch (v.kind) {
       case wire::PacketKind::kIpv4:
       case wire::PacketKind::kIpv6:
@@ -133,39 +139,53 @@ uint8_t Switch::classify(const wire::PacketView& v) const {
   return map.port_default_sp;
 }
 
-void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now) {
-  // `v` is the packet as received and, once routed, as it leaves: the
-  // inner one of a frame this VTEP decapsulates, the outer one of a frame
-  // it encapsulates (rewritten in place: no copy on the common path).
+bool Switch::ingress(PortRuntime& in, rte_mbuf* m, const wire::PacketView& v, Class& cls) {
   const uint32_t rx_len = rte_pktmbuf_data_len(m);
   // trust -> switch priority -> priority group / traffic class, on the
   // headers as received (the outer ones of a VXLAN frame)
-  const uint8_t sp = classify(v);
-  const uint8_t pg = sp_pg_[sp];
-  const uint8_t tc = cfg_.qos.sp_to_tc[sp];
-  in.pg_counters[pg][PgCounters::rx_frames]++;
-  in.pg_counters[pg][PgCounters::rx_bytes] += rx_len;
-  if (pg == roce_pg_) {
+  cls.sp = classify(v);
+  cls.pg = sp_pg_[cls.sp];
+  cls.tc = cfg_.qos.sp_to_tc[cls.sp];
+  in.pg_counters[cls.pg][PgCounters::rx_frames]++;
+  in.pg_counters[cls.pg][PgCounters::rx_bytes] += rx_len;
+  if (cls.pg == roce_pg_) {
     in.counters[PortCounters::rx_roce_packets]++;
     in.counters[PortCounters::rx_roce_bytes] += rx_len;
   } else {
     in.counters[PortCounters::rx_non_roce_packets]++;
     in.counters[PortCounters::rx_non_roce_bytes] += rx_len;
   }
-  if (in.watchdog && in.wd[tc].storm) {
+  if (in.watchdog && in.wd[cls.tc].storm) {
     if (cfg_.qos.watchdog.action == WatchdogAction::kDrop) {
-      in.wd[tc].counters[WatchdogCounters::rx_drop]++;
+      in.wd[cls.tc].counters[WatchdogCounters::rx_drop]++;
       in.counters[PortCounters::drop_pfc_watchdog]++;
+      rte_pktmbuf_free(m);
+      return false;
+    }
+    in.wd[cls.tc].counters[WatchdogCounters::rx_ok]++;
+  }
+  return true;
+}
+
+void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now) {
+  // `v` is the packet as received and, once routed, as it leaves: the
+  // inner one of a frame this VTEP decapsulates, the outer one of a frame
+  // it encapsulates (rewritten in place: no copy on the common path).
+  Class cls;
+  if (!ingress(in, m, v, cls)) return;
+  // VXLAN to this VTEP: on with the inner packet (switch_vxlan.cc); a
+  // bridged VNI's frame is switched in its VLAN (switch_bridge.cc)
+  if (vtep_ip_ != 0 && v.is_ipv4() && v.is_udp && v.dport == cfg_.vxlan.port && v.ipv4().dst.get() == vtep_ip_) {
+    const uint32_t src_vtep = v.ipv4().src.get();
+    size_t vni = 0;
+    if (!decapsulate(m, v, vni)) {
       rte_pktmbuf_free(m);
       return;
     }
-    in.wd[tc].counters[WatchdogCounters::rx_ok]++;
-  }
-  // VXLAN to this VTEP: on with the inner packet (switch_vxlan.cc)
-  if (vtep_ip_ != 0 && v.is_ipv4() && v.is_udp && v.dport == cfg_.vxlan.port && v.ipv4().dst.get() == vtep_ip_ &&
-      !decapsulate(m, v)) {
-    rte_pktmbuf_free(m);
-    return;
+    if (vnis_[vni].vlan != 0) {
+      bridge_remote(in, m, v, vni, src_vtep, cls, now);
+      return;
+    }
   }
 
   // route: to an underlay next hop, or into the overlay and then to the
@@ -181,7 +201,11 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now
     rte_pktmbuf_free(m);
     return;
   }
-  PortRuntime& out = *ports_[nh->port];
+  egress(in, *ports_[nh->port], m, v, cls, now);
+}
+
+void Switch::egress(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire::PacketView& v, const Class& cls, Time now) {
+  const uint8_t pg = cls.pg, tc = cls.tc;
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t len = rte_pktmbuf_data_len(m);
 
@@ -198,7 +222,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now
   if (!adm.ok()) {
     const bool ingress = adm.ingress == IngressPlace::kNone;
     const PacketTrim& trim = cfg_.qos.trim;
-    if (!ingress && trim.enable && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_) {
+    if (!ingress && trim.enable && v.is_ip() && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_) {
       // A VXLAN frame (encapsulated here or in transit) is trimmed inside:
       // its inner packet is the one a NIC reads. CNPs are never trimmed,
       // in VXLAN or not.
@@ -216,7 +240,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now
 
   // ECN / WRED on the egress queue's depth
   const CongestionControl& cc = cfg_.qos.congestion[tc];
-  if (cc.ecn || cc.red) {
+  if ((cc.ecn || cc.red) && v.is_ip()) {
     const bool ect = cc.ecn && v.ecn != wire::Ecn::kNotEct;
     const bool lossy = ((lossless_tcs_ >> tc) & 1) == 0;
     switch (wred_decide(cc.wred, mmu_.queue(out.index, tc).total(), ect, lossy, cc.red, rng())) {
@@ -238,7 +262,7 @@ void Switch::forward(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, Time now
         return;
     }
   }
-  enqueue(in, out, m, sp, pg, tc, adm.ingress, now);
+  enqueue(in, out, m, cls.sp, pg, tc, adm.ingress, now);
 }
 
 // The checks and rewrite of a packet routed to the underlay next hop `nh`
@@ -388,7 +412,7 @@ void Switch::on_arp(PortRuntime& in, const wire::PacketView& v, Time now) {
     } else if (routes_->may_request(tpa, now, kArpInterval)) {
       // Unknown target: ask every other port, so the next request finds it.
       for (auto& p : ports_) {
-        if (p->index == in.index || port(p->index) == nullptr) continue;
+        if (p->index == in.index || port(p->index) == nullptr || port_vlan_[p->index] != 0) continue;
         const auto& src = cfg_.interfaces[p->index].address;
         send_arp(*p, wire::kArpRequest, tpa, wire::MacAddr{}, src ? src->addr : wire::IpAddr::v4(0),
                  wire::kBroadcastMac, now);

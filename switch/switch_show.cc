@@ -298,6 +298,8 @@ NvView Switch::view_interface(uint16_t port) const {
       .field("cable-length", p.cable_length, applied(f.cable_length, [](uint32_t m) { return NvValue(m); }))
       .end();
   if (f.address) v.group("ip").field("address", f.address->str()).end();
+  if (f.access)  // NVUE: interface <if> bridge domain br_default access
+    v.group("bridge").group("domain").group(kBridgeDomain).field("access", int(*f.access)).end().end().end();
   v.group("headroom")
       .field("xoff", nv_bytes(p.headroom.xoff), std::nullopt)
       .field("xon", nv_bytes(p.headroom.xon), std::nullopt)
@@ -366,8 +368,12 @@ NvView Switch::view_vxlan() const {
   v.group("counters");
   for (size_t i = 0; i < VtepCounters::kCount; i++) v.field(std::string(VtepCounters::kNames[i]), vtep_counters_.v[i]);
   v.end();
-  auto& vnis = v.table("vni", {"vni", "vrf", "head-end-replication"});
-  for (const VxlanVni& n : x.vnis) vnis.rows.push_back({n.vni, n.vrf, list(n.flood)});
+  v.field("mac-learning", x.mac_learning ? "on" : "off");
+  // A bridged VNI shows its VLAN (NVUE: bridge domain br_default vlan V vni N), a routed one its VRF.
+  auto& vnis = v.table("vni", {"vni", "vrf", "vlan", "head-end-replication"});
+  for (const VxlanVni& n : x.vnis)
+    vnis.rows.push_back({n.vni, n.bridged() ? std::string() : n.vrf, n.bridged() ? ojson(n.vlan) : ojson(""),
+                         list(n.flood)});
   return v;
 }
 

@@ -15,10 +15,28 @@
 
 namespace rocemu::sw {
 
-bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v) {
+std::optional<size_t> Switch::vni_index(uint32_t vni) const {
+  for (size_t i = 0; i < vnis_.size(); i++)
+    if (vnis_[i].vni == vni) return i;
+  return std::nullopt;
+}
+
+const VniCounters* Switch::vni_counters(uint32_t vni) const {
+  const std::optional<size_t> i = vni_index(vni);
+  return i ? &vnis_[*i].counters : nullptr;
+}
+
+bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v, size_t& index) {
   uint32_t vni = 0;
   wire::PacketView inner;
-  const VxlanRxCheck check = vxlan_check(v, [&](uint32_t n) { return cfg_.vxlan.find(n) != nullptr; }, vni, inner);
+  const VxlanRxCheck check = vxlan_check(
+      v,
+      [&](uint32_t n) {
+        const std::optional<size_t> i = vni_index(n);
+        if (!i) return VniKind::kUnknown;
+        return vnis_[*i].vlan != 0 ? VniKind::kBridged : VniKind::kRouted;
+      },
+      vni, inner);
   switch (check) {
     case VxlanRxCheck::kOk:
       break;
@@ -34,24 +52,32 @@ bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v) {
     case VxlanRxCheck::kInnerTagged:
       vtep_counters_[VtepCounters::drop_inner_vlan_tagged]++;
       return false;
+    case VxlanRxCheck::kInnerMalformed:
+      vtep_counters_[VtepCounters::drop_inner_malformed]++;
+      return false;
   }
-  const std::optional<wire::Ecn> ecn = rfc6040_decap(v.ecn, inner.ecn);
-  if (!ecn) {
-    vtep_counters_[VtepCounters::drop_ecn_not_ect_ce]++;
-    return false;
-  }
+  index = *vni_index(vni);
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t inner_off = uint32_t(inner.data - data);
   const uint32_t inner_len = inner.len;
-  if (*ecn != inner.ecn) {
-    set_ecn(data + inner_off, inner, *ecn);
-    if (*ecn == wire::Ecn::kCe) vtep_counters_[VtepCounters::decap_ce_copied]++;
-    inner.ecn = *ecn;
+  if (inner.is_ip()) {  // RFC 6040 (a bridged VNI's ARP and other frames have no ECN field)
+    const std::optional<wire::Ecn> ecn = rfc6040_decap(v.ecn, inner.ecn);
+    if (!ecn) {
+      vtep_counters_[VtepCounters::drop_ecn_not_ect_ce]++;
+      return false;
+    }
+    if (*ecn != inner.ecn) {
+      set_ecn(data + inner_off, inner, *ecn);
+      if (*ecn == wire::Ecn::kCe) vtep_counters_[VtepCounters::decap_ce_copied]++;
+      inner.ecn = *ecn;
+    }
   }
   rte_pktmbuf_adj(m, uint16_t(inner_off));
   rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - inner_len));  // the outer frame's padding
   vtep_counters_[VtepCounters::decap_packets]++;
   vtep_counters_[VtepCounters::decap_bytes] += inner_len;
+  vnis_[index].counters[VniCounters::decap_packets]++;
+  vnis_[index].counters[VniCounters::decap_bytes] += inner_len;
   v = inner;  // the same bytes, now at the start of the mbuf
   return true;
 }
@@ -69,7 +95,7 @@ bool Switch::strip_vlan(rte_mbuf* m, wire::PacketView& v) {
   return true;
 }
 
-const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& tunnel,
+const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& tunnel_nh,
                                    uint32_t member, Time now) {
   // The inner packet is routed into the overlay: TTL as for any route.
   const uint8_t ttl = v.is_ipv4() ? v.ipv4().ttl : v.ipv6().hop_limit;
@@ -86,30 +112,41 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
     vtep_counters_[VtepCounters::drop_underlay_mtu]++;
     return nullptr;
   }
-  if (rte_pktmbuf_headroom(m) < kVxlanOverhead) {
-    vtep_counters_[VtepCounters::drop_no_headroom]++;
-    return nullptr;
-  }
   dpdk::seal(m);  // the inner ICRC goes inside as the wire would carry it
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   // Inner Ethernet: from this switch to the remote VTEP (which does not
   // check it; rocemu derives a MAC of the VTEP's address, 02:00:a.b.c.d).
   auto& eth = *reinterpret_cast<wire::EthHdr*>(data);
-  const uint32_t remote = tunnel.ip.v4_host_order();
+  const uint32_t remote = tunnel_nh.ip.v4_host_order();
   eth.src = cfg_.mac;
   eth.dst = wire::MacAddr{{0x02, 0x00, uint8_t(remote >> 24), uint8_t(remote >> 16), uint8_t(remote >> 8),
                            uint8_t(remote)}};
   decrement_ttl(data, v);
   if (rte_pktmbuf_data_len(m) > inner_len) rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - inner_len));
+  const NextHop* nh = tunnel(in, m, v, remote, tunnel_nh.vni, now);
+  if (nh != nullptr) routes_->count_ecmp(member, inner_len);
+  return nh;
+}
 
+const NextHop* Switch::tunnel(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uint32_t remote, uint32_t vni,
+                              Time now) {
+  const uint32_t inner_len = rte_pktmbuf_data_len(m);
+  if (inner_len + kVxlanIpOverhead - sizeof(wire::EthHdr) > config::kMaxMtu) {
+    vtep_counters_[VtepCounters::drop_underlay_mtu]++;
+    return nullptr;
+  }
+  if (rte_pktmbuf_headroom(m) < kVxlanOverhead) {
+    vtep_counters_[VtepCounters::drop_no_headroom]++;
+    return nullptr;
+  }
   VxlanEncap e;
   e.src_ip = vtep_ip_;
   e.dst_ip = remote;
-  e.vni = tunnel.vni;
+  e.vni = vni;
   e.dst_port = cfg_.vxlan.port;
   e.src_port = vxlan_source_port(v, cfg_.ecmp.hash_seed);
   e.dscp = cfg_.vxlan.encap_dscp == VxlanDscpAction::kCopy ? v.dscp : cfg_.vxlan.dscp_value;
-  e.ecn = v.ecn;  // RFC 6040 normal mode: the inner ECN, CE included
+  e.ecn = v.ecn;  // RFC 6040 normal mode: the inner ECN, CE included (not-ECT for a frame that is not IP)
   e.ip_id = vxlan_ip_id_++;
   uint8_t* outer = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, uint16_t(kVxlanOverhead)));
   vxlan_write_outer({outer, kVxlanOverhead}, e, inner_len);
@@ -143,10 +180,13 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
   auto& oeth = *reinterpret_cast<wire::EthHdr*>(outer);
   oeth.dst = nh->mac;
   oeth.src = out.mac;
-  routes_->count_ecmp(member, inner_len);
   routes_->count_ecmp(underlay_member, rte_pktmbuf_data_len(m));
   vtep_counters_[VtepCounters::encap_packets]++;
   vtep_counters_[VtepCounters::encap_bytes] += inner_len;
+  if (const std::optional<size_t> i = vni_index(vni)) {
+    vnis_[*i].counters[VniCounters::encap_packets]++;
+    vnis_[*i].counters[VniCounters::encap_bytes] += inner_len;
+  }
   v = o;
   return nh;
 }

@@ -75,23 +75,28 @@ void vxlan_write_outer(std::span<uint8_t> out, const VxlanEncap& e, uint32_t inn
 std::optional<wire::Ecn> rfc6040_decap(wire::Ecn outer, wire::Ecn inner);
 
 // Why a frame for this VTEP is not decapsulated (kOk: it is).
-enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp, kInnerTagged };
+enum class VxlanRxCheck : uint8_t { kOk, kBadHeader, kUnknownVni, kInnerNotIp, kInnerTagged, kInnerMalformed };
+// What a VTEP does with a VNI: nothing (unknown), route its inner IP
+// packets (an L3 VNI), or bridge its inner frames, IP or not (an L2 VNI).
+enum class VniKind : uint8_t { kUnknown, kRouted, kBridged };
 // Checks the VXLAN header and inner frame of `outer` (a decoded UDP packet
 // to the VTEP's port), and decodes the inner frame into `inner`.
-// `vni_known` says whether a VNI is mapped.
-template <typename VniKnown>
-VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, uint32_t& vni, wire::PacketView& inner) {
+// `kind_of(vni)` says what the VTEP does with a VNI.
+template <typename KindOf>
+VxlanRxCheck vxlan_check(const wire::PacketView& outer, KindOf&& kind_of, uint32_t& vni, wire::PacketView& inner) {
   const uint32_t at = uint32_t(outer.l4_off) + sizeof(wire::UdpHdr);
   if (uint32_t(outer.ip_end) < at + sizeof(VxlanHdr) + sizeof(wire::EthHdr)) return VxlanRxCheck::kBadHeader;
   const auto& h = *reinterpret_cast<const VxlanHdr*>(outer.data + at);
   if ((h.flags & kVxlanFlagI) == 0) return VxlanRxCheck::kBadHeader;
   vni = h.vni();
-  if (!vni_known(vni)) return VxlanRxCheck::kUnknownVni;
+  const VniKind kind = kind_of(vni);
+  if (kind == VniKind::kUnknown) return VxlanRxCheck::kUnknownVni;
   const uint32_t inner_off = at + sizeof(VxlanHdr);
   const wire::DecodeError e = wire::decode({outer.data + inner_off, uint32_t(outer.ip_end) - inner_off}, inner);
   // Like the switch's own parser: IP with any transport goes on.
-  if (!inner.is_ip() || (e != wire::DecodeError::kOk && e < wire::DecodeError::kTruncatedUdp))
-    return VxlanRxCheck::kInnerNotIp;
+  const bool ip_ok = inner.is_ip() && (e == wire::DecodeError::kOk || e >= wire::DecodeError::kTruncatedUdp);
+  if (kind == VniKind::kRouted && !ip_ok) return VxlanRxCheck::kInnerNotIp;
+  if (kind == VniKind::kBridged && e != wire::DecodeError::kOk && !ip_ok) return VxlanRxCheck::kInnerMalformed;
   // RFC 7348 6.1: a decapsulating VTEP SHOULD discard inner frames with a VLAN tag.
   if (inner.has_vlan) return VxlanRxCheck::kInnerTagged;
   if (e != wire::DecodeError::kOk) inner.is_roce = false;
@@ -105,7 +110,7 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, VniKnown&& vni_known, ui
 inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::PacketView& inner) {
   if (!outer.is_ipv4() || !outer.is_udp || outer.dport != port) return false;
   uint32_t vni = 0;
-  return vxlan_check(outer, [](uint32_t) { return true; }, vni, inner) == VxlanRxCheck::kOk;
+  return vxlan_check(outer, [](uint32_t) { return VniKind::kRouted; }, vni, inner) == VxlanRxCheck::kOk;
 }
 
 // Per VTEP (one per switch), in the switch's naming style. Bytes are the
@@ -113,6 +118,8 @@ inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::Pack
 #define ROCEMU_SW_VTEP_COUNTERS(X)                                                                      \
   X(encap_packets, "vxlan.encap-packets", "frames encapsulated into the overlay")                     \
   X(encap_bytes, "vxlan.encap-bytes", "bytes of inner frames encapsulated")                           \
+  X(flood_copies, "vxlan.head-end-replication-copies",                                                \
+    "copies of broadcast, multicast and unknown unicast frames sent to the flood lists' VTEPs")       \
   X(decap_packets, "vxlan.decap-packets", "frames decapsulated from the overlay")                     \
   X(decap_bytes, "vxlan.decap-bytes", "bytes of inner frames decapsulated")                           \
   X(decap_ce_copied, "vxlan.decap-ce-copied", "decapsulated packets whose outer CE was copied to the inner ECT header") \
@@ -124,6 +131,8 @@ inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::Pack
   X(drop_bad_header, "vxlan.discards.bad-header", "frames to the VTEP's port without a valid VXLAN header") \
   X(drop_unknown_vni, "vxlan.discards.unknown-vni", "frames for a VNI the VTEP does not map")          \
   X(drop_inner_not_ip, "vxlan.discards.inner-not-ip", "decapsulated frames that are not IP")          \
+  X(drop_inner_malformed, "vxlan.discards.inner-malformed",                                           \
+    "decapsulated frames of a bridged VNI that do not decode (a cut-short header)")                   \
   X(drop_inner_vlan_tagged, "vxlan.discards.inner-vlan-tagged",                                       \
     "decapsulated frames with an 802.1Q tag on the inner frame (RFC 7348 6.1: discarded)")            \
   X(drop_ecn_not_ect_ce, "vxlan.discards.ecn-not-ect-ce",                                             \

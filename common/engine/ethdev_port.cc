@@ -123,14 +123,31 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
 
   rte_eth_dev_info info{};
   if (int rc = rte_eth_dev_info_get(port_id, &info); rc != 0) return fail("device info", rc);
+  // net_af_xdp (DPDK 22.11) registers the receive queue's mempool with the
+  // kernel as the socket's UMEM, one chunk per mbuf; the kernel refuses a
+  // chunk larger than a page unless the UMEM is in hugepages (Linux 6.6+),
+  // and the engine's buffers (4352-byte frames) are larger: "Failed to
+  // create umem". Such a port receives into a pool of its own whose
+  // buffers fit a 4 KiB page (frames up to kAfXdpFrame bytes), copied into
+  // the engine's pool as they arrive (adopt); frames it sends are copied
+  // into its UMEM by the PMD.
+  rte_mempool* rx_pool = pool.mempool();
+  if (name.starts_with("net_af_xdp")) {
+    constexpr uint16_t kAfXdpFrame = 3584;
+    const std::string pool_name = "xdp-rx-" + std::to_string(port_id);
+    port->rx_pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), 8192, 256, 0, RTE_PKTMBUF_HEADROOM + kAfXdpFrame,
+                                             SOCKET_ID_ANY);
+    if (port->rx_pool_ == nullptr) return fail("its receive pool (net_af_xdp)", -rte_errno);
+    rx_pool = port->rx_pool_;
+  }
   // The port carries frames up to its MTU whatever the device reports
   // (memif and af_packet claim 1518-byte frames and carry more); the
   // device is configured with the largest MTU it accepts.
-  const uint32_t room = rte_pktmbuf_data_room_size(pool.mempool()) - RTE_PKTMBUF_HEADROOM;
+  const uint32_t room = rte_pktmbuf_data_room_size(rx_pool) - RTE_PKTMBUF_HEADROOM;
   port->params_.mtu = std::min<uint32_t>(p.mtu, room - kL2Overhead);
   if (port->params_.mtu < p.mtu)
-    logger("engine")->warn("port {}: MTU {} is more than a packet buffer holds; using {}", spec, p.mtu,
-                           port->params_.mtu);
+    logger("engine")->warn("port {}: MTU {} is more than a{} packet buffer holds; using {}", spec, p.mtu,
+                           port->rx_pool_ != nullptr ? " net_af_xdp" : "", port->params_.mtu);
   port->max_frame_ = port->params_.mtu + kL2Overhead;
   const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
                                 ? info.max_rx_pktlen - info.max_mtu
@@ -149,7 +166,7 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   if (int rc = rte_eth_dev_configure(port_id, 1, 1, &conf); rc != 0) return fail("configure", rc);
   uint16_t nb_rx = p.rx_descriptors, nb_tx = p.tx_descriptors;
   if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &nb_rx, &nb_tx); rc != 0) return fail("descriptors", rc);
-  if (int rc = rte_eth_rx_queue_setup(port_id, 0, nb_rx, SOCKET_ID_ANY, nullptr, pool.mempool()); rc != 0)
+  if (int rc = rte_eth_rx_queue_setup(port_id, 0, nb_rx, SOCKET_ID_ANY, nullptr, rx_pool); rc != 0)
     return fail("rx queue", rc);
   if (int rc = rte_eth_tx_queue_setup(port_id, 0, nb_tx, SOCKET_ID_ANY, nullptr); rc != 0)
     return fail("tx queue", rc);
@@ -171,6 +188,7 @@ struct Teardown {
   bool lsc_callback, started, created;
   EthdevPort* port;
   std::string vdev;
+  rte_mempool* rx_pool;
   std::atomic<bool> done{false};
 
   void run() {
@@ -178,6 +196,7 @@ struct Teardown {
     if (started) rte_eth_dev_stop(port_id);
     // Removing the vdev closes the port.
     if (created && rte_eal_hotplug_remove("vdev", vdev.c_str()) != 0) rte_eth_dev_close(port_id);
+    rte_mempool_free(rx_pool);  // the device's own (nullptr: none), after the device
     done.store(true, std::memory_order_release);
   }
   static void on_alarm(void* arg) { static_cast<Teardown*>(arg)->run(); }
@@ -191,7 +210,8 @@ EthdevPort::~EthdevPort() {
              .started = started_,
              .created = created_vdev_,
              .port = this,
-             .vdev = params_.device.substr(0, params_.device.find(','))};
+             .vdev = params_.device.substr(0, params_.device.find(',')),
+             .rx_pool = rx_pool_};
   // Some PMDs (memif) run their control channel on the EAL interrupt
   // thread: a peer's disconnect is handled there, and would race with a
   // close from this thread (memif_disconnect frees what the other is

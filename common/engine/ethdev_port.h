@@ -108,6 +108,9 @@ class EthdevPort final : public Port {
   EthdevParams params_;
   bool created_vdev_;
   dpdk::PacketPool& pool_;
+  // The receive pool of a device that cannot take the engine's (net_af_xdp:
+  // see EthdevPort::open); its frames are copied into the engine's pool.
+  rte_mempool* rx_pool_ = nullptr;
   bool started_ = false;
   bool tx_blocked_ = false;
   Time tx_resume_at_{0};  // while tx_blocked_: when to retry (0: at once, the device was full)

@@ -7,9 +7,12 @@
 // With h2's link slower than the trunk, sw2's PFC crosses the veth and
 // pauses sw1 (counted on both engines), and sw2's ECN marks come back to h1
 // as CNPs.
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -24,21 +27,29 @@ namespace {
 // Two "machines": namespaces A and B, vea in A (192.168.77.1) and veb in B
 // (192.168.77.2) joined by a veth pair at the trunk's MTU (the interface's
 // MTU is the administrator's, as on a real host); deleted with the
-// namespaces, also when a test fails.
+// namespaces, also when a test fails. With `management`, a second pair,
+// vma (192.168.78.1) and vmb (192.168.78.2), for the hosts' own traffic
+// (perftest's out-of-band TCP): net_af_xdp takes every frame the data pair
+// receives away from the kernel.
 struct TwoMachines {
   std::string a = "rocemu-pa-" + std::to_string(getpid());
   std::string b = "rocemu-pb-" + std::to_string(getpid());
   bool ok = false;
-  TwoMachines() {
+  explicit TwoMachines(int mtu = 4200, bool management = false) {
     remove();
     auto in = [](const std::string& ns) { return "ip netns exec " + ns + " "; };
     const std::string quiet = "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1";
     ok = sh("ip netns add " + a) && sh("ip netns add " + b) && sh(in(a) + quiet) && sh(in(b) + quiet) &&
          sh("ip -n " + a + " link add vea type veth peer name veb netns " + b) &&
          sh("ip -n " + a + " addr add 192.168.77.1/24 dev vea") &&
-         sh("ip -n " + b + " addr add 192.168.77.2/24 dev veb") && sh("ip -n " + a + " link set vea mtu 4200 up") &&
-         sh("ip -n " + b + " link set veb mtu 4200 up") && sh("ip -n " + a + " link set lo up") &&
+         sh("ip -n " + b + " addr add 192.168.77.2/24 dev veb") && sh("ip -n " + a + " link set vea mtu " + std::to_string(mtu) + " up") &&
+         sh("ip -n " + b + " link set veb mtu " + std::to_string(mtu) + " up") && sh("ip -n " + a + " link set lo up") &&
          sh("ip -n " + b + " link set lo up");
+    if (ok && management)
+      ok = sh("ip -n " + a + " link add vma type veth peer name vmb netns " + b) &&
+           sh("ip -n " + a + " addr add 192.168.78.1/24 dev vma") &&
+           sh("ip -n " + b + " addr add 192.168.78.2/24 dev vmb") && sh("ip -n " + a + " link set vma up") &&
+           sh("ip -n " + b + " link set vmb up");
   }
   ~TwoMachines() { remove(); }
   void remove() {
@@ -49,15 +60,28 @@ struct TwoMachines {
   std::vector<std::string> in_b() const { return {"ip", "netns", "exec", b}; }
 };
 
+// The external port's device on the veth ends: net_af_packet (the file's
+// `interface:`) or net_af_xdp.
+enum class Trunk { kAfPacket, kAfXdp };
+
 // tests/e2e/data/two-racks.yaml (h1 -- sw1 | trunk | sw2 -- h2, 25 Gbit/s)
-// with h2's link at `h2_rate`, written to `path`.
-std::string two_racks(const std::string& path, const std::string& h2_rate) {
+// with h2's link at `h2_rate`, written to `path`. With net_af_xdp the trunk
+// is `device: net_af_xdp0,iface=...` at MTU 3500 (its receive buffers fit
+// a 4 KiB page: frames up to 3584 bytes, README).
+std::string two_racks(const std::string& path, const std::string& h2_rate, Trunk trunk = Trunk::kAfPacket) {
   std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/two-racks.yaml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string h2_link = R"({a: h2, b: "sw2:0", rate: 25G)";
-  const auto at = text.find(h2_link);
-  REQUIRE(at != std::string::npos);
-  text.replace(at, h2_link.size(), R"({a: h2, b: "sw2:0", rate: )" + h2_rate);
+  const auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  };
+  replace(R"({a: h2, b: "sw2:0", rate: 25G)", R"({a: h2, b: "sw2:0", rate: )" + h2_rate);
+  if (trunk == Trunk::kAfXdp) {
+    replace("trunk: {interface: vea}", "trunk: {device: \"net_af_xdp0,iface=vea\"}");
+    replace("trunk: {interface: veb}", "trunk: {device: \"net_af_xdp0,iface=veb\"}");
+    replace(R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 4200})", R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 3500})");
+  }
   std::ofstream(path) << text;
   return path;
 }
@@ -94,11 +118,16 @@ double bw_average(const std::string& out) {
 // two-racks.yaml on two engines, one per namespace: rack1 in A, rack2 in B.
 struct TwoEngines {
   TwoMachines m;
+  std::string oob;  // B's address for the out-of-band TCP (the data veth's, or the management one's)
   TmpDir dir;
   std::optional<Fabric> a, b;
-  explicit TwoEngines(const std::string& h2_rate) {
+  // With net_af_xdp the veth's MTU stays below what veth lets a (single
+  // buffer) XDP program attach at (about 3500 on 4 KiB pages).
+  explicit TwoEngines(const std::string& h2_rate, Trunk trunk = Trunk::kAfPacket)
+      : m(trunk == Trunk::kAfXdp ? 3500 : 4200, trunk == Trunk::kAfXdp),
+        oob(trunk == Trunk::kAfXdp ? "192.168.78.2" : "192.168.77.2") {
     REQUIRE(m.ok);
-    const std::string topo = two_racks(dir.path + "/racks.yaml", h2_rate);
+    const std::string topo = two_racks(dir.path + "/racks.yaml", h2_rate, trunk);
     a.emplace(topo, std::vector<std::string>{"--part", "rack1"}, m.in_a());
     b.emplace(topo, std::vector<std::string>{"--part", "rack2"}, m.in_b());
   }
@@ -108,13 +137,13 @@ struct TwoEngines {
   }
 
   // A server on rack2's h2, then a client on rack1's h1 connecting to B's
-  // veth address (the client's argv gets it last, or after `connect_flag`).
+  // `oob` address (the client's argv gets it last, or after `connect_flag`).
   PairResult pair(const std::vector<std::string>& server_argv, std::vector<std::string> client_argv, int port,
                   const std::string& connect_flag = "") const {
     if (connect_flag.empty()) {
-      client_argv.push_back("192.168.77.2");
+      client_argv.push_back(oob);
     } else {
-      client_argv.insert(client_argv.begin() + 1, {connect_flag, "192.168.77.2"});
+      client_argv.insert(client_argv.begin() + 1, {connect_flag, oob});
     }
     return run_pair(*b, "h2", *a, "h1", server_argv, client_argv, port, 60);
   }
@@ -128,10 +157,28 @@ struct TwoEngines {
              "\n--- engine A ---\n" + dump(a) + "--- engine B ---\n" + dump(b);
     }
   };
-  Bw write_bw() const {
+  // rocemu-verify from h1 to h2: every byte checked, both directions of each verb.
+  void check_verify() const {
+    const int port = pick_port();
+    const std::vector<std::string> opts = {"--port", std::to_string(port), "--size", "262144", "--iters", "4"};
+    std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", oob};
+    srv.insert(srv.end(), opts.begin(), opts.end());
+    std::vector<std::string> cli = {bin("rocemu-verify")};
+    cli.insert(cli.end(), opts.begin(), opts.end());
+    const PairResult v = pair(srv, cli, port, "--connect");
+    INFO("--- verify client ---\n" << v.client_out << "\n--- verify server ---\n" << v.server_out);
+    CHECK(v.client == 0);
+    CHECK(v.server == 0);
+    CHECK_THAT(v.client_out, Catch::Contains("every byte checked, all good"));
+    CHECK_THAT(v.server_out, Catch::Contains("every byte checked, all good"));
+  }
+
+  // `mtu`: perftest's -m (0: the port's own).
+  Bw write_bw(int mtu = 0) const {
     const int port = pick_port();
     std::vector<std::string> bw = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-x", "3", "-F", "--report_gbits",
                                    "-p", std::to_string(port), "-s", "65536", "-D", "2"};
+    if (mtu != 0) bw.insert(bw.end(), {"-m", std::to_string(mtu)});
     Bw out;
     out.r = pair(bw, bw, port);
     out.a = a->counters();
@@ -182,19 +229,38 @@ TEST_CASE("One fabric over two engines in two network namespaces: ib_write_bw an
   // one-engine case below checks they do not).
   CHECK(counter_at(bw.a, "sw1/swp2 device.xstats.tx_good_packets") > 0);
 
-  // Every byte checked, both directions of each verb.
-  const int port = pick_port();
-  const std::vector<std::string> opts = {"--port", std::to_string(port), "--size", "262144", "--iters", "4"};
-  std::vector<std::string> srv = {bin("rocemu-verify"), "--server", "--bind", "192.168.77.2"};
-  srv.insert(srv.end(), opts.begin(), opts.end());
-  std::vector<std::string> cli = {bin("rocemu-verify")};
-  cli.insert(cli.end(), opts.begin(), opts.end());
-  const PairResult v = e.pair(srv, cli, port, "--connect");
-  INFO("--- verify client ---\n" << v.client_out << "\n--- verify server ---\n" << v.server_out);
-  CHECK(v.client == 0);
-  CHECK(v.server == 0);
-  CHECK_THAT(v.client_out, Catch::Contains("every byte checked, all good"));
-  CHECK_THAT(v.server_out, Catch::Contains("every byte checked, all good"));
+  e.check_verify();
+}
+
+TEST_CASE("One fabric over two engines joined by net_af_xdp on the veth pair: ib_write_bw and rocemu-verify; "
+          "ib_write_bw against net_af_packet at the same RoCE MTU",
+          "[e2e][external]") {
+  if (!can_run()) return;
+  if (const int fd = socket(AF_XDP, SOCK_RAW, 0); fd < 0) {
+    WARN("SKIPPED: this kernel has no AF_XDP sockets (socket(AF_XDP): " << std::strerror(errno) << ")");
+    return;
+  } else {
+    close(fd);
+  }
+  double gbps[2] = {0, 0};
+  for (const Trunk trunk : {Trunk::kAfPacket, Trunk::kAfXdp}) {
+    const char* what = trunk == Trunk::kAfXdp ? "net_af_xdp" : "net_af_packet";
+    TwoEngines e("25G", trunk);
+    const auto bw = e.write_bw(2048);  // RoCE MTU 2048: the frames fit net_af_xdp's buffers
+    INFO(what << "\n" << bw.what());
+    REQUIRE(bw.r.client == 0);
+    REQUIRE(bw.r.server == 0);
+    gbps[trunk == Trunk::kAfXdp] = bw_average(bw.r.client_out);
+    CHECK(counter_at(bw.a, "sw1/swp2 tx-roce-stats.roce-bytes") > 2 * 65536);
+    CHECK(counter_at(bw.b, "sw2/swp2 rx-roce-stats.roce-bytes") > 2 * 65536);
+    CHECK(counter_at(bw.a, "sw1/swp2 device.xstats.tx_good_packets") > 0);
+    if (trunk == Trunk::kAfPacket) continue;
+    e.check_verify();  // every byte checked over net_af_xdp (rocemu-verify's path MTU is 1024)
+  }
+  WARN("ib_write_bw -s 65536 -D 2 -m 2048 between the engines over the veth pair: net_af_packet "
+       << gbps[0] << " Gbit/s, net_af_xdp " << gbps[1] << " Gbit/s");
+  CHECK(gbps[0] > 0);
+  CHECK(gbps[1] > 0);
 }
 
 TEST_CASE("One fabric over two engines: PFC and ECN cross the external link", "[e2e][external]") {

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "apps/metrics.h"
+#include "switch/bridge.h"
 #include "apps/metrics_server.h"
 #include "tests/integration/incast.h"
 
@@ -222,6 +223,29 @@ std::string get(uint16_t port, const std::string& request) {
 constexpr const char* kGet = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
 }  // namespace
+
+TEST_CASE("metrics: a VTEP's per-VNI counters carry a vni label; the bridge's counters their help text",
+          "[sim][integration][metrics]") {
+  const std::vector<app::CounterSample> samples = {
+      {"switch", "leaf1", "vxlan.vni10.encap-packets", 7},
+      {"switch", "leaf1", "vxlan.vni4001.encap-packets", 3},
+      {"switch", "leaf1", "vxlan.vni10.head-end-replication-copies", 2},
+      {"switch", "leaf1", "bridge.mac-learned", 4},
+  };
+  const nlohmann::json fams = parse_exposition(app::prometheus_text(samples));
+  const auto* a = sample(fams, "rocemu_switch_vxlan_vni_encap_packets", {{"node", "leaf1"}, {"vni", "10"}});
+  const auto* b = sample(fams, "rocemu_switch_vxlan_vni_encap_packets", {{"node", "leaf1"}, {"vni", "4001"}});
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK((*a)[2].get<double>() == 7);
+  CHECK((*b)[2].get<double>() == 3);
+  CHECK(fams["rocemu_switch_vxlan_vni_encap_packets"]["help"] ==
+        std::string(sw::VniCounters::kHelp[sw::VniCounters::encap_packets]));
+  CHECK(sample(fams, "rocemu_switch_vxlan_vni_head_end_replication_copies", {{"node", "leaf1"}, {"vni", "10"}}) !=
+        nullptr);
+  CHECK(fams["rocemu_switch_bridge_mac_learned"]["help"] ==
+        std::string(sw::BridgeCounters::kHelp[sw::BridgeCounters::mac_learned]));
+}
 
 TEST_CASE("metrics server: loopback only, renders on the engine thread, survives hostile clients",
           "[sim][integration][metrics]") {

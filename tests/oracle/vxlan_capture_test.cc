@@ -7,6 +7,10 @@
 // vxlan-leaf-spine.yaml), the traffic the transport's own mixed RC
 // workload between h1 (leaf1) and h4 (leaf2); once more with lossy
 // trimming spines, whose trimmed VXLAN frames must pass the same checks.
+// And the bridged overlay (vxlan-l2-leaf-spine.yaml, h1 and h2 in VLAN 10
+// on two leaves): the ARP requests head-end replicated into VNI 10 and the
+// answers tunnelled back decode as VXLAN -> Ethernet -> ARP, the bridged
+// RoCE frames as above with their inner ICRCs valid.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -30,6 +34,7 @@ namespace {
 // and inner DSCP are both `trim_dscp` (trimmed on the way).
 struct OverlayCapture {
   size_t vxlan_frames = 0, trimmed_frames = 0;
+  size_t arp_frames = 0, arp_broadcasts = 0;  // VXLAN frames with an inner ARP (a broadcast request)
   uint64_t trims = 0, trim_drops = 0;  // the spines' counts
 };
 
@@ -37,12 +42,14 @@ struct OverlayCapture {
 // `tweak`), capturing the uplinks of `leaf` (ports from `first_uplink`),
 // and checks every captured VXLAN frame with tshark and vxlan_check.py.
 OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak, const std::string& leaf,
-                                     uint16_t first_uplink, uint8_t trim_dscp) {
+                                     uint16_t first_uplink, uint8_t trim_dscp,
+                                     const std::string& topology = "vxlan-leaf-spine.yaml",
+                                     const std::string& peer = "h4") {
   NodeKindRegistry reg;
   register_basic_kinds(reg);
   nic::register_nic_kind(reg);
   register_switch_kinds(reg);
-  auto t = load_topology(std::string(ROCEMU_SOURCE_DIR) + "/scenarios/topologies/vxlan-leaf-spine.yaml", reg);
+  auto t = load_topology(std::string(ROCEMU_SOURCE_DIR) + "/scenarios/topologies/" + topology, reg);
   INFO(t.status().message());
   REQUIRE(t.ok());
   if (tweak) tweak(*t);
@@ -64,7 +71,7 @@ OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak
   REQUIRE(files.size() == 2);
   engine.start();
   auto* h1 = dynamic_cast<nic::Nic*>(engine.find_node("h1"));
-  auto* h4 = dynamic_cast<nic::Nic*>(engine.find_node("h4"));
+  auto* h4 = dynamic_cast<nic::Nic*>(engine.find_node(peer));
   REQUIRE(h1 != nullptr);
   REQUIRE(h4 != nullptr);
   test::TwoNics g{test::TwoNics::Adopt{}, std::move(e.value()), h1, h4};
@@ -91,7 +98,8 @@ OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak
   const std::string dscp = std::to_string(trim_dscp);
   for (const std::string& f : files) {
     const auto run_t = test::run_tshark(
-        f, {"vxlan.vni", "udp.dstport", "infiniband.bth.opcode", "frame.protocols", "ip.dsfield.dscp"});
+        f, {"vxlan.vni", "udp.dstport", "infiniband.bth.opcode", "frame.protocols", "ip.dsfield.dscp", "arp.opcode",
+            "eth.dst"});
     INFO(f << ": " << run_t.stderr_text);
     REQUIRE(run_t.status == 0);
     for (size_t i = 0; i < run_t.frames.size(); i++) {
@@ -102,6 +110,15 @@ OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak
       if (fr.values[0].empty()) continue;  // PFC, ARP
       out.vxlan_frames++;
       CHECK(fr.values[0] == std::vector<std::string>{"10"});
+      if (!fr.values[5].empty()) {  // a bridged ARP: VXLAN -> Ethernet -> ARP
+        out.arp_frames++;
+        REQUIRE(fr.values[3].size() == 1);
+        CHECK_THAT(fr.values[3][0], Catch::Contains("eth:ethertype:ip:udp:vxlan:eth:ethertype:arp"));
+        REQUIRE(fr.values[6].size() == 2);  // outer, inner destination
+        if (fr.values[5] == std::vector<std::string>{"1"} && fr.values[6][1] == "ff:ff:ff:ff:ff:ff")
+          out.arp_broadcasts++;
+        continue;
+      }
       CHECK(fr.values[1] == std::vector<std::string>({"4789", "4791"}));
       CHECK(fr.values[2].size() == 1);
       REQUIRE(fr.values[3].size() == 1);
@@ -120,7 +137,8 @@ OverlayCapture check_overlay_capture(const std::function<void(Topology&)>& tweak
   INFO(text);
   CHECK(status == 0);
   CHECK(text.find("FAIL") == std::string::npos);
-  CHECK(text.find("CHECKED " + std::to_string(out.vxlan_frames) + " 2") != std::string::npos);
+  CHECK(text.find("CHECKED " + std::to_string(out.vxlan_frames - out.arp_frames) + " 2") != std::string::npos);
+  CHECK(text.find("ARP " + std::to_string(out.arp_frames)) != std::string::npos);
   return out;
 }
 
@@ -131,6 +149,18 @@ TEST_CASE("Encapsulated RoCEv2 decodes in tshark (VXLAN, Ethernet, IP, UDP 4791,
   const OverlayCapture c = check_overlay_capture({}, "leaf1", 3, 11);
   CHECK(c.vxlan_frames > 0);
   CHECK(c.trims == 0);
+  CHECK(c.arp_frames == 0);  // a routed VNI carries IP alone
+}
+
+TEST_CASE("A bridged VNI in tshark: the flooded ARP request and the tunnelled reply decode as VXLAN, Ethernet, ARP; "
+          "bridged RoCEv2 as VXLAN, Ethernet, IP, UDP 4791, InfiniBand with every inner ICRC valid",
+          "[oracle][switch]") {
+  const OverlayCapture c = check_overlay_capture({}, "leaf1", 2, 11, "vxlan-l2-leaf-spine.yaml", "h2");
+  INFO("VXLAN frames " << c.vxlan_frames << ", of them ARP " << c.arp_frames << " (broadcast requests "
+                       << c.arp_broadcasts << ")");
+  CHECK(c.arp_broadcasts >= 1);            // h1's request for h2, replicated to leaf2's VTEP
+  CHECK(c.arp_frames > c.arp_broadcasts);  // and h2's unicast reply, tunnelled back to leaf1 alone
+  CHECK(c.vxlan_frames - c.arp_frames > 120);
 }
 
 TEST_CASE("VXLAN frames trimmed by a spine decode in tshark with both DSCPs remarked; every inner ICRC is valid",

@@ -11,14 +11,17 @@ annex A17 masks written out below (no scapy, no rocemu code), once with
 scapy's BTH.compute_icrc on the inner frame re-dissected on its own. The
 outer IPv4 header checksum and lengths are checked too.
 
-Prints "FAIL <file>:<index> <what>" per problem and "CHECKED <n> <files>";
-exits 1 if anything failed or nothing was checked.
+An inner ARP frame (a bridged VNI's) must be a whole Ethernet/ARP frame:
+IPv4 over Ethernet, a request or a reply, a request broadcast; these are
+counted apart. Prints "FAIL <file>:<index> <what>" per problem,
+"CHECKED <n> <files>" (the RoCE frames) and "ARP <n>"; exits 1 if anything
+failed or no RoCE frame was checked.
 """
 import struct
 import sys
 import zlib
 
-from scapy.all import IP, UDP, Ether, IPv6, raw, rdpcap  # noqa: E402
+from scapy.all import ARP, IP, UDP, Ether, IPv6, raw, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
 failures = 0
@@ -60,6 +63,7 @@ def icrc_raw(inner):
 def main():
     vni = int(sys.argv[1])
     checked = 0
+    arps = 0
     for path in sys.argv[2:]:
         for i, pkt in enumerate(rdpcap(path)):
             where = f"{path.rsplit('/', 1)[-1]}:{i}"
@@ -84,6 +88,17 @@ def main():
             if struct.unpack(">I", vx[4:8])[0] >> 8 != vni:
                 fail(where, f"VNI {struct.unpack('>I', vx[4:8])[0] >> 8}")
             inner_bytes = udp[16:struct.unpack(">H", udp[4:6])[0]]
+            if struct.unpack(">H", inner_bytes[12:14])[0] == 0x0806:
+                arp = Ether(inner_bytes)
+                if ARP not in arp or arp[ARP].hwtype != 1 or arp[ARP].ptype != 0x0800 or arp[ARP].hwlen != 6 \
+                        or arp[ARP].plen != 4 or arp[ARP].op not in (1, 2):
+                    fail(where, "inner ARP is not an IPv4-over-Ethernet request or reply")
+                elif arp[ARP].op == 1 and arp.dst != "ff:ff:ff:ff:ff:ff":
+                    fail(where, f"inner ARP request to {arp.dst}, not broadcast")
+                elif arp.src != arp[ARP].hwsrc:
+                    fail(where, "inner ARP sender MAC differs from the Ethernet source")
+                arps += 1
+                continue
             want, on_wire = icrc_raw(inner_bytes)
             if want != on_wire:
                 fail(where, f"inner ICRC {on_wire.hex()} on the wire, {want.hex()} computed")
@@ -95,6 +110,7 @@ def main():
                 fail(where, "scapy's ICRC of the inner frame differs from the wire")
             checked += 1
     print(f"CHECKED {checked} {len(sys.argv) - 2}")
+    print(f"ARP {arps}")
     sys.exit(1 if failures or checked == 0 else 0)
 
 

@@ -119,6 +119,12 @@ class FrameNode final : public Node {
   void on_rx(uint16_t port, rte_mbuf** pkts, uint16_t n, Time now) override;
   void on_tx_ready(uint16_t, Time now) override { on_start(now); }
   const std::vector<std::vector<uint8_t>>& received() const { return received_; }
+  // Sends `frame` now (after those given at start).
+  void send(std::vector<uint8_t> frame, Time now) {
+    frames_.push_back(std::move(frame));
+    on_start(now);
+  }
+  void clear_received() { received_.clear(); }
 
  private:
   std::vector<std::vector<uint8_t>> frames_;

@@ -1,0 +1,51 @@
+#include "switch/bridge.h"
+
+#include <algorithm>
+
+namespace rocemu::sw {
+
+uint64_t MacTable::key(uint16_t vlan, const wire::MacAddr& mac) {
+  uint64_t k = vlan;
+  for (const uint8_t b : mac.b) k = (k << 8) | b;
+  return k;
+}
+
+MacTable::Learn MacTable::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now) {
+  const uint64_t k = key(vlan, mac);
+  auto it = map_.find(k);
+  if (it != map_.end()) {
+    MacEntry& e = it->second;
+    e.seen = now;
+    if (e.place == place) return Learn::kRefreshed;
+    e.place = place;
+    e.learned = now;
+    return Learn::kMoved;
+  }
+  if (map_.size() >= capacity_) return Learn::kFull;
+  map_.emplace(k, MacEntry{vlan, mac, place, now, now});
+  return Learn::kLearned;
+}
+
+std::optional<MacPlace> MacTable::lookup(uint16_t vlan, const wire::MacAddr& mac, Time now, Duration ageing,
+                                         bool& aged) {
+  aged = false;
+  auto it = map_.find(key(vlan, mac));
+  if (it == map_.end()) return std::nullopt;
+  if (ageing > Duration(0) && now - it->second.seen > ageing) {
+    map_.erase(it);
+    aged = true;
+    return std::nullopt;
+  }
+  return it->second.place;
+}
+
+std::vector<MacEntry> MacTable::entries() const {
+  std::vector<std::pair<uint64_t, MacEntry>> all(map_.begin(), map_.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<MacEntry> out;
+  out.reserve(all.size());
+  for (auto& [k, e] : all) out.push_back(e);
+  return out;
+}
+
+}  // namespace rocemu::sw
