@@ -80,6 +80,11 @@ void Nic::close_context(HostContext* ctx) {
     srqs_.erase(k);
   }
   keys.clear();
+  mws_.for_each([&](const Mw& w) {
+    if (w.pd->ctx == ctx) keys.push_back(w.handle);
+  });
+  for (uint32_t k : keys) dealloc_mw(ctx, k);
+  keys.clear();
   mrs_.for_each([&](const Mr& m) {
     if (m.pd->ctx != ctx) return;
     keys.push_back(m.key);
@@ -122,6 +127,7 @@ int Nic::dealloc_pd(HostContext* ctx, uint32_t handle) {
   bool busy = false;
   mrs_.for_each([&](const Mr& m) { busy = busy || m.pd == pd; });
   srqs_.for_each([&](const Srq& s) { busy = busy || s.pd == pd; });
+  mws_.for_each([&](const Mw& w) { busy = busy || w.pd == pd; });
   ahs_.for_each([&](const Ah& a) { busy = busy || a.pd == pd; });
   for (auto& [qpn, qp] : qps_) busy = busy || qp->pd == pd;
   if (busy) return EBUSY;
