@@ -28,6 +28,7 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
       hdr.swap = wr.wr.atomic.swap;
       break;
     case IBV_WR_BIND_MW: {
+      if (wr.bind_mw.mw == nullptr) return EINVAL;
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
       hdr.imm = wr.bind_mw.mw != nullptr ? wr.bind_mw.mw->rkey : 0;
       hdr.rkey = wr.bind_mw.rkey;

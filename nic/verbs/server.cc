@@ -768,6 +768,14 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return e;
       });
       return;
+    case Op::kAllocMw:
+      rep.err = on_engine([&] {
+        return s.nic->alloc_mw(s.ctx, req.u.alloc_mw.pd, int(req.u.alloc_mw.type), rep.u.mw.handle, rep.u.mw.rkey);
+      });
+      return;
+    case Op::kDeallocMw:
+      rep.err = on_engine([&] { return s.nic->dealloc_mw(s.ctx, req.u.handle.handle); });
+      return;
     case Op::kCreateChannel: {
       // The engine makes the channel (see write_channel): an fd of the
       // application's would be written by the engine thread whatever it is.
