@@ -77,7 +77,9 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   Mw* mw = it != mw_by_index_.end() ? it->second : nullptr;
   const uint32_t new_rkey = w.rkey;
   const uint64_t addr = w.remote_addr, length = w.compare_add;
-  const int access = int(w.swap);
+  // Remote rights only; local write, which means nothing for a window, is
+  // let pass (mlx5 checks the flags only in debug builds of its provider).
+  const int access = int(w.swap) & ~IBV_ACCESS_LOCAL_WRITE;
   // The window: this QP's PD, the new key of the same window (only its
   // key byte is the consumer's); a type 2 window must be free (o10-37.2.30).
   if (mw == nullptr || mw->pd != qp.pd || (new_rkey >> 8) != (mw->rkey >> 8)) return IBV_WC_MW_BIND_ERR;
