@@ -715,7 +715,64 @@ int run_mw(const Options& o) {
   wc = bind_type2(g.own, mw4, g.peer.mr, reinterpret_cast<uint64_t>(g.peer.buf.data()), 64, rw);
   CHECKV(wc.status == IBV_WC_MW_BIND_ERR, "bind over an MR without MW_BIND: %s", ibv_wc_status_str(wc.status));
 
-  for (ibv_mw* mw : {mw1, mw2, mw3, mw4}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+  // The same through ibv_qp_ex: ibv_wr_bind_mw, then ibv_wr_local_inv.
+  MwPair h;
+  mw_pair(h, ctx, pd, o, 0x600);
+  ibv_destroy_qp(h.own.qp);
+  ibv_qp_init_attr_ex ia{};
+  ia.qp_type = IBV_QPT_RC;
+  ia.send_cq = ia.recv_cq = h.own.cq;
+  ia.cap = {256, 256, 4, 4, 0};
+  ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  ia.pd = pd;
+  ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_RDMA_WRITE;
+  h.own.qp = ibv_create_qp_ex(ctx, &ia);
+  CHECKV(h.own.qp != nullptr, "create_qp_ex: %s", std::strerror(errno));
+  if (h.own.qp == nullptr) return 1;
+  h.own.local.qpn = h.own.qp->qp_num;
+  ibv_destroy_qp(h.peer.qp);
+  ibv_qp_init_attr pa{};
+  pa.send_cq = pa.recv_cq = h.peer.cq;
+  pa.qp_type = IBV_QPT_RC;
+  pa.cap = {256, 256, 4, 4, 0};
+  h.peer.qp = ibv_create_qp(pd, &pa);
+  h.peer.local.qpn = h.peer.qp->qp_num;
+  CHECKV(connect_qp(h.own, h.peer.local) == 0 && connect_qp(h.peer, h.own.local) == 0, "connect the ibv_qp_ex pair");
+  const uint64_t hbase = reinterpret_cast<uint64_t>(h.own.buf.data());
+  ibv_mw* mw5 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw5 != nullptr, "alloc_mw(TYPE_2)");
+  if (mw5 == nullptr) return 1;
+  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(h.own.qp);
+  const ibv_mw_bind_info info{h.own.mr, hbase + 1024, 2048, IBV_ACCESS_REMOTE_WRITE};
+  const uint32_t key5 = ibv_inc_rkey(mw5->rkey);
+  ibv_wr_start(qpx);
+  qpx->wr_id = 0xb5;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(qpx, mw5, key5, &info);
+  CHECKV(ibv_wr_complete(qpx) == 0, "ibv_wr_complete(bind)");
+  wc = wait(h.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 0xb5, "ibv_wr_bind_mw: %s",
+         ibv_wc_status_str(wc.status));
+  mw5->rkey = key5;
+  post(h.peer, IBV_WR_RDMA_WRITE, 0, 2048, hbase + 1024, mw5->rkey, 10);
+  CHECKV(wait(h.peer, 1)[0].status == IBV_WC_SUCCESS, "WRITE through the ibv_wr_bind_mw window");
+  CHECKV(std::memcmp(h.own.buf.data() + 1024, h.peer.buf.data(), 2048) == 0 && untouched_outside(h.own, 1024, 3072),
+         "ibv_wr_bind_mw window: bytes");
+  ibv_wr_start(qpx);
+  qpx->wr_id = 0x1f5;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(qpx, mw5->rkey);
+  CHECKV(ibv_wr_complete(qpx) == 0, "ibv_wr_complete(local_inv)");
+  wc = wait(h.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "ibv_wr_local_inv: %s",
+         ibv_wc_status_str(wc.status));
+  before = h.own.buf;
+  post(h.peer, IBV_WR_RDMA_WRITE, 0, 64, hbase + 1024, mw5->rkey, 11);
+  wc = wait(h.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE after ibv_wr_local_inv: %s", ibv_wc_status_str(wc.status));
+  CHECKV(h.own.buf == before, "WRITE after ibv_wr_local_inv changed memory");
+
+  for (ibv_mw* mw : {mw1, mw2, mw3, mw4, mw5}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
   std::printf("rocemu-verify: memory windows checked\n");
   return g_failures == 0 ? 0 : 1;
 }
