@@ -189,6 +189,54 @@ TEST_CASE("A window grants only its own rights", "[sim][nic][mw]") {
   }
 }
 
+TEST_CASE("The window's rights, not the MR's, open it to the peer", "[sim][nic][mw]") {
+  // An MR with no remote rights of its own: only through a window.
+  MwBench b(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ).status ==
+          IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(512), 1024).status == IBV_WC_SUCCESS);
+  CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 512));
+  CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);  // the MR's own key
+  CHECK(b.mem_untouched(0, 512));
+}
+
+TEST_CASE("Binds on a UC QP; not on a UD QP", "[sim][nic][mw]") {
+  TwoNics f;
+  auto* cq = f.h2->create_cq(16);
+  const ibv_qp_cap cap{16, 16, 1, 1, 0};
+  std::vector<uint8_t> mem(4096);
+  ibv_mr mr{};
+  mr.lkey = f.h2->reg_mr(mem.data(), mem.size(), test::kAccessAll | IBV_ACCESS_MW_BIND);
+  ibv_mw mw{};
+  REQUIRE(f.n2->alloc_mw(f.h2->context(), f.h2->pd(), IBV_MW_TYPE_2, mw.handle, mw.rkey) == 0);
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = &mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw.rkey);
+  wr.bind_mw.bind_info = {&mr, reinterpret_cast<uint64_t>(mem.data()), 64, IBV_ACCESS_REMOTE_WRITE};
+  SECTION("UC") {
+    auto* uc2 = f.h2->create_qp(QpType::kUc, cq, cq, cap);
+    auto* cq1 = f.h1->create_cq(16);
+    auto* uc1 = f.h1->create_qp(QpType::kUc, cq1, cq1, cap);
+    REQUIRE(SimHost::connect(*f.h1, uc1, *f.h2, uc2) == 0);
+    REQUIRE(f.h2->post_send(uc2, &wr) == 0);
+    const auto wc = wait_cqes(f, *f.h2, cq, 1);
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_SUCCESS);
+    CHECK(wc[0].opcode == IBV_WC_BIND_MW);
+  }
+  SECTION("UD: a local QP operation error") {
+    auto* ud = f.h2->create_qp(QpType::kUd, cq, cq, cap);
+    REQUIRE(f.h2->activate_ud(ud, 0x11111111) == 0);
+    REQUIRE(f.h2->post_send(ud, &wr) == 0);
+    const auto wc = wait_cqes(f, *f.h2, cq, 1);
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_LOC_QP_OP_ERR);
+  }
+}
+
 TEST_CASE("Binds that may not be: IBV_WC_MW_BIND_ERR, the window unchanged", "[sim][nic][mw]") {
   SECTION("an MR without IBV_ACCESS_MW_BIND") {
     MwBench b(test::kAccessAll);
