@@ -60,8 +60,14 @@ Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int a
       !mw->contains(va, len))
     return nullptr;
   if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;
-  Mr* mr = mrs_.find(mw->mr_key);  // deregistered or invalidated since the bind: nothing
-  if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !mr->contains(va, len)) return nullptr;
+  // The MR as it is now: deregistered or invalidated since the bind, or
+  // reregistered into another PD, without IBV_ACCESS_MW_BIND (mlx5 makes
+  // a new mkey for that: the windows bound to the old one are gone) or
+  // away from the window's range, it gives nothing.
+  Mr* mr = mrs_.find(mw->mr_key);
+  if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
+      !mr->contains(va, len))
+    return nullptr;
   return mr;
 }
 

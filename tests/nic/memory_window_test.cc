@@ -3,7 +3,8 @@
 // IBV_WC_LOCAL_INV or fail with IBV_WC_MW_BIND_ERR; a peer's RDMA through
 // a window is held to its bounds, rights, key and QP, and refused with
 // IBV_WC_REM_ACCESS_ERR, nothing written, otherwise; SEND with invalidate
-// frees a type 2 window (IBV_WC_WITH_INV, invalidated_rkey).
+// frees a type 2 window (IBV_WC_WITH_INV, invalidated_rkey). ibv_rereg_mr
+// with each flag, on its own and under a bound window.
 #include <algorithm>
 
 #include "tests/nic/fabric.h"
@@ -384,5 +385,101 @@ TEST_CASE("SEND with invalidate frees the peer's type 2 window", "[sim][nic][mw]
     CHECK(sent.status == IBV_WC_SUCCESS);  // acknowledged (IBA class J, as rxe)
     CHECK(recv.status == IBV_WC_REM_INV_REQ_ERR);
     CHECK(b.p.q2->nic_qp->state == IBV_QPS_ERR);
+  }
+}
+
+TEST_CASE("ibv_rereg_mr: each flag takes effect for the peer, the key stays, an error changes nothing",
+          "[sim][nic][rereg]") {
+  MwBench b;
+  HostContext* ctx = b.f.h2->context();
+  Nic& nic = *b.f.n2;
+  std::vector<uint8_t> moved(kBuf, 0x77);
+  const uint64_t moved_at = reinterpret_cast<uint64_t>(moved.data());
+  SECTION("CHANGE_TRANSLATION: the new range under the same key, the old one refused") {
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, kBuf, 0) == 0);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, moved_at + 100, 1000).status == IBV_WC_SUCCESS);
+    CHECK(std::equal(b.src.begin(), b.src.begin() + 1000, moved.begin() + 100));
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("CHANGE_PD: in another PD the peer's QP cannot use it; back, it can") {
+    uint32_t other;
+    REQUIRE(nic.alloc_pd(ctx, other) == 0);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0) == 0);
+    CHECK(nic.dealloc_pd(ctx, other) == EBUSY);
+    SECTION("away") {
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+      CHECK(b.mem_untouched(0, kBuf));
+    }
+    SECTION("back") {
+      REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, b.f.h2->pd(), 0, 0, 0) == 0);
+      CHECK(nic.dealloc_pd(ctx, other) == 0);
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
+    }
+  }
+  SECTION("CHANGE_ACCESS: without remote write a WRITE is refused, a READ still answered") {
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0);
+    CHECK(nic.mr_access(ctx, b.mr.lkey) == (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
+    CHECK(b.peer(IBV_WR_RDMA_READ, b.mr.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("all three at once") {
+    uint32_t other;
+    REQUIRE(nic.alloc_pd(ctx, other) == 0);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey,
+                         IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS, other,
+                         moved_at, 4096, IBV_ACCESS_LOCAL_WRITE) == 0);
+    CHECK(nic.mr_access(ctx, b.mr.lkey) == IBV_ACCESS_LOCAL_WRITE);
+    CHECK(nic.dealloc_pd(ctx, other) == EBUSY);
+    CHECK(b.peer(IBV_WR_RDMA_READ, b.mr.rkey, moved_at, 64).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  SECTION("errors: EINVAL, and the MR works as before") {
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, 0, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, 1 << 5, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, IBV_ACCESS_REMOTE_WRITE) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, kBuf,
+                       0) == EINVAL);  // one bad part: nothing changes
+    CHECK(nic.rereg_mr(b.f.h1->context(), b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, b.mr.lkey + 1, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(64), 128).status == IBV_WC_SUCCESS);
+    CHECK(std::equal(b.src.begin(), b.src.begin() + 128, b.mem.begin() + 64));
+    CHECK(std::all_of(moved.begin(), moved.end(), [](uint8_t v) { return v == 0x77; }));
+  }
+}
+
+TEST_CASE("ibv_rereg_mr under a bound window: the window follows the MR as it is now", "[sim][nic][rereg][mw]") {
+  MwBench b;
+  HostContext* ctx = b.f.h2->context();
+  Nic& nic = *b.f.n2;
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(mw, &b.mr, b.at(1024), 1024, kMwRights).status == IBV_WC_SUCCESS);
+  SECTION("only the access changes (keeping MW_BIND): the window still works") {
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) == 0);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
+    CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
+  }
+  SECTION("MW_BIND taken away: the window reaches nothing") {
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll) == 0);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("the MR moved elsewhere: the window's range is no longer in it") {
+    std::vector<uint8_t> moved(kBuf, 0x77);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, reinterpret_cast<uint64_t>(moved.data()),
+                         kBuf, 0) == 0);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+    CHECK(std::all_of(moved.begin(), moved.end(), [](uint8_t v) { return v == 0x77; }));
+  }
+  SECTION("the MR in another PD than the window: refused") {
+    uint32_t other;
+    REQUIRE(nic.alloc_pd(ctx, other) == 0);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0) == 0);
+    CHECK(b.peer(IBV_WR_RDMA_READ, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
   }
 }
