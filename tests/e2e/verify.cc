@@ -190,7 +190,10 @@ void post(Side& s, ibv_wr_opcode op, uint64_t local_off, uint32_t len, uint64_t 
   wr.num_sge = 1;
   wr.opcode = op;
   wr.send_flags = IBV_SEND_SIGNALED;
-  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+  if (op == IBV_WR_SEND_WITH_INV || op == IBV_WR_LOCAL_INV) {  // `rkey` is the key to invalidate
+    wr.invalidate_rkey = rkey;
+    if (op == IBV_WR_LOCAL_INV) wr.num_sge = 0;
+  } else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     wr.wr.atomic.remote_addr = remote;
     wr.wr.atomic.rkey = rkey;
     wr.wr.atomic.compare_add = add;
@@ -645,17 +648,7 @@ int run_mw(const Options& o) {
   rwr.sg_list = &rs;
   rwr.num_sge = 1;
   CHECKV(ibv_post_recv(a.own.qp, &rwr, &rbad) == 0, "post_recv");
-  {
-    ibv_sge s{reinterpret_cast<uint64_t>(a.peer.buf.data()), 100, a.peer.mr->lkey};
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = 5;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND_WITH_INV;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = mw2->rkey;
-    CHECKV(ibv_post_send(a.peer.qp, &wr, &bad) == 0, "post_send(SEND_WITH_INV)");
-  }
+  post(a.peer, IBV_WR_SEND_WITH_INV, 0, 100, 0, mw2->rkey, 5);
   wc = wait(a.own, 1)[0];
   CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_INV) &&
              wc.invalidated_rkey == mw2->rkey && wc.byte_len == 100,
@@ -691,17 +684,10 @@ int run_mw(const Options& o) {
   wc = wait(e.peer, 1)[0];
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "through another QP: %s", ibv_wc_status_str(wc.status));
   CHECKV(untouched_outside(d.own, 0, 0), "through another QP: memory changed");
-  {
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = 0x1e;
-    wr.opcode = IBV_WR_LOCAL_INV;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.invalidate_rkey = mw3->rkey;
-    CHECKV(ibv_post_send(d.own.qp, &wr, &bad) == 0, "post_send(LOCAL_INV)");
-    wc = wait(d.own, 1)[0];
-    CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "local invalidate: %s",
-           ibv_wc_status_str(wc.status));
-  }
+  post(d.own, IBV_WR_LOCAL_INV, 0, 0, 0, mw3->rkey, 0x1e);
+  wc = wait(d.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "local invalidate: %s",
+         ibv_wc_status_str(wc.status));
   post(d.peer, IBV_WR_RDMA_READ, 0, 64, dbase, mw3->rkey, 9);
   wc = wait(d.peer, 1)[0];
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "READ after the local invalidate: %s", ibv_wc_status_str(wc.status));
