@@ -154,8 +154,13 @@ class Nic final : public Node {
   int dereg_mr(HostContext* ctx, uint32_t key);
   // ibv_rereg_mr: `flags` (ibv_rereg_mr_flags) says which of pd, access
   // and the translation (addr, length; the I/O address becomes addr)
-  // change. The key stays. An error changes nothing.
-  int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access);
+  // change. As mlx5: the key stays where its mkey can be changed in place
+  // (a new PD, access changes among local/remote write, remote read,
+  // atomic and relaxed ordering, a translation of no more pages than the
+  // MR was made for); otherwise the MR gets a new key (`new_key`), the old
+  // one and the windows bound to it are gone. An error changes nothing.
+  int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access,
+               uint32_t* new_key = nullptr);
   // The access flags of an MR of `ctx`, or -1.
   int mr_access(HostContext* ctx, uint32_t key) const;
   // ibv_alloc_mw: a window of `type` (1 or 2) in PD `pd`, unbound; `rkey`

@@ -49,6 +49,7 @@ struct Mr {
   uint64_t length = 0;
   int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
+  uint64_t pages = 0;      // 4 KiB pages its translation was made for (mlx5's mkey size)
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;

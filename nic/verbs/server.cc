@@ -751,12 +751,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         }
       }
       rep.err = on_engine([&] {
-        const int e = s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access);
-        // Other pages now: reached with system calls.
-        if (e == 0 && (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+        const int e = s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access, &rep.u.mr.key);
+        // Other pages now, or another key: reached with system calls.
+        if (e == 0 && ((r.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || rep.u.mr.key != r.key))
           s.memory->remove_window(r.key);
-          s.memory->remove_windows(r.addr, r.length);
-        }
+        if (e == 0 && (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) s.memory->remove_windows(r.addr, r.length);
         return e;
       });
       return;

@@ -458,11 +458,15 @@ void check_rereg(const Options& o, ibv_context* ctx, ibv_pd* pd) {
   CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_CMD,
          "CHANGE_PD to no PD must be IBV_REREG_MR_ERR_CMD");
   // CHANGE_TRANSLATION: the WRITE lands in the new buffer, not the old one.
-  std::vector<uint8_t> moved(8192, 0);
+  // More pages than the MR had: a new key, as mlx5 makes a new mkey then.
+  std::vector<uint8_t> moved(65536, 0);
   std::memset(b.buf.data(), 0, b.buf.size());
+  const uint32_t key_before = mr->rkey;
   CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, moved.data(), moved.size(), 0) == 0,
          "CHANGE_TRANSLATION: %s", std::strerror(errno));
   CHECKV(mr->addr == moved.data() && mr->length == moved.size(), "ibv_mr.addr and length follow the translation");
+  CHECKV(mr->rkey != key_before && mr->lkey == mr->rkey, "a translation to more pages: key 0x%x (was 0x%x)", mr->rkey,
+         key_before);
   CHECKV(write_status(a, reinterpret_cast<uint64_t>(moved.data()) + 4096, mr->rkey, 256) == IBV_WC_SUCCESS,
          "a WRITE into the new range");
   bool landed = true, old_untouched = true;

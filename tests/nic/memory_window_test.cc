@@ -388,64 +388,93 @@ TEST_CASE("SEND with invalidate frees the peer's type 2 window", "[sim][nic][mw]
   }
 }
 
-TEST_CASE("ibv_rereg_mr: each flag takes effect for the peer, the key stays, an error changes nothing",
-          "[sim][nic][rereg]") {
+TEST_CASE("ibv_rereg_mr: each flag takes effect for the peer, an error changes nothing", "[sim][nic][rereg]") {
   MwBench b;
   HostContext* ctx = b.f.h2->context();
   Nic& nic = *b.f.n2;
-  std::vector<uint8_t> moved(kBuf, 0x77);
-  const uint64_t moved_at = reinterpret_cast<uint64_t>(moved.data());
-  SECTION("CHANGE_TRANSLATION: the new range under the same key, the old one refused") {
-    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, kBuf, 0) == 0);
-    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, moved_at + 100, 1000).status == IBV_WC_SUCCESS);
-    CHECK(std::equal(b.src.begin(), b.src.begin() + 1000, moved.begin() + 100));
-    CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+  const uint32_t key = b.mr.lkey;
+  uint32_t now = 0;  // the MR's key after the rereg
+  std::vector<uint8_t> moved(6 * 4096, 0x77);
+  // A page-aligned page of `moved`: no more pages than the MR was made for.
+  const uint64_t page = (reinterpret_cast<uint64_t>(moved.data()) + 4095) & ~uint64_t(4095);
+  SECTION("CHANGE_TRANSLATION to no more pages: the same key reaches the new range, the old one nothing") {
+    REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, page, 4096, 0, &now) == 0);
+    CHECK(now == key);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, key, page + 100, 1000).status == IBV_WC_SUCCESS);
+    CHECK(std::equal(b.src.begin(), b.src.begin() + 1000, moved.begin() + long(page + 100 - uint64_t(moved.data()))));
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, key, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
   }
-  SECTION("CHANGE_PD: in another PD the peer's QP cannot use it; back, it can") {
+  SECTION("CHANGE_TRANSLATION to more pages: a new key (mlx5 makes a new mkey); the old key is refused") {
+    REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, page, 5 * 4096, 0, &now) == 0);
+    CHECK(now != key);
+    CHECK(nic.mr_access(ctx, key) == -1);
+    SECTION("the new key") {
+      REQUIRE(b.peer(IBV_WR_RDMA_WRITE, now, page + 4 * 4096, 1000).status == IBV_WC_SUCCESS);
+      CHECK(std::equal(b.src.begin(), b.src.begin() + 1000,
+                       moved.begin() + long(page + 4 * 4096 - uint64_t(moved.data()))));
+    }
+    SECTION("the old key") {
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, key, page, 64).status == IBV_WC_REM_ACCESS_ERR);
+      CHECK(std::all_of(moved.begin(), moved.end(), [](uint8_t v) { return v == 0x77; }));
+    }
+  }
+  SECTION("CHANGE_PD: the key stays; in another PD the peer's QP cannot use it; back, it can") {
     uint32_t other;
     REQUIRE(nic.alloc_pd(ctx, other) == 0);
-    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0) == 0);
+    REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0, &now) == 0);
+    CHECK(now == key);
     CHECK(nic.dealloc_pd(ctx, other) == EBUSY);
     SECTION("away") {
-      CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, key, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
       CHECK(b.mem_untouched(0, kBuf));
     }
     SECTION("back") {
-      REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, b.f.h2->pd(), 0, 0, 0) == 0);
+      REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_PD, b.f.h2->pd(), 0, 0, 0) == 0);
       CHECK(nic.dealloc_pd(ctx, other) == 0);
-      CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, key, b.at(0), 64).status == IBV_WC_SUCCESS);
     }
   }
-  SECTION("CHANGE_ACCESS: without remote write a WRITE is refused, a READ still answered") {
-    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
-                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0);
-    CHECK(nic.mr_access(ctx, b.mr.lkey) == (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ));
-    CHECK(b.peer(IBV_WR_RDMA_READ, b.mr.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
-    CHECK(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+  SECTION("CHANGE_ACCESS of remote rights: the key stays; a WRITE is refused, a READ answered") {
+    REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND, &now) == 0);
+    CHECK(now == key);
+    CHECK(nic.mr_access(ctx, key) == (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND));
+    CHECK(b.peer(IBV_WR_RDMA_READ, key, b.at(0), 64).status == IBV_WC_SUCCESS);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, key, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("CHANGE_ACCESS of IBV_ACCESS_MW_BIND: a new key, the old one refused") {
+    REQUIRE(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll, &now) == 0);
+    CHECK(now != key);
+    CHECK(nic.mr_access(ctx, now) == test::kAccessAll);
+    SECTION("the new key") { CHECK(b.peer(IBV_WR_RDMA_WRITE, now, b.at(0), 64).status == IBV_WC_SUCCESS); }
+    SECTION("the old key") {
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, key, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+      CHECK(b.mem_untouched(0, kBuf));
+    }
   }
   SECTION("all three at once") {
     uint32_t other;
     REQUIRE(nic.alloc_pd(ctx, other) == 0);
-    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey,
+    REQUIRE(nic.rereg_mr(ctx, key,
                          IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS, other,
-                         moved_at, 4096, IBV_ACCESS_LOCAL_WRITE) == 0);
-    CHECK(nic.mr_access(ctx, b.mr.lkey) == IBV_ACCESS_LOCAL_WRITE);
+                         page, 4096, IBV_ACCESS_LOCAL_WRITE, &now) == 0);
+    CHECK(nic.mr_access(ctx, now) == IBV_ACCESS_LOCAL_WRITE);
     CHECK(nic.dealloc_pd(ctx, other) == EBUSY);
-    CHECK(b.peer(IBV_WR_RDMA_READ, b.mr.rkey, moved_at, 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.peer(IBV_WR_RDMA_READ, now, page, 64).status == IBV_WC_REM_ACCESS_ERR);
   }
-  SECTION("errors: EINVAL, and the MR works as before") {
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, 0, 0, 0, 0, 0) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, 1 << 5, 0, 0, 0, 0) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, IBV_ACCESS_REMOTE_WRITE) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, 0, 0) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, 0, 0, 0, 0) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_TRANSLATION, 0, moved_at, kBuf,
-                       0) == EINVAL);  // one bad part: nothing changes
-    CHECK(nic.rereg_mr(b.f.h1->context(), b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
-    CHECK(nic.rereg_mr(ctx, b.mr.lkey + 1, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
-    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(64), 128).status == IBV_WC_SUCCESS);
+  SECTION("errors: EINVAL, and the MR works as before under its key") {
+    CHECK(nic.rereg_mr(ctx, key, 0, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key, 1 << 5, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, IBV_ACCESS_REMOTE_WRITE) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_TRANSLATION, 0, page, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_PD, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_TRANSLATION, 0, page, 5 * 4096, 0) ==
+          EINVAL);  // one bad part: nothing changes, the key neither
+    CHECK(nic.rereg_mr(b.f.h1->context(), key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
+    CHECK(nic.rereg_mr(ctx, key + 1, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, 0) == EINVAL);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, key, b.at(64), 128).status == IBV_WC_SUCCESS);
     CHECK(std::equal(b.src.begin(), b.src.begin() + 128, b.mem.begin() + 64));
     CHECK(std::all_of(moved.begin(), moved.end(), [](uint8_t v) { return v == 0x77; }));
   }
@@ -468,10 +497,12 @@ TEST_CASE("ibv_rereg_mr under a bound window: the window follows the MR as it is
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
   }
-  SECTION("the MR moved elsewhere: the window's range is no longer in it") {
+  SECTION("the MR moved elsewhere (in place: no more pages): the window's range is no longer in it") {
     std::vector<uint8_t> moved(kBuf, 0x77);
+    uint32_t now = 0;
     REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, reinterpret_cast<uint64_t>(moved.data()),
-                         kBuf, 0) == 0);
+                         1024, 0, &now) == 0);
+    CHECK(now == b.mr.lkey);
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
     CHECK(std::all_of(moved.begin(), moved.end(), [](uint8_t v) { return v == 0x77; }));

@@ -165,6 +165,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     return IBV_REREG_MR_ERR_CMD;
   }
   if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  mr->handle = mr->lkey = mr->rkey = rep.u.mr.key;  // a new one where mlx5 would make a new mkey
   if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
     mr->addr = addr;
     mr->length = length;
