@@ -282,6 +282,13 @@ TEST_CASE("Binds that may not be: IBV_WC_MW_BIND_ERR, the window unchanged", "[s
     wr.bind_mw.bind_info = {&b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ};
     CHECK(b.post2(wr).status == IBV_WC_MW_BIND_ERR);
   }
+  SECTION("a window of another PD than the QP's") {
+    uint32_t pd;
+    REQUIRE(b.f.n2->alloc_pd(b.f.h2->context(), pd) == 0);
+    ibv_mw mw{};
+    REQUIRE(b.f.n2->alloc_mw(b.f.h2->context(), pd, IBV_MW_TYPE_2, mw.handle, mw.rkey) == 0);
+    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_MW_BIND_ERR);
+  }
   SECTION("a failed bind takes the QP to the error state: what follows is flushed") {
     ibv_mw mw = b.alloc(IBV_MW_TYPE_1);
     REQUIRE(b.bind(mw, &b.mr, b.at(kBuf), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_MW_BIND_ERR);
