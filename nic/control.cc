@@ -14,6 +14,12 @@ constexpr int kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | 
 
 using Usage = HostContext::Usage;
 
+// The 4 KiB pages [addr, addr + length) touches.
+uint64_t pages_spanned(uint64_t addr, uint64_t length) { return ((addr + length - 1) >> 12) - (addr >> 12) + 1; }
+// Access flags mlx5 changes in an mkey in place (UMR): others need a new mkey.
+constexpr int kAccessChangedInPlace = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                      IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
+
 // Takes one object counted in `field` and `bytes` of ring memory from the
 // application's quota; ENOMEM (a provider out of resources) if it has no
 // room left for them.
@@ -80,6 +86,11 @@ void Nic::close_context(HostContext* ctx) {
     srqs_.erase(k);
   }
   keys.clear();
+  mws_.for_each([&](const Mw& w) {
+    if (w.pd->ctx == ctx) keys.push_back(w.handle);
+  });
+  for (uint32_t k : keys) dealloc_mw(ctx, k);
+  keys.clear();
   mrs_.for_each([&](const Mr& m) {
     if (m.pd->ctx != ctx) return;
     keys.push_back(m.key);
@@ -122,6 +133,7 @@ int Nic::dealloc_pd(HostContext* ctx, uint32_t handle) {
   bool busy = false;
   mrs_.for_each([&](const Mr& m) { busy = busy || m.pd == pd; });
   srqs_.for_each([&](const Srq& s) { busy = busy || s.pd == pd; });
+  mws_.for_each([&](const Mw& w) { busy = busy || w.pd == pd; });
   ahs_.for_each([&](const Ah& a) { busy = busy || a.pd == pd; });
   for (auto& [qpn, qp] : qps_) busy = busy || qp->pd == pd;
   if (busy) return EBUSY;
@@ -147,6 +159,7 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   mr->host_addr = addr;
   mr->length = length;
   mr->access = access;
+  mr->pages = pages_spanned(addr, length);
   const auto in = mrs_.insert(std::move(mr));
   if (!in) {
     refund(ctx, &Usage::mrs, 0);
@@ -165,7 +178,7 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
 }
 
 int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle, uint64_t addr, uint64_t length,
-                  int access) {
+                  int access, uint32_t* new_key) {
   Mr* mr = mrs_.find(key);
   if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
   // The kernel's checks (ib_uverbs_rereg_mr): some flag, no unknown one.
@@ -184,6 +197,18 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
     new_access = access;
   }
   if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (length == 0 || addr + length < addr)) return EINVAL;
+  const bool grows = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) && pages_spanned(addr, length) > mr->pages;
+  if (grows || ((new_access ^ mr->access) & ~kAccessChangedInPlace)) {
+    // A new mkey: a new key; what the old one named (and windows bound to
+    // it) is gone.
+    const auto in = mrs_.insert(std::make_unique<Mr>(*mr));
+    if (!in) return ENOMEM;
+    mrs_.erase(key);
+    mr = in->obj;
+    mr->key = in->key;
+    if (grows) mr->pages = pages_spanned(addr, length);
+  }
+  if (new_key != nullptr) *new_key = mr->key;
   mr->pd = pd;
   mr->access = new_access;
   if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {

@@ -12,7 +12,7 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
   hdr.wr_id = wr.wr_id;
   hdr.opcode = uint8_t(wr.opcode);
   hdr.send_flags = uint16_t(wr.send_flags);
-  hdr.imm = wr.opcode == IBV_WR_SEND_WITH_INV ? wr.invalidate_rkey : wr.imm_data;
+  hdr.imm = wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV ? wr.invalidate_rkey : wr.imm_data;
   switch (wr.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -27,6 +27,19 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
       hdr.compare_add = wr.wr.atomic.compare_add;
       hdr.swap = wr.wr.atomic.swap;
       break;
+    case IBV_WR_BIND_MW: {
+      if (wr.bind_mw.mw == nullptr) return EINVAL;
+      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      hdr.imm = wr.bind_mw.mw != nullptr ? wr.bind_mw.mw->rkey : 0;
+      hdr.rkey = wr.bind_mw.rkey;
+      hdr.remote_addr = b.addr;
+      hdr.compare_add = b.length;
+      hdr.swap = uint32_t(b.mw_access_flags);
+      hdr.ud_ah = b.mr != nullptr ? b.mr->lkey : 0;
+      std::memcpy(e, &hdr, sizeof hdr);
+      sq.tail++;
+      return 0;
+    }
     default:
       break;
   }

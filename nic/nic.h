@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/engine/link.h"
@@ -153,10 +154,22 @@ class Nic final : public Node {
   int dereg_mr(HostContext* ctx, uint32_t key);
   // ibv_rereg_mr: `flags` (ibv_rereg_mr_flags) says which of pd, access
   // and the translation (addr, length; the I/O address becomes addr)
-  // change. The key stays. An error changes nothing.
-  int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access);
+  // change. As mlx5: the key stays where its mkey can be changed in place
+  // (a new PD, access changes among local/remote write, remote read,
+  // atomic and relaxed ordering, a translation of no more pages than the
+  // MR was made for); otherwise the MR gets a new key (`new_key`), the old
+  // one and the windows bound to it are gone. An error changes nothing.
+  int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access,
+               uint32_t* new_key = nullptr);
   // The access flags of an MR of `ctx`, or -1.
   int mr_access(HostContext* ctx, uint32_t key) const;
+  // ibv_alloc_mw: a window of `type` (1 or 2) in PD `pd`, unbound; `rkey`
+  // its first key (in the MRs' key space, see kMwKeyBit). A type 1 window
+  // is bound by ibv_bind_mw, a type 2 one by an IBV_WR_BIND_MW work request;
+  // both are executed by the QP's requester (nic/memory_window.cc).
+  int alloc_mw(HostContext* ctx, uint32_t pd, int type, uint32_t& handle, uint32_t& rkey);
+  // Its key stops working at once, bound or not.
+  int dealloc_mw(HostContext* ctx, uint32_t handle);
   // `entries` is the count asked for (at most max_cqe, or max_qp_wr for an
   // SRQ); the ring holds round_up_pow2(entries). Ring memory
   // (ring_bytes(round_up_pow2(entries), stride)) stays the caller's.
@@ -241,6 +254,7 @@ class Nic final : public Node {
 
   // ---- requester.cc ----
   bool fetch_send_wqes(Qp& qp, Time now);
+  void run_local_wqes(Qp& qp, Time now);
   bool requester_has_work(Qp& qp, Time now);
   uint16_t requester_port(Qp& qp);
   rte_mbuf* requester_make_packet(Qp& qp, Time now);
@@ -311,6 +325,22 @@ class Nic final : public Node {
   static void rnr_thunk(void* qp, Time now);
   void rewind(Qp& qp, uint32_t psn, Time now);
   bool validate_local_sges(Qp& qp, SendWork& w);
+
+  // ---- memory_window.cc ----
+  // A send WQE that touches no wire (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV),
+  // executed when the requester reaches it: the status it completes with.
+  ibv_wc_status execute_local_wqe(Qp& qp, const SendWork& w);
+  ibv_wc_status bind_mw(Qp& qp, const SendWork& w);
+  ibv_wc_status local_invalidate(Qp& qp, uint32_t rkey);
+  // The window whose key is `rkey` now (index and key byte), or nullptr.
+  Mw* find_mw(uint32_t rkey) const;
+  // The MR behind window key `rkey` if the window grants `access` to
+  // [va, va + len) to this QP: its PD, type 2 bound to this QP, bounds and
+  // rights of window and QP, the MR still there.
+  Mr* mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
+  // SEND with invalidate naming a window key: false if it may not (not a
+  // type 2 window of the QP's PD with that key).
+  bool remote_invalidate_mw(const Qp& qp, uint32_t rkey);
 
   // ---- completer.cc ----
   // A response packet, through the steps (CompState, transport_states.h).
@@ -410,7 +440,10 @@ class Nic final : public Node {
   uint32_t next_ctx_id_ = 1;
   std::map<uint64_t, std::weak_ptr<HostContext::Usage>> usage_by_owner_;  // by application
   KeyedTable<Pd> pds_;
-  KeyedTable<Mr> mrs_;
+  KeyedTable<Mr, 19> mrs_;  // 19 slot bits: MR keys stay below kMwKeyBit
+  KeyedTable<Mw, 19> mws_;  // by handle
+  std::unordered_map<uint32_t, Mw*> mw_by_index_;  // rkey >> 8 -> window
+  uint8_t mw_key_byte_ = 0;  // the key byte a new window starts with
   KeyedTable<Cq> cqs_;
   KeyedTable<Srq> srqs_;
   KeyedTable<Ah> ahs_;

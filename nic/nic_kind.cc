@@ -21,7 +21,7 @@ constexpr CapKey kCapKeys[] = {
     {"max_qp", &NicConfig::max_qp, 1, kNumQpns},  // a QPN each
     {"max_qp_wr", &NicConfig::max_qp_wr, 1, 1 << 20},
     {"max_cqe", &NicConfig::max_cqe, 1, 1 << 22},
-    {"max_mr", &NicConfig::max_mr, 1, 1 << 24},
+    {"max_mr", &NicConfig::max_mr, 1, (1 << 19) - 1},  // the key table's slots (MR keys stay below kMwKeyBit)
     {"max_sge", &NicConfig::max_sge, 1, kMaxSge},
     {"max_qp_rd_atom", &NicConfig::max_qp_rd_atom, 1, kMaxRdAtomic},
     {"max_qp_init_rd_atom", &NicConfig::max_qp_init_rd_atom, 1, 255},  // ibv_qp_attr.max_rd_atomic is 8 bits

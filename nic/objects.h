@@ -49,12 +49,39 @@ struct Mr {
   uint64_t length = 0;
   int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
+  uint64_t pages = 0;      // 4 KiB pages its translation was made for (mlx5's mkey size)
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;
   }
   // The host address of I/O address `a` (inside the MR).
   uint64_t host(uint64_t a) const { return host_addr + (a - addr); }
+};
+
+// A memory window (ibv_alloc_mw): a key granting remote access to part of
+// an MR, bound and unbound by work requests on a QP (IBA 10.6.7). Its rkey
+// is kMwKeyBit | index << 8 | key byte: MR keys never have kMwKeyBit, so
+// one rkey space holds both; the low byte is the consumer's (ibv_inc_rkey),
+// chosen anew by each bind.
+inline constexpr uint32_t kMwKeyBit = 0x80000000u;
+struct Mw {
+  uint32_t handle = 0;  // the NIC's name for it (dealloc)
+  uint32_t rkey = 0;    // the key now: a peer's key must equal it
+  Pd* pd = nullptr;
+  ibv_mw_type type = IBV_MW_TYPE_1;
+  // Bound: [addr, addr + length) of MR `mr_key` with `access` (remote
+  // rights); a type 2 window only through QP `qpn`. Type 1 binds with
+  // length 0 (no MR) leave it valid but granting nothing; a type 2 window
+  // is free until bound and again once invalidated.
+  bool bound = false;
+  uint32_t mr_key = 0;
+  uint64_t addr = 0, length = 0;
+  int access = 0;
+  uint32_t qpn = 0;
+
+  bool contains(uint64_t a, uint64_t len) const {
+    return a >= addr && len <= length && a - addr <= length - len;
+  }
 };
 
 // Keys are (slot + 1) << kGenBits | generation, so a stale key never finds

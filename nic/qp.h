@@ -73,6 +73,8 @@ struct SendWork {
     return opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   }
   bool needs_response() const { return is_read() || is_atomic(); }
+  // A bind or local invalidate: done inside the NIC, no packet, no PSN.
+  bool is_local() const { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
   bool signaled(bool sig_all) const { return sig_all || (flags & IBV_SEND_SIGNALED); }
 };
 

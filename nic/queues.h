@@ -42,7 +42,10 @@ struct Sge {
 static_assert(sizeof(Sge) == 16);
 
 // Send queue entry: a 64-byte header followed by num_sge Sge entries or
-// inline_len bytes of inline data.
+// inline_len bytes of inline data. IBV_WR_BIND_MW has neither: imm is the
+// window's rkey now, rkey its new one, remote_addr and compare_add the
+// window's address and length, swap its access flags and ud_ah the MR's
+// lkey (0: no MR). IBV_WR_LOCAL_INV: imm is the rkey to invalidate.
 struct SendWqe {
   uint64_t wr_id;
   uint8_t opcode;       // enum ibv_wr_opcode

@@ -20,6 +20,9 @@ bool opcode_allowed(QpType t, uint8_t opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
       return t != QpType::kUd;
+    case IBV_WR_BIND_MW:  // as mlx5: on RC and UC QPs
+    case IBV_WR_LOCAL_INV:
+      return t != QpType::kUd;
     case IBV_WR_SEND_WITH_INV:
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -101,6 +104,7 @@ bool Nic::fetch_send_wqes(Qp& qp, Time now) {
       w.status = IBV_WC_LOC_QP_OP_ERR;
       continue;
     }
+    if (w.is_local()) continue;  // no data: the bind's fields say it all
     if (w.flags & IBV_SEND_INLINE) {
       if (hdr.inline_len > qp.cap.max_inline_data || hdr.inline_len > kMaxInline ||
           sizeof(SendWqe) + hdr.inline_len > qp.sq.stride() || w.needs_response()) {
@@ -143,6 +147,8 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   fetch_send_wqes(qp, now);
   if (qp.req.rnr_waiting) return false;
   if (!qp.lr.resend_psns.empty()) return qp.neighbor_ok;
+  run_local_wqes(qp, now);
+  if (qp.state == IBV_QPS_ERR) return false;
   if (qp.req.sq_send == qp.req.sq_fetched) return false;
   SendWork& w = qp.work(qp.req.sq_send);
   if (w.status != IBV_WC_SUCCESS) {
@@ -176,6 +182,27 @@ bool Nic::requester_has_work(Qp& qp, Time now) {
   const int32_t ahead = wire::psn_diff(next, qp.req.una_psn);  // negative: resending what is acked
   if (!(w.started && w.needs_response()) && ahead > 0 && uint32_t(ahead) >= window) return false;
   return true;
+}
+
+void Nic::run_local_wqes(Qp& qp, Time now) {
+  // Binds and local invalidates at the head of what is to be sent run now:
+  // everything posted before them has been sent. They take no PSN; a fence
+  // waits for the READs and atomics before them, as for any WQE.
+  bool ran = false;
+  while (qp.req.sq_send != qp.req.sq_fetched && qp.state != IBV_QPS_SQD) {
+    SendWork& w = qp.work(qp.req.sq_send);
+    if (!w.is_local() || w.started || w.status != IBV_WC_SUCCESS) break;
+    if ((w.flags & IBV_SEND_FENCE) && qp.req.rd_atomic_outstanding > 0) break;
+    ran = true;
+    w.status = execute_local_wqe(qp, w);
+    if (w.status != IBV_WC_SUCCESS) break;  // completes in error once all before it have
+    w.started = w.done = true;
+    w.first_psn = qp.req.next_new_psn;
+    w.npkts = 0;
+    qp.req.sq_send++;
+    qp.req.send_psn = qp.req.next_new_psn;
+  }
+  if (ran) complete_send_queue(qp, now);
 }
 
 bool Nic::gather(Qp& qp, const SendWork& w, uint32_t offset, uint8_t* dst, uint32_t len) {
@@ -465,7 +492,7 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
   // atomic whose response is complete).
   while (qp.req.sq_send != qp.req.sq_fetched) {
     SendWork& w = qp.work(qp.req.sq_send);
-    if (!(w.started && w.done && w.needs_response())) break;
+    if (!(w.started && w.done && (w.needs_response() || w.is_local()))) break;
     qp.req.sq_send++;
     if (qp.req.sq_send != qp.req.sq_fetched && qp.work(qp.req.sq_send).started) qp.req.send_psn = qp.work(qp.req.sq_send).first_psn;
     else qp.req.send_psn = qp.req.next_new_psn;

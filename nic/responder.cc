@@ -22,6 +22,7 @@ bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 }  // namespace
 
 Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  if (rkey & kMwKeyBit) return mw_grants(qp, rkey, va, len, access);  // a memory window's
   Mr* mr = mrs_.find(rkey);  // key and generation
   if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
       !mr->contains(va, len))
@@ -196,6 +197,7 @@ struct Nic::Request {
   Mr* mr = nullptr;                        // what check_rkey found for the payload or the atomic
   RecvEntry imm_recv;                      // WRITE with immediate: the receive WQE it takes
   bool imm_recv_taken = false;
+  bool invalidate_refused = false;         // SEND with invalidate of a window it may not free
   ibv_wc_status local_status = IBV_WC_SUCCESS;  // kErrLocal*: what the receive completes with
 
   Request(Qp& q, rte_mbuf* frame, const wire::PacketView& view, Time t)
@@ -547,12 +549,21 @@ RespState Nic::execute_send(Request& r) {
       flags |= IBV_WC_WITH_IMM;
       imm_or_rkey = __builtin_bswap32(v.imm().imm.get());
     }
+    ibv_wc_status status = IBV_WC_SUCCESS;
     if (r.info().any(wire::kOpInv)) {
       flags |= IBV_WC_WITH_INV;
       imm_or_rkey = v.ieth().rkey.get();
-      if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) mr->invalidated = true;
+      if (imm_or_rkey & kMwKeyBit) {
+        // A window: only a type 2 one of this PD, by its key now. Else
+        // (IBA class J, as rxe): the message is acknowledged, its receive
+        // fails and the QP goes to the error state.
+        r.invalidate_refused = !remote_invalidate_mw(qp, imm_or_rkey);
+        if (r.invalidate_refused) status = IBV_WC_REM_INV_REQ_ERR;
+      } else if (Mr* mr = mrs_.find(imm_or_rkey); mr != nullptr && mr->pd == qp.pd) {
+        mr->invalidated = true;
+      }
     }
-    write_recv_cqe(qp, qp.resp.recv, IBV_WC_SUCCESS, IBV_WC_RECV, uint32_t(qp.resp.recv_offset), imm_or_rkey, flags, 0,
+    write_recv_cqe(qp, qp.resp.recv, status, IBV_WC_RECV, uint32_t(qp.resp.recv_offset), imm_or_rkey, flags, 0,
                    v.bth().se());
     qp.resp.recv_valid = false;
   }
@@ -570,6 +581,10 @@ RespState Nic::complete_request(Request& r) {
   qp.lr.nak_sent = false;
   if (r.last) qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
   if (r.rc && (r.v.bth().ack_req() || r.last)) schedule_ack(qp, wire::aeth_ack(), r.psn, r.now);
+  if (r.invalidate_refused) {
+    counters_[NicCounters::resp_remote_access_errors]++;
+    qp_to_error(qp, r.now);
+  }
   return RespState::kDone;
 }
 

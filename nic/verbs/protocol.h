@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 8;
+inline constexpr uint32_t kProtocolVersion = 9;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -30,6 +30,8 @@ enum class Op : uint32_t {
   kDeallocPd,
   kRegMr,          // request fd (optional): a sealed memfd holding the MR's pages (map_bytes)
   kDeregMr,
+  kAllocMw,        // a memory window; reply mw
+  kDeallocMw,
   kCreateChannel,  // reply fd: the read end of the channel's pipe (the engine writes the other)
   kDestroyChannel,
   kCreateCq,       // reply fd: ring memory
@@ -110,6 +112,10 @@ struct Request {
       uint64_t map_offset, map_bytes;
     } reg_mr;
     struct {
+      uint32_t pd;
+      uint32_t type;  // enum ibv_mw_type
+    } alloc_mw;
+    struct {
       uint32_t entries;
       uint32_t channel;  // 0: none
     } create_cq;
@@ -164,6 +170,9 @@ struct Reply {
     struct {
       uint32_t key;
     } mr;
+    struct {
+      uint32_t handle, rkey;
+    } mw;
     struct {
       uint32_t handle, entries;
       uint64_t bytes;

@@ -751,12 +751,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         }
       }
       rep.err = on_engine([&] {
-        const int e = s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access);
-        // Other pages now: reached with system calls.
-        if (e == 0 && (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) {
+        const int e = s.nic->rereg_mr(s.ctx, r.key, int(r.flags), r.pd, r.addr, r.length, access, &rep.u.mr.key);
+        // Other pages now, or another key: reached with system calls.
+        if (e == 0 && ((r.flags & IBV_REREG_MR_CHANGE_TRANSLATION) || rep.u.mr.key != r.key))
           s.memory->remove_window(r.key);
-          s.memory->remove_windows(r.addr, r.length);
-        }
+        if (e == 0 && (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION)) s.memory->remove_windows(r.addr, r.length);
         return e;
       });
       return;
@@ -767,6 +766,14 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         if (e == 0) s.memory->remove_window(req.u.handle.handle);
         return e;
       });
+      return;
+    case Op::kAllocMw:
+      rep.err = on_engine([&] {
+        return s.nic->alloc_mw(s.ctx, req.u.alloc_mw.pd, int(req.u.alloc_mw.type), rep.u.mw.handle, rep.u.mw.rkey);
+      });
+      return;
+    case Op::kDeallocMw:
+      rep.err = on_engine([&] { return s.nic->dealloc_mw(s.ctx, req.u.handle.handle); });
       return;
     case Op::kCreateChannel: {
       // The engine makes the channel (see write_channel): an fd of the

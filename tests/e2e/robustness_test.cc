@@ -113,6 +113,18 @@ TEST_CASE("Verbs misuse gets the errno or completion status a real provider give
   CHECK_THAT(p.output, Catch::Contains("all good"));
 }
 
+TEST_CASE("Memory windows of type 1 and 2: bound, reached by the peer byte for byte, refused outside and after "
+          "invalidation",
+          "[e2e][verify][mw]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--mw"});
+  const int st = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("memory windows checked"));
+  CHECK_THAT(p.output, Catch::Contains("all good"));
+}
+
 TEST_CASE("An application killed mid-transfer: resources freed, the peer sees errors, others carry on",
           "[e2e][robustness]") {
   Fabric f;

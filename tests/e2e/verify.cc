@@ -11,6 +11,8 @@
 //   rocemu-verify --misuse                     verbs misuse gets the right errno/status
 //   rocemu-verify --api                        ibv_rereg_mr, the GID queries, vendor IDs and
 //                                              comp_masks answer as rdma-core's man pages say
+//   rocemu-verify --mw                         memory windows: type 1 and 2 bound, reached,
+//                                              refused outside and after invalidation
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   options: --size BYTES --iters N --gid INDEX
@@ -94,7 +96,7 @@ ibv_context* open_device() {
   return ctx;
 }
 
-void setup(Side& s, ibv_context* ctx, ibv_pd* pd, size_t size, int gid_index, uint32_t psn) {
+void setup(Side& s, ibv_context* ctx, ibv_pd* pd, size_t size, int gid_index, uint32_t psn, int extra_access = 0) {
   s.ctx = ctx;
   s.pd = pd;
   s.gid_index = gid_index;
@@ -102,7 +104,8 @@ void setup(Side& s, ibv_context* ctx, ibv_pd* pd, size_t size, int gid_index, ui
   s.cq = ibv_create_cq(ctx, 1024, nullptr, nullptr, 0);
   CHECKV(s.cq != nullptr, "create_cq: %s", std::strerror(errno));
   s.mr = ibv_reg_mr(pd, s.buf.data(), size,
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                        extra_access);
   CHECKV(s.mr != nullptr, "reg_mr: %s", std::strerror(errno));
   ibv_qp_init_attr ia{};
   ia.send_cq = ia.recv_cq = s.cq;
@@ -187,7 +190,10 @@ void post(Side& s, ibv_wr_opcode op, uint64_t local_off, uint32_t len, uint64_t 
   wr.num_sge = 1;
   wr.opcode = op;
   wr.send_flags = IBV_SEND_SIGNALED;
-  if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+  if (op == IBV_WR_SEND_WITH_INV || op == IBV_WR_LOCAL_INV) {  // `rkey` is the key to invalidate
+    wr.invalidate_rkey = rkey;
+    if (op == IBV_WR_LOCAL_INV) wr.num_sge = 0;
+  } else if (op == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     wr.wr.atomic.remote_addr = remote;
     wr.wr.atomic.rkey = rkey;
     wr.wr.atomic.compare_add = add;
@@ -452,11 +458,15 @@ void check_rereg(const Options& o, ibv_context* ctx, ibv_pd* pd) {
   CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, nullptr, nullptr, 0, 0) == IBV_REREG_MR_ERR_CMD,
          "CHANGE_PD to no PD must be IBV_REREG_MR_ERR_CMD");
   // CHANGE_TRANSLATION: the WRITE lands in the new buffer, not the old one.
-  std::vector<uint8_t> moved(8192, 0);
+  // More pages than the MR had: a new key, as mlx5 makes a new mkey then.
+  std::vector<uint8_t> moved(65536, 0);
   std::memset(b.buf.data(), 0, b.buf.size());
+  const uint32_t key_before = mr->rkey;
   CHECKV(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, moved.data(), moved.size(), 0) == 0,
          "CHANGE_TRANSLATION: %s", std::strerror(errno));
   CHECKV(mr->addr == moved.data() && mr->length == moved.size(), "ibv_mr.addr and length follow the translation");
+  CHECKV(mr->rkey != key_before && mr->lkey == mr->rkey, "a translation to more pages: key 0x%x (was 0x%x)", mr->rkey,
+         key_before);
   CHECKV(write_status(a, reinterpret_cast<uint64_t>(moved.data()) + 4096, mr->rkey, 256) == IBV_WC_SUCCESS,
          "a WRITE into the new range");
   bool landed = true, old_untouched = true;
@@ -538,6 +548,225 @@ int run_api(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Memory windows (ibv_alloc_mw.3, ibv_bind_mw.3, ibv_post_send.3): an
+// owner QP binds windows over its MR, a peer QP of the same process (on the
+// same NIC) writes and reads through them, every byte checked on both
+// sides; outside a window, after its invalidation and through a type 2
+// window's other QPs nothing lands. A refused access takes both QPs to the
+// error state, so each such check has a fresh pair.
+struct MwPair {
+  Side own, peer;
+};
+void mw_pair(MwPair& m, ibv_context* ctx, ibv_pd* pd, const Options& o, uint32_t psn) {
+  setup(m.own, ctx, pd, 65536, o.gid, psn, IBV_ACCESS_MW_BIND);
+  setup(m.peer, ctx, pd, 65536, o.gid, psn + 1);
+  CHECKV(connect_qp(m.own, m.peer.local) == 0 && connect_qp(m.peer, m.own.local) == 0, "connect");
+  std::memset(m.own.buf.data(), 0xee, m.own.buf.size());
+  for (size_t i = 0; i < m.peer.buf.size(); i++) m.peer.buf[i] = pattern(psn, i);
+}
+// The owner's bytes are 0xee outside [from, to).
+bool untouched_outside(const Side& s, size_t from, size_t to) {
+  for (size_t i = 0; i < s.buf.size(); i++)
+    if ((i < from || i >= to) && s.buf[i] != 0xee) return false;
+  return true;
+}
+// Posts an IBV_WR_BIND_MW of a type 2 window (the new key: ibv_inc_rkey)
+// and returns the completion; the window has the new key if it succeeded.
+ibv_wc bind_type2(Side& s, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, unsigned access) {
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = 0xb2;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  wr.bind_mw.bind_info = {mr, addr, len, access};
+  const int e = ibv_post_send(s.qp, &wr, &bad);
+  CHECKV(e == 0, "post_send(BIND_MW): %s", std::strerror(e));
+  const ibv_wc wc = wait(s, 1)[0];
+  if (wc.status == IBV_WC_SUCCESS) mw->rkey = wr.bind_mw.rkey;
+  return wc;
+}
+
+int run_mw(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_device_attr da{};
+  CHECKV(ibv_query_device(ctx, &da) == 0, "query_device");
+  CHECKV((da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) && (da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B),
+         "device_cap_flags 0x%x: no memory windows", da.device_cap_flags);
+  CHECKV(da.max_mw > 0, "max_mw %d", da.max_mw);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  errno = 0;
+  CHECKV(ibv_alloc_mw(pd, ibv_mw_type(3)) == nullptr && errno == EINVAL, "alloc_mw of type 3: errno %d", errno);
+  const unsigned rw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+  MwPair a;
+  mw_pair(a, ctx, pd, o, 0x100);
+  const uint64_t base = reinterpret_cast<uint64_t>(a.own.buf.data());
+  // Type 1: ibv_bind_mw, the new key in mw->rkey.
+  ibv_mw* mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  CHECKV(mw1 != nullptr && mw1->type == IBV_MW_TYPE_1, "alloc_mw(TYPE_1): %s", std::strerror(errno));
+  if (mw1 == nullptr) return 1;
+  const uint32_t key0 = mw1->rkey;
+  ibv_mw_bind b1{};
+  b1.wr_id = 0xb1;
+  b1.send_flags = IBV_SEND_SIGNALED;
+  b1.bind_info = {a.own.mr, base + 4096, 8192, rw};
+  CHECKV(ibv_bind_mw(a.own.qp, mw1, &b1) == 0, "ibv_bind_mw");
+  ibv_wc wc = wait(a.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 0xb1, "bind type 1: %s, opcode %d",
+         ibv_wc_status_str(wc.status), wc.opcode);
+  CHECKV(mw1->rkey == ibv_inc_rkey(key0), "type 1 key 0x%x after the bind (was 0x%x)", mw1->rkey, key0);
+  b1.bind_info.addr = 4096;  // addr without an MR: refused before anything is posted
+  b1.bind_info.mr = nullptr;
+  CHECKV(ibv_bind_mw(a.own.qp, mw1, &b1) == EINVAL, "ibv_bind_mw without an MR but with an address");
+  // The peer writes through it, then reads it back: bytes checked on both sides.
+  post(a.peer, IBV_WR_RDMA_WRITE, 0, 8192, base + 4096, mw1->rkey, 1);
+  wc = wait(a.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS, "WRITE through the type 1 window: %s", ibv_wc_status_str(wc.status));
+  CHECKV(std::memcmp(a.own.buf.data() + 4096, a.peer.buf.data(), 8192) == 0, "type 1: the owner's bytes differ");
+  CHECKV(untouched_outside(a.own, 4096, 4096 + 8192), "type 1: bytes outside the window changed");
+  post(a.peer, IBV_WR_RDMA_READ, 32768, 4096, base + 4096 + 1024, mw1->rkey, 2);
+  wc = wait(a.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS, "READ through the type 1 window: %s", ibv_wc_status_str(wc.status));
+  CHECKV(std::memcmp(a.peer.buf.data() + 32768, a.own.buf.data() + 4096 + 1024, 4096) == 0,
+         "type 1: the bytes read differ");
+
+  // Type 2: IBV_WR_BIND_MW on the owner's QP; ibv_bind_mw refuses it.
+  ibv_mw* mw2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw2 != nullptr && mw2->type == IBV_MW_TYPE_2, "alloc_mw(TYPE_2): %s", std::strerror(errno));
+  if (mw2 == nullptr) return 1;
+  b1.bind_info = {a.own.mr, base, 64, rw};
+  CHECKV(ibv_bind_mw(a.own.qp, mw2, &b1) == EINVAL, "ibv_bind_mw of a type 2 window");
+  wc = bind_type2(a.own, mw2, a.own.mr, base + 16384, 4096, rw);
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, "bind type 2: %s", ibv_wc_status_str(wc.status));
+  post(a.peer, IBV_WR_RDMA_WRITE, 8192, 4096, base + 16384, mw2->rkey, 3);
+  post(a.peer, IBV_WR_RDMA_READ, 40960, 4096, base + 16384, mw2->rkey, 4);
+  for (const ibv_wc& w : wait(a.peer, 2))
+    CHECKV(w.status == IBV_WC_SUCCESS, "through the type 2 window: %s", ibv_wc_status_str(w.status));
+  CHECKV(std::memcmp(a.own.buf.data() + 16384, a.peer.buf.data() + 8192, 4096) == 0, "type 2: the owner's bytes differ");
+  CHECKV(std::memcmp(a.peer.buf.data() + 40960, a.peer.buf.data() + 8192, 4096) == 0, "type 2: the bytes read differ");
+  // SEND with invalidate frees it: the owner's receive names the key.
+  ibv_sge rs{reinterpret_cast<uint64_t>(a.own.buf.data()) + 49152, 256, a.own.mr->lkey};
+  ibv_recv_wr rwr{}, *rbad = nullptr;
+  rwr.wr_id = 0x5e;
+  rwr.sg_list = &rs;
+  rwr.num_sge = 1;
+  CHECKV(ibv_post_recv(a.own.qp, &rwr, &rbad) == 0, "post_recv");
+  post(a.peer, IBV_WR_SEND_WITH_INV, 0, 100, 0, mw2->rkey, 5);
+  wc = wait(a.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_INV) &&
+             wc.invalidated_rkey == mw2->rkey && wc.byte_len == 100,
+         "receive of the SEND with invalidate: %s flags 0x%x key 0x%x (want 0x%x)", ibv_wc_status_str(wc.status),
+         wc.wc_flags, wc.invalidated_rkey, mw2->rkey);
+  CHECKV(wait(a.peer, 1)[0].status == IBV_WC_SUCCESS, "SEND with invalidate");
+  std::vector<uint8_t> before = a.own.buf;
+  post(a.peer, IBV_WR_RDMA_WRITE, 0, 64, base + 16384, mw2->rkey, 6);
+  wc = wait(a.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE after the invalidation: %s", ibv_wc_status_str(wc.status));
+  CHECKV(a.own.buf == before, "WRITE after the invalidation changed memory");
+
+  // Outside the type 1 window (which any QP of the PD reaches): one byte past its end.
+  MwPair c;
+  mw_pair(c, ctx, pd, o, 0x200);
+  before = a.own.buf;
+  post(c.peer, IBV_WR_RDMA_WRITE, 0, 8192, base + 4096 + 1, mw1->rkey, 7);
+  wc = wait(c.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE one byte past the window: %s", ibv_wc_status_str(wc.status));
+  CHECKV(a.own.buf == before, "WRITE past the window changed memory");
+
+  // A type 2 window bound to one QP: refused through another; then a
+  // local invalidate, and refused on its own QP too.
+  MwPair d, e;
+  mw_pair(d, ctx, pd, o, 0x300);
+  mw_pair(e, ctx, pd, o, 0x400);
+  const uint64_t dbase = reinterpret_cast<uint64_t>(d.own.buf.data());
+  ibv_mw* mw3 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw3 != nullptr, "alloc_mw(TYPE_2)");
+  if (mw3 == nullptr) return 1;
+  CHECKV(bind_type2(d.own, mw3, d.own.mr, dbase, 4096, rw).status == IBV_WC_SUCCESS, "bind type 2 to d");
+  post(e.peer, IBV_WR_RDMA_WRITE, 0, 64, dbase, mw3->rkey, 8);  // e's QPs are not the one it is bound to
+  wc = wait(e.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "through another QP: %s", ibv_wc_status_str(wc.status));
+  CHECKV(untouched_outside(d.own, 0, 0), "through another QP: memory changed");
+  post(d.own, IBV_WR_LOCAL_INV, 0, 0, 0, mw3->rkey, 0x1e);
+  wc = wait(d.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "local invalidate: %s",
+         ibv_wc_status_str(wc.status));
+  post(d.peer, IBV_WR_RDMA_READ, 0, 64, dbase, mw3->rkey, 9);
+  wc = wait(d.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "READ after the local invalidate: %s", ibv_wc_status_str(wc.status));
+
+  // A bind over an MR without IBV_ACCESS_MW_BIND: IBV_WC_MW_BIND_ERR.
+  MwPair g;
+  mw_pair(g, ctx, pd, o, 0x500);
+  ibv_mw* mw4 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw4 != nullptr, "alloc_mw(TYPE_2)");
+  if (mw4 == nullptr) return 1;
+  wc = bind_type2(g.own, mw4, g.peer.mr, reinterpret_cast<uint64_t>(g.peer.buf.data()), 64, rw);
+  CHECKV(wc.status == IBV_WC_MW_BIND_ERR, "bind over an MR without MW_BIND: %s", ibv_wc_status_str(wc.status));
+
+  // The same through ibv_qp_ex: ibv_wr_bind_mw, then ibv_wr_local_inv.
+  MwPair h;
+  mw_pair(h, ctx, pd, o, 0x600);
+  ibv_destroy_qp(h.own.qp);
+  ibv_qp_init_attr_ex ia{};
+  ia.qp_type = IBV_QPT_RC;
+  ia.send_cq = ia.recv_cq = h.own.cq;
+  ia.cap = {256, 256, 4, 4, 0};
+  ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  ia.pd = pd;
+  ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_RDMA_WRITE;
+  h.own.qp = ibv_create_qp_ex(ctx, &ia);
+  CHECKV(h.own.qp != nullptr, "create_qp_ex: %s", std::strerror(errno));
+  if (h.own.qp == nullptr) return 1;
+  h.own.local.qpn = h.own.qp->qp_num;
+  ibv_destroy_qp(h.peer.qp);
+  ibv_qp_init_attr pa{};
+  pa.send_cq = pa.recv_cq = h.peer.cq;
+  pa.qp_type = IBV_QPT_RC;
+  pa.cap = {256, 256, 4, 4, 0};
+  h.peer.qp = ibv_create_qp(pd, &pa);
+  h.peer.local.qpn = h.peer.qp->qp_num;
+  CHECKV(connect_qp(h.own, h.peer.local) == 0 && connect_qp(h.peer, h.own.local) == 0, "connect the ibv_qp_ex pair");
+  const uint64_t hbase = reinterpret_cast<uint64_t>(h.own.buf.data());
+  ibv_mw* mw5 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw5 != nullptr, "alloc_mw(TYPE_2)");
+  if (mw5 == nullptr) return 1;
+  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(h.own.qp);
+  const ibv_mw_bind_info info{h.own.mr, hbase + 1024, 2048, IBV_ACCESS_REMOTE_WRITE};
+  const uint32_t key5 = ibv_inc_rkey(mw5->rkey);
+  ibv_wr_start(qpx);
+  qpx->wr_id = 0xb5;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(qpx, mw5, key5, &info);
+  CHECKV(ibv_wr_complete(qpx) == 0, "ibv_wr_complete(bind)");
+  wc = wait(h.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 0xb5, "ibv_wr_bind_mw: %s",
+         ibv_wc_status_str(wc.status));
+  mw5->rkey = key5;
+  post(h.peer, IBV_WR_RDMA_WRITE, 0, 2048, hbase + 1024, mw5->rkey, 10);
+  CHECKV(wait(h.peer, 1)[0].status == IBV_WC_SUCCESS, "WRITE through the ibv_wr_bind_mw window");
+  CHECKV(std::memcmp(h.own.buf.data() + 1024, h.peer.buf.data(), 2048) == 0 && untouched_outside(h.own, 1024, 3072),
+         "ibv_wr_bind_mw window: bytes");
+  ibv_wr_start(qpx);
+  qpx->wr_id = 0x1f5;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(qpx, mw5->rkey);
+  CHECKV(ibv_wr_complete(qpx) == 0, "ibv_wr_complete(local_inv)");
+  wc = wait(h.own, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "ibv_wr_local_inv: %s",
+         ibv_wc_status_str(wc.status));
+  before = h.own.buf;
+  post(h.peer, IBV_WR_RDMA_WRITE, 0, 64, hbase + 1024, mw5->rkey, 11);
+  wc = wait(h.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE after ibv_wr_local_inv: %s", ibv_wc_status_str(wc.status));
+  CHECKV(h.own.buf == before, "WRITE after ibv_wr_local_inv changed memory");
+
+  for (ibv_mw* mw : {mw1, mw2, mw3, mw4, mw5}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+  std::printf("rocemu-verify: memory windows checked\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 // Takes every kind of object into every state and then leaves without
 // freeing anything (or, with --wait, waits to be killed): what the engine
 // must clean up after an application that dies.
@@ -589,7 +818,7 @@ int run_leave(const Options& o, bool wait_to_be_killed) {
 
 int main(int argc, char** argv) {
   Options o;
-  bool leave = false, leave_wait = false, api = false;
+  bool leave = false, leave_wait = false, api = false, mw = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -600,6 +829,7 @@ int main(int argc, char** argv) {
     else if (a == "--server") o.server = true;
     else if (a == "--misuse") o.misuse = true;
     else if (a == "--api") api = true;
+    else if (a == "--mw") mw = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -611,7 +841,7 @@ int main(int argc, char** argv) {
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
       std::fprintf(stderr,
-                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --api | --leave "
+                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --api | --mw | --leave "
                    "[--wait] [options]\n");
       return 2;
     }
@@ -620,6 +850,7 @@ int main(int argc, char** argv) {
   int rc;
   if (leave) return run_leave(o, leave_wait);
   if (api) rc = run_api(o);
+  else if (mw) rc = run_mw(o);
   else if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);
   else rc = run_pair(o);

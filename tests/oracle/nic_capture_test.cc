@@ -98,6 +98,107 @@ TEST_CASE("A captured mixed transfer under loss decodes in tshark and scapy agre
   check_capture(path, ipv6);
 }
 
+TEST_CASE("SEND with invalidate of a memory window's key: tshark decodes the IETH the NIC sent, the RETH names the window",
+          "[oracle][nic][mw]") {
+  TwoNics f(22);
+  const std::string path = std::string(ROCEMU_ORACLE_OUT) + "/nic-capture-send-inv.pcapng";
+  REQUIRE(f.engine->capture_link(*f.link, path).ok());
+  const RcPair p = connect_rc(f);
+  std::vector<uint8_t> src(8192, 0x3c), mem(8192, 0), rbuf(8192, 0);
+  const uint32_t src_key = f.h1->reg_mr(src.data(), src.size(), kAccessAll);
+  ibv_mr mr{};
+  mr.lkey = f.h2->reg_mr(mem.data(), mem.size(), kAccessAll | IBV_ACCESS_MW_BIND);
+  const uint32_t rbuf_key = f.h2->reg_mr(rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mw mw{};
+  mw.type = IBV_MW_TYPE_2;
+  REQUIRE(f.n2->alloc_mw(f.h2->context(), f.h2->pd(), IBV_MW_TYPE_2, mw.handle, mw.rkey) == 0);
+  // Binds the window on h2's QP with a new key byte; returns the key.
+  auto bind = [&] {
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.bind_mw.mw = &mw;
+    wr.bind_mw.rkey = ibv_inc_rkey(mw.rkey);
+    wr.bind_mw.bind_info = {&mr, reinterpret_cast<uint64_t>(mem.data()), mem.size(),
+                            IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
+    REQUIRE(f.h2->post_send(p.q2, &wr) == 0);
+    const auto wc = wait_cqes(f, *f.h2, p.cq2, 1);
+    REQUIRE(wc.size() == 1);
+    REQUIRE(wc[0].status == IBV_WC_SUCCESS);
+    return mw.rkey = wr.bind_mw.rkey;
+  };
+  // From h1: a WRITE through the window, then a SEND with invalidate of
+  // its key of `len` bytes (one packet, or first/middle/last at MTU 1024).
+  auto write_then_send_inv = [&](uint32_t key, uint32_t len) {
+    ibv_sge rs = sge(rbuf.data(), uint32_t(rbuf.size()), rbuf_key);
+    ibv_recv_wr rw{};
+    rw.sg_list = &rs;
+    rw.num_sge = 1;
+    REQUIRE(f.h2->post_recv(p.q2, &rw) == 0);
+    ibv_sge s = sge(src.data(), len, src_key);
+    ibv_send_wr w = rdma_wr(&s, reinterpret_cast<uint64_t>(mem.data()), key, 1);
+    ibv_send_wr inv{};
+    inv.sg_list = &s;
+    inv.num_sge = 1;
+    inv.opcode = IBV_WR_SEND_WITH_INV;
+    inv.send_flags = IBV_SEND_SIGNALED;
+    inv.invalidate_rkey = key;
+    w.next = &inv;
+    REQUIRE(f.h1->post_send(p.q1, &w) == 0);
+    const auto sent = wait_cqes(f, *f.h1, p.cq1, 2);
+    REQUIRE(sent.size() == 2);
+    CHECK(sent[0].status == IBV_WC_SUCCESS);
+    CHECK(sent[1].status == IBV_WC_SUCCESS);
+    const auto got = wait_cqes(f, *f.h2, p.cq2, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].status == IBV_WC_SUCCESS);
+    CHECK((got[0].wc_flags & IBV_WC_WITH_INV) != 0);
+    CHECK(got[0].invalidated_rkey == key);
+  };
+  const uint32_t key1 = bind();
+  write_then_send_inv(key1, 100);
+  const uint32_t key2 = bind();  // free again after the invalidation: bound anew
+  write_then_send_inv(key2, 3000);
+  f.engine->flush_captures();
+
+  const auto run = run_tshark(path, {"infiniband.bth.opcode", "infiniband.ieth", "infiniband.reth.r_key"});
+  INFO(run.stderr_text);
+  REQUIRE(run.status == 0);
+  auto key_hex = [](uint32_t k) {
+    char b[9];
+    std::snprintf(b, sizeof b, "%08x", k);
+    return std::string(b);
+  };
+  // Each frame's opcode -> the IETH or RETH rkeys tshark read in frames of it.
+  std::map<int, std::vector<std::string>> ieth;
+  std::vector<uint32_t> reth_keys;
+  for (const TsharkFrame& fr : run.frames) {
+    CHECK_FALSE(fr.malformed);
+    CHECK(fr.errors.empty());
+    if (fr.values[0].empty()) continue;  // ARP
+    const int op = std::stoi(fr.values[0][0], nullptr, 0);
+    for (const std::string& v : fr.values[1]) ieth[op].push_back(v);
+    for (const std::string& v : fr.values[2]) reth_keys.push_back(uint32_t(std::stoul(v, nullptr, 0)));
+  }
+  // RC SEND_ONLY_WITH_INVALIDATE (0x17) for the one-packet send, the IETH
+  // on SEND_LAST_WITH_INVALIDATE (0x16) of the three-packet one, on no
+  // other opcode (the link's capture has each frame once per direction
+  // it was seen in: the values repeat).
+  const auto only = [&](int op, uint32_t key) {
+    const auto& v = ieth[op];
+    return !v.empty() && std::all_of(v.begin(), v.end(), [&](const std::string& s) { return s == key_hex(key); });
+  };
+  CHECK(only(wire::op::kSendOnlyInv, key1));
+  CHECK(only(wire::op::kSendLastInv, key2));
+  size_t with_ieth = 0;
+  for (const auto& [op, v] : ieth) with_ieth += v.empty() ? 0 : 1;
+  CHECK(with_ieth == 2);
+  CHECK(wire::op::kSendOnlyInv == 0x17);
+  CHECK(wire::op::kSendLastInv == 0x16);
+  CHECK(std::count(reth_keys.begin(), reth_keys.end(), key1) >= 1);
+  CHECK(std::count(reth_keys.begin(), reth_keys.end(), key2) >= 1);
+}
+
 namespace {
 
 std::string shell(const std::string& cmd) {

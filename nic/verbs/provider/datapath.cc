@@ -45,6 +45,27 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   return err;
 }
 
+// ibv_bind_mw (a type 1 window; libibverbs checked the type, the MR's PD
+// and addr/length without an MR): a bind WR with the next key byte, as
+// mlx5 posts it; the window has its new key once the WR is posted.
+int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* mb) {
+  const ibv_mw_bind_info& b = mb->bind_info;
+  if (b.mr == nullptr && (b.addr != 0 || b.length != 0)) return EINVAL;
+  if (b.mw_access_flags & IBV_ACCESS_ZERO_BASED) return EINVAL;
+  if (b.mr != nullptr && b.mr->pd != mw->pd) return EPERM;
+  ibv_send_wr wr{};
+  wr.wr_id = mb->wr_id;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = mb->send_flags;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  wr.bind_mw.bind_info = b;
+  ibv_send_wr* bad = nullptr;
+  if (const int e = post_send(ibqp, &wr, &bad); e != 0) return e;
+  mw->rkey = wr.bind_mw.rkey;
+  return 0;
+}
+
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp& q = qp_of(ibqp);
   if (ibqp->state == IBV_QPS_RESET || ibqp->srq != nullptr) {
@@ -280,8 +301,13 @@ void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   p.wr.wr.ud.remote_qpn = qpn;
   p.wr.wr.ud.remote_qkey = qkey;
 }
-void wr_unsupported_mw(ibv_qp_ex* qpx, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { qp_of(qpx).pending_error = EOPNOTSUPP; }
-void wr_unsupported_inv(ibv_qp_ex* qpx, uint32_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  auto& p = begin(qpx, IBV_WR_BIND_MW);
+  p.wr.bind_mw.mw = mw;
+  p.wr.bind_mw.rkey = rkey;
+  if (info != nullptr) p.wr.bind_mw.bind_info = *info;
+}
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t rkey) { begin(qpx, IBV_WR_LOCAL_INV).wr.invalidate_rkey = rkey; }
 void wr_unsupported_tso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
 void wr_unsupported_xrc(ibv_qp_ex* qpx, uint32_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
 void wr_unsupported_atomic_write(ibv_qp_ex* qpx, uint32_t, uint64_t, const void*) {
@@ -299,6 +325,9 @@ void init_context_ops(Context& c) {
   ops.post_srq_recv = post_srq_recv;
   ops.poll_cq = poll_cq;
   ops.req_notify_cq = req_notify_cq;
+  ops.alloc_mw = alloc_mw;
+  ops.dealloc_mw = dealloc_mw;
+  ops.bind_mw = bind_mw;
   c.vctx.create_qp_ex = create_qp_ex;
 }
 
@@ -321,8 +350,8 @@ void init_qp_ex(Qp& q) {
   x.wr_set_inline_data = wr_set_inline_data;
   x.wr_set_inline_data_list = wr_set_inline_data_list;
   x.wr_set_ud_addr = wr_set_ud_addr;
-  x.wr_bind_mw = wr_unsupported_mw;
-  x.wr_local_inv = wr_unsupported_inv;
+  x.wr_bind_mw = wr_bind_mw;
+  x.wr_local_inv = wr_local_inv;
   x.wr_send_tso = wr_unsupported_tso;
   x.wr_set_xrc_srqn = wr_unsupported_xrc;
   x.wr_atomic_write = wr_unsupported_atomic_write;

@@ -75,6 +75,35 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
 
 }  // namespace
 
+namespace rocemu::provider {
+
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  if (pd == nullptr || (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2)) return fail<ibv_mw>(EINVAL);
+  Context& c = ctx_of(pd);
+  verbs::Request req;
+  req.op = verbs::Op::kAllocMw;
+  req.u.alloc_mw.pd = reinterpret_cast<Pd*>(pd)->handle;
+  req.u.alloc_mw.type = uint32_t(type);
+  verbs::Reply rep;
+  if (int e = call(c, req, rep); e != 0) return fail<ibv_mw>(e);
+  auto* mw = new ibv_mw();
+  mw->context = pd->context;
+  mw->pd = pd;
+  mw->handle = rep.u.mw.handle;
+  mw->rkey = rep.u.mw.rkey;
+  mw->type = type;
+  return mw;
+}
+
+int dealloc_mw(ibv_mw* mw) {
+  if (mw == nullptr) return EINVAL;
+  if (int e = simple(*Context::of(mw->context), verbs::Op::kDeallocMw, mw->handle); e != 0) return e;
+  delete mw;
+  return 0;
+}
+
+}  // namespace rocemu::provider
+
 extern "C" {
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
@@ -136,6 +165,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     return IBV_REREG_MR_ERR_CMD;
   }
   if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  mr->handle = mr->lkey = mr->rkey = rep.u.mr.key;  // a new one where mlx5 would make a new mkey
   if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
     mr->addr = addr;
     mr->length = length;

@@ -52,6 +52,10 @@ struct Mr {
   SharedPages pages;
 };
 
+// Memory windows (objects.cc); bound through the send queue (datapath.cc).
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+
 struct Cq;
 struct Channel {
   ibv_comp_channel ch;

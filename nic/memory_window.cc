@@ -1,0 +1,133 @@
+// Memory windows (IBA 10.6.7; ibv_alloc_mw(3), ibv_bind_mw(3)): type 1
+// windows bound by ibv_bind_mw, type 2 (2B) windows bound by IBV_WR_BIND_MW
+// to one QP and freed by IBV_WR_LOCAL_INV or a peer's SEND with
+// invalidate. Binds and local invalidates are send WQEs: the requester
+// executes each when it reaches it (after everything posted before it has
+// been sent) and it completes in order with IBV_WC_BIND_MW or
+// IBV_WC_LOCAL_INV, or fails with IBV_WC_MW_BIND_ERR as mlx5's binds do
+// (its local invalidate is a bind of length 0). The responder reaches the
+// MR behind a window key through mw_grants.
+#include "nic/nic.h"
+
+namespace rocemu::nic {
+
+namespace {
+
+constexpr int kWindowRights = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+
+// A window's index (the rkey's upper 24 bits, kMwKeyBit included): the
+// handle's slot and three bits of its generation.
+uint32_t mw_index(uint32_t handle) {
+  constexpr uint32_t kGenBits = KeyedTable<Mw, 19>::kGenBits;
+  return kMwKeyBit >> 8 | (handle >> kGenBits) << 3 | (handle & 7);
+}
+
+}  // namespace
+
+int Nic::alloc_mw(HostContext* ctx, uint32_t pd_handle, int type, uint32_t& handle, uint32_t& rkey) {
+  Pd* pd = pds_.find(pd_handle);
+  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
+  if (mws_.size() >= cfg_.max_mr) return ENOMEM;
+  auto mw = std::make_unique<Mw>();
+  mw->pd = pd;
+  mw->type = ibv_mw_type(type);
+  const auto in = mws_.insert(std::move(mw));
+  if (!in) return ENOMEM;
+  Mw& w = *in->obj;
+  w.handle = handle = in->key;
+  w.rkey = rkey = mw_index(w.handle) << 8 | mw_key_byte_++;
+  mw_by_index_[w.rkey >> 8] = &w;
+  return 0;
+}
+
+int Nic::dealloc_mw(HostContext* ctx, uint32_t handle) {
+  Mw* mw = mws_.find(handle);
+  if (mw == nullptr || mw->pd->ctx != ctx) return EINVAL;
+  mw_by_index_.erase(mw->rkey >> 8);
+  mws_.erase(handle);
+  return 0;
+}
+
+Mw* Nic::find_mw(uint32_t rkey) const {
+  const auto it = mw_by_index_.find(rkey >> 8);
+  return it != mw_by_index_.end() && it->second->rkey == rkey ? it->second : nullptr;
+}
+
+Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  const Mw* mw = find_mw(rkey);
+  if (mw == nullptr || !mw->bound || mw->pd != qp.pd || !(mw->access & access) || !(qp.access & access) ||
+      !mw->contains(va, len))
+    return nullptr;
+  if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;
+  // The MR as it is now: deregistered or invalidated since the bind, or
+  // reregistered into another PD, without IBV_ACCESS_MW_BIND (mlx5 makes
+  // a new mkey for that: the windows bound to the old one are gone) or
+  // away from the window's range, it gives nothing.
+  Mr* mr = mrs_.find(mw->mr_key);
+  if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
+      !mr->contains(va, len))
+    return nullptr;
+  return mr;
+}
+
+ibv_wc_status Nic::execute_local_wqe(Qp& qp, const SendWork& w) {
+  return w.opcode == IBV_WR_BIND_MW ? bind_mw(qp, w) : local_invalidate(qp, w.imm);
+}
+
+// The bind WQE (queues.h): imm names the window by its key now, rkey is
+// its new key, remote_addr/compare_add the range, swap the rights, ud_ah
+// the MR's key (0: no MR).
+ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
+  const auto it = mw_by_index_.find(w.imm >> 8);
+  Mw* mw = it != mw_by_index_.end() ? it->second : nullptr;
+  const uint32_t new_rkey = w.rkey;
+  const uint64_t addr = w.remote_addr, length = w.compare_add;
+  // Remote rights only; local write, which means nothing for a window, is
+  // let pass (mlx5 checks the flags only in debug builds of its provider).
+  const int access = int(w.swap) & ~IBV_ACCESS_LOCAL_WRITE;
+  // The window: this QP's PD, the new key of the same window (only its
+  // key byte is the consumer's); a type 2 window must be free (o10-37.2.30).
+  if (mw == nullptr || mw->pd != qp.pd || (new_rkey >> 8) != (mw->rkey >> 8)) return IBV_WC_MW_BIND_ERR;
+  if (mw->type == IBV_MW_TYPE_2 && (mw->bound || w.ud_ah == 0 || length == 0)) return IBV_WC_MW_BIND_ERR;
+  if (w.swap >> 32 != 0 || (access & ~kWindowRights) != 0) return IBV_WC_MW_BIND_ERR;  // zero-based and more
+  Mr* mr = nullptr;
+  if (w.ud_ah != 0) {
+    mr = mrs_.find(w.ud_ah);
+    // The MR: same PD, bind allowed (C10-73), local write behind remote
+    // write or atomic rights (C10-74), the range inside it (C10-75).
+    if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
+        (mr->access & IBV_ACCESS_ZERO_BASED))
+      return IBV_WC_MW_BIND_ERR;
+    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
+      return IBV_WC_MW_BIND_ERR;
+    if (length > 0 && !mr->contains(addr, length)) return IBV_WC_MW_BIND_ERR;
+  } else if (addr != 0 || length != 0) {
+    return IBV_WC_MW_BIND_ERR;
+  }
+  mw->rkey = new_rkey;  // whoever held the old key has lost the window
+  mw->bound = mr != nullptr && length > 0;
+  mw->mr_key = mr != nullptr ? mr->key : 0;
+  mw->addr = mw->bound ? addr : 0;
+  mw->length = mw->bound ? length : 0;
+  mw->access = mw->bound ? access : 0;
+  mw->qpn = qp.qpn;
+  return IBV_WC_SUCCESS;
+}
+
+ibv_wc_status Nic::local_invalidate(Qp& qp, uint32_t rkey) {
+  Mw* mw = find_mw(rkey);
+  // Only a type 2 window of the QP's PD, by its key now (o10-37.2.26).
+  if (mw == nullptr || mw->type != IBV_MW_TYPE_2 || mw->pd != qp.pd) return IBV_WC_MW_BIND_ERR;
+  mw->bound = false;
+  return IBV_WC_SUCCESS;
+}
+
+bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
+  Mw* mw = find_mw(rkey);
+  if (mw == nullptr || mw->type != IBV_MW_TYPE_2 || mw->pd != qp.pd) return false;
+  mw->bound = false;
+  return true;
+}
+
+}  // namespace rocemu::nic
