@@ -281,6 +281,22 @@ Json pfc_json(const Layout& l, const Counters& c) {
         Json{{"sent", s}, {"received", r}, {"switch_xoff_us", x}, {"switch_paused_us", d}};
     sent += s, received += r, xoff_us += x, paused_us += d;
   }
+  // Per switch interface, every priority together: where pauses start
+  // and how far up the fabric they spread.
+  Json ports = Json::object();
+  for (const auto& sw : l.switches)
+    for (const auto& f : sw.interfaces) {
+      const std::string scope = sw.name + "/" + f;
+      uint64_t ps = 0, pr = 0, px = 0, pd = 0;
+      for (int p = 0; p < sw::kNumPriorities; p++) {
+        const std::string pfx = "pfc" + std::to_string(p) + ".";
+        ps += c.delta(scope, pfx + "tx-pause-packets");
+        pr += c.delta(scope, pfx + "rx-pause-packets");
+        px += c.delta(scope, pfx + "tx-pause-duration-us");
+        pd += c.delta(scope, pfx + "rx-pause-duration-us");
+      }
+      ports[scope] = Json{{"sent", ps}, {"received", pr}, {"xoff_us", px}, {"paused_us", pd}};
+    }
   const uint64_t nic_rx = sum_nics(l, [&](const std::string& n) { return c.delta(n, "rx_pfc_frames"); });
   const uint64_t nic_ps = sum_nics(l, [&](const std::string& n) { return c.delta(n, "tx_pfc_paused_time_ps"); });
   j["sent"] = sent;
@@ -291,6 +307,7 @@ Json pfc_json(const Layout& l, const Counters& c) {
   j["switch_paused_us"] = paused_us;
   j["nic_paused_us"] = fixed(double(nic_ps) / 1e6, 3);
   for (auto& [k, v] : prios.items()) j[k] = v;
+  j["ports"] = std::move(ports);
   return j;
 }
 
