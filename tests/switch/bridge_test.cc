@@ -567,3 +567,33 @@ TEST_CASE("nv show bridge domain br_default mac-table: local and remote entries"
   CHECK(b.at(3).received().size() == 1);
   CHECK(b.at(1).received().size() == 1);
 }
+
+// ---- review fixes (vlanfix2) ----
+
+TEST_CASE("Bridge trimming: a long non-IP frame bridged into the overlay through a congested trimming port is "
+          "dropped and counted, never cut",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  cfg.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+  cfg.qos.buffer.size = 100'000;
+  cfg.qos.buffer.egress_lossy_alpha = 1;
+  cfg.qos.trim.enable = true;
+  cfg.qos.trim.eligible_tc = 0x0f;  // TC0 too: where a non-IP frame goes
+  REQUIRE(cfg.validate().ok());
+  BridgeBench b = make_bridge_bench(cfg, LinkParams{.rate_bps = 1'000'000'000ull});
+  const wire::MacAddr remote = br_mac(0x21);
+  b.inject(4, br_vxlan(br_eth(wire::kBroadcastMac, remote), 10, 0x0a0a0a02, Ecn::kNotEct, cfg.port_mac(4)));
+  b.clear();
+  std::vector<uint8_t> frame = br_eth(remote, br_mac(1));
+  frame.resize(1400, 0xab);
+  constexpr int kFrames = 200;
+  for (int i = 0; i < kFrames; i++) b.at(0).send(frame, b.engine->now());
+  b.engine->run_for(ms(5));
+  const std::vector<Tunnelled> t = tunnelled(b.at(4));
+  INFO("tunnelled " << t.size());
+  CHECK(t.size() < size_t(kFrames));  // the port was congested
+  CHECK(b.at(4).received().size() == t.size());  // every frame out is whole VXLAN
+  for (const Tunnelled& x : t) CHECK(x.inner == frame);  // whole, never trimmed
+  CHECK(b.sw->counters(4)[sw::PortCounters::trim_packets] == 0);
+  CHECK(b.sw->counters(4)[sw::PortCounters::tx_non_roce_no_buffer_discard] == kFrames - t.size());
+}
