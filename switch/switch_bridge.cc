@@ -186,8 +186,11 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<si
   const std::vector<uint16_t>& local = vlan_ports_[vlan];
   const std::vector<uint32_t> none;
   const std::vector<uint32_t>& vteps = to_overlay && vni ? vnis_[*vni].flood : none;
+  // A port with no link, or with its link down, is no flood target (and no
+  // drop: only a known unicast address behind it counts one).
+  auto floods_to = [&](uint16_t p) { return p != in.index && port(p) != nullptr && !ports_[p]->fault.link_down(); };
   size_t targets = 0;
-  for (const uint16_t p : local) targets += p != in.index;
+  for (const uint16_t p : local) targets += floods_to(p);
   targets += vteps.size();
   size_t done = 0;
   // Each target gets its own copy; the last takes the original.
@@ -199,7 +202,7 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<si
     return cv;
   };
   for (const uint16_t p : local) {
-    if (p == in.index) continue;
+    if (!floods_to(p)) continue;
     rte_mbuf* c = next();
     if (c == nullptr) continue;
     wire::PacketView cv = view_of(c);

@@ -597,3 +597,36 @@ TEST_CASE("Bridge trimming: a long non-IP frame bridged into the overlay through
   CHECK(b.sw->counters(4)[sw::PortCounters::trim_packets] == 0);
   CHECK(b.sw->counters(4)[sw::PortCounters::tx_non_roce_no_buffer_discard] == kFrames - t.size());
 }
+
+TEST_CASE("Bridge flooding: access ports with no link or with the link down are not flood targets and count no "
+          "link-down drops",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(4);
+  br_nv(cfg, "set bridge domain br_default vlan 10");
+  br_nv(cfg, "set interface swp1-4 bridge domain br_default access 10");
+  REQUIRE(cfg.validate().ok());
+  auto engine = make_engine(13);
+  sw::Switch& s = engine->add<sw::Switch>("leaf1", cfg);
+  FrameNode& h1 = engine->add<FrameNode>("h1", std::vector<std::vector<uint8_t>>{});
+  FrameNode& h2 = engine->add<FrameNode>("h2", std::vector<std::vector<uint8_t>>{});
+  REQUIRE(engine->connect(h1, 0, s, 0, LinkParams{}).ok());
+  REQUIRE(engine->connect(h2, 0, s, 1, LinkParams{}).ok());
+  engine->run_for(us(10));
+  auto link_down_drops = [&] {
+    uint64_t n = 0;
+    for (uint16_t p = 0; p < 4; p++) n += s.counters(p)[sw::PortCounters::drop_link_down];
+    return n;
+  };
+  h1.send(br_arp(br_mac(1), 1, 2), engine->now());
+  engine->run_for(us(100));
+  CHECK(h2.received().size() == 1);
+  CHECK(link_down_drops() == 0);
+  CHECK(s.bridge_counters()[sw::BridgeCounters::flood_local_copies] == 1);
+  // h2's link down: no copy for it either, and nothing counted.
+  cfg.interfaces[1].faults.link_down = true;
+  REQUIRE(s.apply(cfg).ok());
+  h1.send(br_arp(br_mac(1), 1, 2), engine->now());
+  engine->run_for(us(100));
+  CHECK(h2.received().size() == 1);
+  CHECK(link_down_drops() == 0);
+}
