@@ -39,6 +39,10 @@ std::optional<MacPlace> MacTable::lookup(uint16_t vlan, const wire::MacAddr& mac
   return it->second.place;
 }
 
+void MacTable::flush_port(uint16_t port) {
+  std::erase_if(map_, [&](const auto& kv) { return !kv.second.place.remote && kv.second.place.port == port; });
+}
+
 std::vector<MacEntry> MacTable::entries() const {
   std::vector<std::pair<uint64_t, MacEntry>> all(map_.begin(), map_.end());
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -50,6 +50,8 @@ class MacTable {
   std::vector<MacEntry> entries() const;
   size_t size() const { return map_.size(); }
   void clear() { map_.clear(); }
+  // Forgets what was learned on local port `port` (its link went down).
+  void flush_port(uint16_t port);
 
  private:
   static uint64_t key(uint16_t vlan, const wire::MacAddr& mac);

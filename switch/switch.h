@@ -262,7 +262,9 @@ class Switch final : public Node {
     VniCounters counters;
   };
   std::optional<size_t> vni_index(uint32_t vni) const;
-  void rebuild_bridge();
+  // `fresh`: the bridge changed (access VLANs, VLANs, VNIs, mac-learning, the VTEP): forget what was learned.
+  void rebuild_bridge(bool fresh);
+  static bool same_bridge(const SwitchConfig& a, const SwitchConfig& b);
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);

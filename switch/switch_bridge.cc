@@ -22,7 +22,17 @@
 
 namespace rocemu::sw {
 
-void Switch::rebuild_bridge() {
+bool Switch::same_bridge(const SwitchConfig& a, const SwitchConfig& b) {
+  if (a.bridge.vlans != b.bridge.vlans || a.vxlan.vnis != b.vxlan.vnis || a.vxlan.mac_learning != b.vxlan.mac_learning ||
+      a.vxlan.enabled() != b.vxlan.enabled() || a.vxlan.source != b.vxlan.source ||
+      a.interfaces.size() != b.interfaces.size())
+    return false;
+  for (size_t i = 0; i < a.interfaces.size(); i++)
+    if (a.interfaces[i].access != b.interfaces[i].access) return false;
+  return true;
+}
+
+void Switch::rebuild_bridge(bool fresh) {
   std::vector<VniRuntime> next;
   for (const VxlanVni& x : cfg_.vxlan.vnis) {
     VniRuntime r;
@@ -49,9 +59,10 @@ void Switch::rebuild_bridge() {
     port_vlan_[p] = *a;
     vlan_ports_[*a].push_back(p);
   }
-  // Addresses learned under the previous configuration may be wrong now
-  // (a port moved VLAN, a VNI went): learn afresh.
-  mac_table_.clear();
+  // Addresses learned under the previous bridge configuration may be wrong
+  // now (a port moved VLAN, a VNI went): learn afresh. Any other change
+  // (QoS, faults, routes) keeps them.
+  if (fresh) mac_table_.clear();
 }
 
 void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now) {

@@ -630,3 +630,29 @@ TEST_CASE("Bridge flooding: access ports with no link or with the link down are 
   CHECK(h2.received().size() == 1);
   CHECK(link_down_drops() == 0);
 }
+
+TEST_CASE("Bridge MAC table: a configuration change that leaves the bridge alone (QoS, a fault) keeps it; a port "
+          "whose link goes down has its entries flushed",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  b.inject(1, br_eth(wire::kBroadcastMac, br_mac(2)));
+  REQUIRE(b.sw->mac_table().size() == 2);
+  cfg.qos.buffer.size = 10'000'000;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().size() == 2);
+  cfg.interfaces[2].faults.loss = 0.5;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().size() == 2);
+  // swp1 down: br_mac(1) goes, br_mac(2) stays.
+  cfg.interfaces[0].faults.link_down = true;
+  REQUIRE(b.sw->apply(cfg).ok());
+  const std::vector<sw::MacEntry> t = b.sw->mac_table();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].mac == br_mac(2));
+  // The bridge itself changes (mac-learning off): the table starts afresh.
+  cfg.vxlan.mac_learning = false;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().empty());
+}
