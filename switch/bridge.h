@@ -41,13 +41,16 @@ class MacTable {
   enum class Learn : uint8_t { kRefreshed, kLearned, kMoved, kFull };
   explicit MacTable(size_t capacity = 16384) : capacity_(capacity) {}
 
-  // `mac` (a unicast address) seen in `vlan` at `place`.
-  Learn learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
-  // Where `mac` is in `vlan`; an entry not seen for more than `ageing`
-  // (0: never ages) is removed and `aged` set.
-  std::optional<MacPlace> lookup(uint16_t vlan, const wire::MacAddr& mac, Time now, Duration ageing, bool& aged);
-  // Every entry, by VLAN then address.
-  std::vector<MacEntry> entries() const;
+  // An entry not seen for more than `ageing` (0: never ages) is absent:
+  // to learn(), lookup(), entries() and the capacity.
+  void set_ageing(Duration ageing) { ageing_ = ageing; }
+  // `mac` (a unicast address) seen in `vlan` at `place`; `aged` counts up
+  // the entries removed for age (this address's own, or a sweep when full).
+  Learn learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now, size_t& aged);
+  // Where `mac` is in `vlan`; an aged entry is removed and `aged` set.
+  std::optional<MacPlace> lookup(uint16_t vlan, const wire::MacAddr& mac, Time now, bool& aged);
+  // Every entry not aged at `now`, by VLAN then address.
+  std::vector<MacEntry> entries(Time now) const;
   size_t size() const { return map_.size(); }
   void clear() { map_.clear(); }
   // Forgets what was learned on local port `port` (its link went down).
@@ -55,7 +58,9 @@ class MacTable {
 
  private:
   static uint64_t key(uint16_t vlan, const wire::MacAddr& mac);
+  bool is_aged(const MacEntry& e, Time now) const { return ageing_ > Duration(0) && now - e.seen > ageing_; }
   size_t capacity_;
+  Duration ageing_{0};
   std::unordered_map<uint64_t, MacEntry> map_;
 };
 

@@ -118,7 +118,7 @@ class Switch final : public Node {
   const VniCounters* vni_counters(uint32_t vni) const;
   // The bridge: its counters and MAC table (nv show bridge domain br_default mac-table).
   const BridgeCounters& bridge_counters() const { return bridge_counters_; }
-  std::vector<MacEntry> mac_table() const { return mac_table_.entries(); }
+  std::vector<MacEntry> mac_table() const { return mac_table_.entries(current_time()); }
   NvView view_mac_table() const;
   // The fault stage of what a port receives (rocemu fault on an external port).
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }

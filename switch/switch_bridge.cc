@@ -63,11 +63,15 @@ void Switch::rebuild_bridge(bool fresh) {
   // now (a port moved VLAN, a VNI went): learn afresh. Any other change
   // (QoS, faults, routes) keeps them.
   if (fresh) mac_table_.clear();
+  mac_table_.set_ageing(Duration(int64_t(cfg_.bridge.ageing) * 1'000'000'000'000));
 }
 
 void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now) {
   if (mac.is_multicast()) return;
-  switch (mac_table_.learn(vlan, mac, place, now)) {
+  size_t aged = 0;
+  const MacTable::Learn learned = mac_table_.learn(vlan, mac, place, now, aged);
+  bridge_counters_[BridgeCounters::mac_aged] += aged;
+  switch (learned) {
     case MacTable::Learn::kRefreshed:
       break;
     case MacTable::Learn::kLearned:
@@ -84,8 +88,7 @@ void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& plac
 
 std::optional<MacPlace> Switch::find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now) {
   bool aged = false;
-  const Duration ageing = Duration(int64_t(cfg_.bridge.ageing) * 1'000'000'000'000);
-  std::optional<MacPlace> at = mac_table_.lookup(vlan, mac, now, ageing, aged);
+  std::optional<MacPlace> at = mac_table_.lookup(vlan, mac, now, aged);
   if (aged) bridge_counters_[BridgeCounters::mac_aged]++;
   return at;
 }
@@ -240,7 +243,7 @@ NvView Switch::view_mac_table() const {
                                      "MAC address", "src-vni", "vlan", "remote-dst"});
   const Time now = current_time();
   int id = 0;
-  for (const MacEntry& e : mac_table_.entries()) {
+  for (const MacEntry& e : mac_table_.entries(now)) {
     const auto secs = [&](Time at) { return int64_t(to_seconds(now - at)); };
     const int32_t vni = vlan_vni_[e.vlan];
     const std::string remote = e.place.remote ? wire::IpAddr::v4(e.place.vtep).str() : std::string();

@@ -359,7 +359,7 @@ TEST_CASE("Bridge: learned addresses age out after bridge domain br_default agei
   b.clear();
   b.engine->run_until(b.engine->now() + ms(1100));
   b.inject(1, br_eth(br_mac(1), br_mac(2)));
-  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 1);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 2);  // br_mac(2) (learned again) and br_mac(1)
   CHECK(b.at(2).received().size() == 1);  // flooded again: br_mac(1) aged out
 }
 
@@ -655,4 +655,45 @@ TEST_CASE("Bridge MAC table: a configuration change that leaves the bridge alone
   cfg.vxlan.mac_learning = false;
   REQUIRE(b.sw->apply(cfg).ok());
   CHECK(b.sw->mac_table().empty());
+}
+
+TEST_CASE("MAC table ageing without lookups: an aged entry is absent from entries() and the capacity check, and "
+          "learning it again counts aged + learned, not a refresh or a move",
+          "[unit][switch]") {
+  sw::MacTable t(2);
+  t.set_ageing(ms(10000));
+  size_t aged = 0;
+  CHECK(t.learn(10, br_mac(1), sw::MacPlace{false, 0, 0}, Time(0), aged) == sw::MacTable::Learn::kLearned);
+  CHECK(t.learn(10, br_mac(2), sw::MacPlace{false, 1, 0}, Time(0), aged) == sw::MacTable::Learn::kLearned);
+  CHECK(t.learn(10, br_mac(3), sw::MacPlace{false, 1, 0}, Time(0) + ms(5000), aged) == sw::MacTable::Learn::kFull);
+  CHECK(aged == 0);
+  CHECK(t.entries(Time(0) + ms(5000)).size() == 2);
+  // Past the age nobody looked them up: gone from the view, and room again.
+  const Time later = Time(0) + ms(11000);
+  CHECK(t.entries(later).empty());
+  CHECK(t.learn(10, br_mac(3), sw::MacPlace{false, 1, 0}, later, aged) == sw::MacTable::Learn::kLearned);
+  CHECK(aged == 2);
+  // br_mac(1) aged then seen on another port: a new entry, not a move.
+  aged = 0;
+  sw::MacTable u;
+  u.set_ageing(ms(10000));
+  u.learn(10, br_mac(1), sw::MacPlace{false, 0, 0}, Time(0), aged);
+  CHECK(u.learn(10, br_mac(1), sw::MacPlace{false, 2, 0}, later, aged) == sw::MacTable::Learn::kLearned);
+  CHECK(aged == 1);
+  CHECK(u.entries(later).size() == 1);
+}
+
+TEST_CASE("Bridge ageing: an address nobody sends to ages out of the mac-table view and the counters",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  br_nv(cfg, "set bridge domain br_default ageing 1");
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  CHECK(b.sw->mac_table().size() == 1);
+  b.engine->run_until(b.engine->now() + ms(1100));
+  CHECK(b.sw->mac_table().empty());
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));  // seen again: aged and learned
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 1);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_learned) == 2);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_moved) == 0);
 }
