@@ -697,3 +697,35 @@ TEST_CASE("Bridge ageing: an address nobody sends to ages out of the mac-table v
   CHECK(bridge_count(b, sw::BridgeCounters::mac_learned) == 2);
   CHECK(bridge_count(b, sw::BridgeCounters::mac_moved) == 0);
 }
+
+TEST_CASE("Bridge configuration: a route, an ECMP next hop or a neighbour out of an access port is refused, naming "
+          "the field",
+          "[unit][switch]") {
+  const sw::SwitchConfig cfg = bridge_leaf_config();
+  sw::SwitchConfig c = cfg;
+  c.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.9.0.0/16"), 0, addr4("10.0.10.7"), {}});
+  CHECK_THAT(c.validate().message(), Catch::Contains("routes[1].interface: swp1 is an access port"));
+  c = cfg;
+  c.neighbors.push_back(sw::Neighbor{addr4("10.0.10.7"), br_mac(7), 1});
+  CHECK_THAT(c.validate().message(), Catch::Contains("neighbors[1].interface: swp2 is an access port"));
+
+  NodeKindRegistry reg;
+  register_switch_kinds(reg);
+  auto error_of = [&](const std::string& extra) {
+    const std::string y = "nodes:\n  leaf1:\n    kind: switch\n    ports: 5\n    interfaces:\n"
+                          "      swp1: {bridge: {domain: {br_default: {access: 10}}}}\n"
+                          "      swp2: {bridge: {domain: {br_default: {access: 10}}}}\n"
+                          "      swp5: {address: 10.255.1.1/30}\n"
+                          "    bridge: {domain: {br_default: {vlan: {10: }}}}\n" + extra;
+    auto r = parse_topology(y, "t.yaml", reg);
+    REQUIRE(!r.ok());
+    return r.status().message();
+  };
+  CHECK_THAT(error_of("    routes:\n      - {prefix: 10.9.0.0/16, interface: swp1, via: 10.0.10.7}\n"),
+             Catch::Contains("nodes.leaf1.routes[0].interface: swp1 is an access port"));
+  CHECK_THAT(error_of("    routes:\n      - prefix: 10.9.0.0/16\n        next-hops:\n"
+                      "          - {interface: swp5, via: 10.255.1.2}\n          - {interface: swp2, via: 10.0.10.7}\n"),
+             Catch::Contains("nodes.leaf1.routes[0].next-hops[1].interface: swp2 is an access port"));
+  CHECK_THAT(error_of("    neighbors:\n      - {ip: 10.0.10.7, mac: 02:00:00:00:00:07, interface: swp1}\n"),
+             Catch::Contains("nodes.leaf1.neighbors[0].interface: swp1 is an access port"));
+}
