@@ -50,12 +50,14 @@ void Switch::rebuild_bridge(bool fresh) {
   vlan_vni_.fill(-1);
   if (cfg_.vxlan.enabled())
     for (size_t i = 0; i < vnis_.size(); i++)
-      if (vnis_[i].vlan != 0) vlan_vni_[vnis_[i].vlan] = int32_t(i);
+      if (vnis_[i].vlan != 0 && vnis_[i].vlan <= kMaxVlan) vlan_vni_[vnis_[i].vlan] = int32_t(i);
   for (auto& ports : vlan_ports_) ports.clear();
   port_vlan_.assign(cfg_.interfaces.size(), 0);
   for (uint16_t p = 0; p < cfg_.interfaces.size(); p++) {
     const std::optional<uint16_t>& a = cfg_.interfaces[p].access;
-    if (!a) continue;
+    // (An invalid configuration, which the constructor only logs, may
+    // name VLAN 0 or one past 4094: such a port bridges nothing.)
+    if (!a || *a == 0 || *a > kMaxVlan) continue;
     port_vlan_[p] = *a;
     vlan_ports_[*a].push_back(p);
   }
@@ -119,6 +121,7 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
   }
   if (to->remote) {
     if (!vni_at) {  // the VNI went since it was learned (cannot happen: a new configuration clears the table)
+      vtep_counters_[VtepCounters::drop_unknown_vni]++;
       rte_pktmbuf_free(m);
       return;
     }

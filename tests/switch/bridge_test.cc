@@ -729,3 +729,18 @@ TEST_CASE("Bridge configuration: a route, an ECMP next hop or a neighbour out of
   CHECK_THAT(error_of("    neighbors:\n      - {ip: 10.0.10.7, mac: 02:00:00:00:00:07, interface: swp1}\n"),
              Catch::Contains("nodes.leaf1.neighbors[0].interface: swp1 is an access port"));
 }
+
+TEST_CASE("Bridge: a Switch built from an invalid configuration (access VLAN 5000, which the constructor only "
+          "logs) bridges nothing on that port and writes nothing out of bounds",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  cfg.interfaces[0].access = 5000;
+  cfg.bridge.vlans.push_back(5000);
+  REQUIRE(!cfg.validate().ok());
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  b.inject(1, br_eth(wire::kBroadcastMac, br_mac(2)));  // VLAN 10 still works without swp1
+  CHECK(b.at(0).received().empty());
+  CHECK(b.at(2).received().size() == 1);
+}
