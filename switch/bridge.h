@@ -77,7 +77,10 @@ class MacTable {
   X(drop_same_port, "bridge.discards.same-port", "unicast frames to an address learned on their own ingress port") \
   X(drop_split_horizon, "bridge.discards.split-horizon",                                                  \
     "decapsulated frames to an address behind another VTEP (never sent back into the overlay)")          \
-  X(drop_no_buffer, "bridge.discards.no-mbuf", "flood copies not made: no free packet buffer")
+  X(drop_no_buffer, "bridge.discards.no-mbuf", "flood copies not made: no free packet buffer")              \
+  X(drop_bad_source_mac, "bridge.discards.bad-source-mac", "frames with a multicast or all-zero source MAC") \
+  X(drop_link_local, "bridge.discards.link-local",                                                         \
+    "link-local frames (01:80:c2:00:00:00-0f: STP, LACP, LLDP) and MAC control other than PFC/PAUSE at an access port")
 
 ROCEMU_SW_COUNTER_SET(BridgeCounters, ROCEMU_SW_BRIDGE_COUNTERS);
 

@@ -250,6 +250,8 @@ class Switch final : public Node {
   void flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<size_t> vni, bool to_overlay, const Class& cls,
              Time now);
   void learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
+  // False (counted) for a source MAC no frame may carry: multicast or zero.
+  bool valid_source(const wire::MacAddr& src);
   std::optional<MacPlace> find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now);
   // A copy of `m` for one more flood target (nullptr: no mbuf, counted).
   rte_mbuf* flood_copy(rte_mbuf* m);

@@ -68,8 +68,13 @@ void Switch::rebuild_bridge(bool fresh) {
   mac_table_.set_ageing(Duration(int64_t(cfg_.bridge.ageing) * 1'000'000'000'000));
 }
 
+bool Switch::valid_source(const wire::MacAddr& src) {
+  if (!src.is_multicast() && src != wire::MacAddr{}) return true;
+  bridge_counters_[BridgeCounters::drop_bad_source_mac]++;
+  return false;
+}
+
 void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now) {
-  if (mac.is_multicast()) return;
   size_t aged = 0;
   const MacTable::Learn learned = mac_table_.learn(vlan, mac, place, now, aged);
   bridge_counters_[BridgeCounters::mac_aged] += aged;
@@ -111,6 +116,18 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
     if (e != wire::DecodeError::kOk) v.is_roce = false;
   }
   const wire::EthHdr& eth = v.eth();
+  if (!valid_source(eth.src)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // A bridge forwards no link-local frame (IEEE 802.1Q 8.6.3: STP, LACP,
+  // LLDP) and no MAC control (PFC and PAUSE were taken before).
+  constexpr uint8_t kLinkLocal[5] = {0x01, 0x80, 0xc2, 0x00, 0x00};
+  if ((std::memcmp(eth.dst.b.data(), kLinkLocal, 5) == 0 && eth.dst.b[5] <= 0x0f) || v.ether_type == 0x8808) {
+    bridge_counters_[BridgeCounters::drop_link_local]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
   learn(vlan, eth.src, MacPlace{false, in.index, 0}, now);
   const int32_t vni = vlan_vni_[vlan];
   const std::optional<size_t> vni_at = vni >= 0 ? std::optional<size_t>(size_t(vni)) : std::nullopt;
@@ -140,6 +157,10 @@ void Switch::bridge_remote(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, si
                            const Class& cls, Time now) {
   const uint16_t vlan = vnis_[vni].vlan;
   const wire::EthHdr& eth = v.eth();
+  if (!valid_source(eth.src)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
   if (cfg_.vxlan.mac_learning) learn(vlan, eth.src, MacPlace{true, 0, src_vtep}, now);
   const std::optional<MacPlace> to = eth.dst.is_multicast() ? std::nullopt : find_mac(vlan, eth.dst, now);
   if (!to) {

@@ -744,3 +744,31 @@ TEST_CASE("Bridge: a Switch built from an invalid configuration (access VLAN 500
   CHECK(b.at(0).received().empty());
   CHECK(b.at(2).received().size() == 1);
 }
+
+TEST_CASE("Bridge: a frame with a multicast or zero source MAC is dropped and not learned; link-local frames "
+          "(01:80:c2:00:00:0x: STP, LACP, LLDP) and MAC control other than PFC/PAUSE are dropped at an access "
+          "port, never flooded into the overlay",
+          "[sim][switch]") {
+  const sw::SwitchConfig cfg = bridge_leaf_config();
+  BridgeBench b = make_bridge_bench(cfg);
+  const wire::MacAddr mcast{{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}};
+  const wire::MacAddr zero{};
+  b.inject(0, br_eth(wire::kBroadcastMac, mcast));
+  b.inject(0, br_eth(wire::kBroadcastMac, zero));
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  CHECK(b.sw->mac_table().empty());
+  CHECK(bridge_count(b, sw::BridgeCounters::drop_bad_source_mac) == 2);
+  // LLDP (01:80:c2:00:00:0e), STP (..:00), LACP (..:02, slow protocols 0x8809)
+  for (const uint8_t last : {uint8_t(0x0e), uint8_t(0x00), uint8_t(0x02)})
+    b.inject(0, br_eth(wire::MacAddr{{0x01, 0x80, 0xc2, 0x00, 0x00, last}}, br_mac(1)));
+  // MAC control (0x8808) that is neither PFC nor PAUSE, to an ordinary multicast address
+  std::vector<uint8_t> ctl = br_eth(wire::MacAddr{{0x01, 0x80, 0xc2, 0x00, 0x00, 0x21}}, br_mac(1));
+  ctl[12] = 0x88;
+  ctl[13] = 0x08;
+  ctl[14] = 0x00;
+  ctl[15] = 0x02;  // not 0x0001 (PAUSE) nor 0x0101 (PFC)
+  b.inject(0, ctl);
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  CHECK(bridge_count(b, sw::BridgeCounters::drop_link_local) == 4);
+  CHECK(bridge_count(b, sw::BridgeCounters::flood_packets) == 0);
+}
