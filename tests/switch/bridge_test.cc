@@ -772,3 +772,23 @@ TEST_CASE("Bridge: a frame with a multicast or zero source MAC is dropped and no
   CHECK(bridge_count(b, sw::BridgeCounters::drop_link_local) == 4);
   CHECK(bridge_count(b, sw::BridgeCounters::flood_packets) == 0);
 }
+
+TEST_CASE("VXLAN source port of a non-IP inner frame: hashed from its MACs and EtherType (never from bytes past "
+          "its Ethernet header)",
+          "[unit][switch]") {
+  std::set<uint16_t> ports;
+  for (uint8_t i = 1; i <= 32; i++) {
+    const std::vector<uint8_t> f = br_eth(wire::kBroadcastMac, br_mac(i));  // the same payload each time
+    wire::PacketView v;
+    REQUIRE(wire::decode(f, v) == wire::DecodeError::kOk);
+    REQUIRE(!v.is_ip());
+    ports.insert(sw::vxlan_source_port(v, 7));
+  }
+  CHECK(ports.size() > 16);  // by source MAC
+  std::vector<uint8_t> a = br_eth(br_mac(9), br_mac(1)), b = a;
+  b[13] = 0xb6;  // another EtherType
+  wire::PacketView va, vb;
+  REQUIRE(wire::decode(a, va) == wire::DecodeError::kOk);
+  REQUIRE(wire::decode(b, vb) == wire::DecodeError::kOk);
+  CHECK(sw::vxlan_source_port(va, 7) != sw::vxlan_source_port(vb, 7));
+}
