@@ -221,6 +221,11 @@ class Switch final : public Node {
   const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
                              Time now);
   bool strip_vlan(rte_mbuf* m, wire::PacketView& v);
+  // Removes the frame's 802.1Q tag (the MACs move over it) and decodes it again into `v`.
+  static wire::DecodeError untag(rte_mbuf* m, wire::PacketView& v);
+  // Writes the inner ICRC (as the wire would carry it) and cuts an IP
+  // frame's Ethernet padding: the inner frame as it goes into the tunnel.
+  static void seal_inner(rte_mbuf* m, const wire::PacketView& v);
   // The outer headers in front of the inner frame `v` (sealed, its Ethernet
   // header final) to the remote VTEP `remote` in VNI `vni`, and the
   // underlay route; the next hop, v describing the outer packet, or

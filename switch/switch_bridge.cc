@@ -109,11 +109,7 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
       rte_pktmbuf_free(m);
       return;
     }
-    uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
-    std::memmove(data + 4, data, 12);
-    rte_pktmbuf_adj(m, 4);
-    const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
-    if (e != wire::DecodeError::kOk) v.is_roce = false;
+    if (untag(m, v) != wire::DecodeError::kOk) v.is_roce = false;
   }
   const wire::EthHdr& eth = v.eth();
   if (!valid_source(eth.src)) {
@@ -194,9 +190,7 @@ void Switch::bridge_to_port(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire
 
 void Switch::bridge_to_vtep(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, size_t vni, uint32_t vtep,
                             const Class& cls, Time now) {
-  dpdk::seal(m);  // the inner ICRC goes inside as the wire would carry it
-  if (v.is_ip() && rte_pktmbuf_data_len(m) > v.ip_end)  // no Ethernet padding inside the tunnel
-    rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - v.ip_end));
+  seal_inner(m, v);
   const NextHop* nh = tunnel(in, m, v, vtep, vnis_[vni].vni, now);
   if (nh == nullptr) {
     rte_pktmbuf_free(m);
