@@ -41,19 +41,26 @@ class MacTable {
   enum class Learn : uint8_t { kRefreshed, kLearned, kMoved, kFull };
   explicit MacTable(size_t capacity = 16384) : capacity_(capacity) {}
 
-  // `mac` (a unicast address) seen in `vlan` at `place`.
-  Learn learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
-  // Where `mac` is in `vlan`; an entry not seen for more than `ageing`
-  // (0: never ages) is removed and `aged` set.
-  std::optional<MacPlace> lookup(uint16_t vlan, const wire::MacAddr& mac, Time now, Duration ageing, bool& aged);
-  // Every entry, by VLAN then address.
-  std::vector<MacEntry> entries() const;
+  // An entry not seen for more than `ageing` (0: never ages) is absent:
+  // to learn(), lookup(), entries() and the capacity.
+  void set_ageing(Duration ageing) { ageing_ = ageing; }
+  // `mac` (a unicast address) seen in `vlan` at `place`; `aged` counts up
+  // the entries removed for age (this address's own, or a sweep when full).
+  Learn learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now, size_t& aged);
+  // Where `mac` is in `vlan`; an aged entry is removed and `aged` set.
+  std::optional<MacPlace> lookup(uint16_t vlan, const wire::MacAddr& mac, Time now, bool& aged);
+  // Every entry not aged at `now`, by VLAN then address.
+  std::vector<MacEntry> entries(Time now) const;
   size_t size() const { return map_.size(); }
   void clear() { map_.clear(); }
+  // Forgets what was learned on local port `port` (its link went down).
+  void flush_port(uint16_t port);
 
  private:
   static uint64_t key(uint16_t vlan, const wire::MacAddr& mac);
+  bool is_aged(const MacEntry& e, Time now) const { return ageing_ > Duration(0) && now - e.seen > ageing_; }
   size_t capacity_;
+  Duration ageing_{0};
   std::unordered_map<uint64_t, MacEntry> map_;
 };
 
@@ -70,7 +77,10 @@ class MacTable {
   X(drop_same_port, "bridge.discards.same-port", "unicast frames to an address learned on their own ingress port") \
   X(drop_split_horizon, "bridge.discards.split-horizon",                                                  \
     "decapsulated frames to an address behind another VTEP (never sent back into the overlay)")          \
-  X(drop_no_buffer, "bridge.discards.no-mbuf", "flood copies not made: no free packet buffer")
+  X(drop_no_buffer, "bridge.discards.no-mbuf", "flood copies not made: no free packet buffer")              \
+  X(drop_bad_source_mac, "bridge.discards.bad-source-mac", "frames with a multicast or all-zero source MAC") \
+  X(drop_link_local, "bridge.discards.link-local",                                                         \
+    "link-local frames (01:80:c2:00:00:00-0f: STP, LACP, LLDP) and MAC control other than PFC/PAUSE at an access port")
 
 ROCEMU_SW_COUNTER_SET(BridgeCounters, ROCEMU_SW_BRIDGE_COUNTERS);
 

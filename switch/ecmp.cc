@@ -1,5 +1,6 @@
 #include "switch/ecmp.h"
 
+#include <algorithm>
 #include <bit>
 
 namespace rocemu::sw {
@@ -49,6 +50,13 @@ std::string_view load_balancing_name(LoadBalancing lb) { return kLoadBalancingNa
 
 FlowKey flow_key(const wire::PacketView& v) {
   FlowKey k;
+  if (!v.is_ip()) {  // a bridged frame that is not IP (VXLAN's source port): its MACs and EtherType
+    const wire::EthHdr& eth = v.eth();
+    std::copy(eth.src.b.begin(), eth.src.b.end(), k.src.b.begin());
+    std::copy(eth.dst.b.begin(), eth.dst.b.end(), k.dst.b.begin());
+    k.flow_label = v.ether_type;
+    return k;
+  }
   k.src = v.src_ip();
   k.dst = v.dst_ip();
   k.protocol = v.ip_proto;

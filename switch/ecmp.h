@@ -69,6 +69,8 @@ struct FlowKey {
   uint16_t sport = 0, dport = 0;  // UDP only (0 otherwise)
   uint32_t flow_label = 0;        // IPv6 only
 };
+// An IP packet's; a frame that is not IP (a bridged one's VXLAN source
+// port) keys on its MACs (in src, dst) and EtherType (in flow_label).
 FlowKey flow_key(const wire::PacketView& v);
 
 // The hash of the fields `c` enables, seeded by c.hash_seed.

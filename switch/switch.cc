@@ -101,10 +101,11 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   if (faults_loaded_)
     for (size_t i = 0; i < ports_.size(); i++)
       load_faults[i] = faults_text(cfg_.interfaces[i].faults) != faults_text(cfg.interfaces[i].faults);
+  const bool fresh_bridge = !faults_loaded_ || !same_bridge(cfg_, cfg);
   if (&cfg != &cfg_) cfg_ = cfg;
   faults_loaded_ = true;
   vtep_ip_ = cfg_.vxlan.enabled() ? cfg_.vxlan.source->v4_host_order() : 0;
-  rebuild_bridge();
+  rebuild_bridge(fresh_bridge);
   const QosConfig& q = cfg_.qos;
   for (uint8_t sp = 0; sp < kNumSwitchPriorities; sp++) sp_pg_[sp] = q.pg_of(sp);
   lossless_tcs_ = q.lossless_tcs();
@@ -118,6 +119,7 @@ Status Switch::rebuild(const SwitchConfig& cfg, Time now) {
   for (auto& p : ports_) {
     derive_port(*p, cfg_, load_faults[p->index] != 0);
     hr[p->index] = {p->headroom.xoff, p->headroom.xon, p->slack_bytes};
+    if (p->fault.link_down()) mac_table_.flush_port(p->index);  // nothing is behind a port whose link is down
   }
   mmu_.configure(q, hr);
   if (!started_) return routed;

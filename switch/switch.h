@@ -118,7 +118,7 @@ class Switch final : public Node {
   const VniCounters* vni_counters(uint32_t vni) const;
   // The bridge: its counters and MAC table (nv show bridge domain br_default mac-table).
   const BridgeCounters& bridge_counters() const { return bridge_counters_; }
-  std::vector<MacEntry> mac_table() const { return mac_table_.entries(); }
+  std::vector<MacEntry> mac_table() const { return mac_table_.entries(current_time()); }
   NvView view_mac_table() const;
   // The fault stage of what a port receives (rocemu fault on an external port).
   FaultStage& port_faults(uint16_t port) { return ports_[port]->fault; }
@@ -221,6 +221,11 @@ class Switch final : public Node {
   const NextHop* encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, const NextHop& nh, uint32_t member,
                              Time now);
   bool strip_vlan(rte_mbuf* m, wire::PacketView& v);
+  // Removes the frame's 802.1Q tag (the MACs move over it) and decodes it again into `v`.
+  static wire::DecodeError untag(rte_mbuf* m, wire::PacketView& v);
+  // Writes the inner ICRC (as the wire would carry it) and cuts an IP
+  // frame's Ethernet padding: the inner frame as it goes into the tunnel.
+  static void seal_inner(rte_mbuf* m, const wire::PacketView& v);
   // The outer headers in front of the inner frame `v` (sealed, its Ethernet
   // header final) to the remote VTEP `remote` in VNI `vni`, and the
   // underlay route; the next hop, v describing the outer packet, or
@@ -250,6 +255,8 @@ class Switch final : public Node {
   void flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<size_t> vni, bool to_overlay, const Class& cls,
              Time now);
   void learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now);
+  // False (counted) for a source MAC no frame may carry: multicast or zero.
+  bool valid_source(const wire::MacAddr& src);
   std::optional<MacPlace> find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now);
   // A copy of `m` for one more flood target (nullptr: no mbuf, counted).
   rte_mbuf* flood_copy(rte_mbuf* m);
@@ -262,7 +269,9 @@ class Switch final : public Node {
     VniCounters counters;
   };
   std::optional<size_t> vni_index(uint32_t vni) const;
-  void rebuild_bridge();
+  // `fresh`: the bridge changed (access VLANs, VLANs, VNIs, mac-learning, the VTEP): forget what was learned.
+  void rebuild_bridge(bool fresh);
+  static bool same_bridge(const SwitchConfig& a, const SwitchConfig& b);
   void drop_no_buffer(PortRuntime& in, PortRuntime& out, rte_mbuf* m, uint8_t pg, uint8_t tc, bool ingress);
   void on_pfc(PortRuntime& in, const wire::PacketView& v, Time now);
   void on_arp(PortRuntime& in, const wire::PacketView& v, Time now);

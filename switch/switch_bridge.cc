@@ -22,7 +22,17 @@
 
 namespace rocemu::sw {
 
-void Switch::rebuild_bridge() {
+bool Switch::same_bridge(const SwitchConfig& a, const SwitchConfig& b) {
+  if (a.bridge.vlans != b.bridge.vlans || a.vxlan.vnis != b.vxlan.vnis || a.vxlan.mac_learning != b.vxlan.mac_learning ||
+      a.vxlan.enabled() != b.vxlan.enabled() || a.vxlan.source != b.vxlan.source ||
+      a.interfaces.size() != b.interfaces.size())
+    return false;
+  for (size_t i = 0; i < a.interfaces.size(); i++)
+    if (a.interfaces[i].access != b.interfaces[i].access) return false;
+  return true;
+}
+
+void Switch::rebuild_bridge(bool fresh) {
   std::vector<VniRuntime> next;
   for (const VxlanVni& x : cfg_.vxlan.vnis) {
     VniRuntime r;
@@ -40,23 +50,35 @@ void Switch::rebuild_bridge() {
   vlan_vni_.fill(-1);
   if (cfg_.vxlan.enabled())
     for (size_t i = 0; i < vnis_.size(); i++)
-      if (vnis_[i].vlan != 0) vlan_vni_[vnis_[i].vlan] = int32_t(i);
+      if (vnis_[i].vlan != 0 && vnis_[i].vlan <= kMaxVlan) vlan_vni_[vnis_[i].vlan] = int32_t(i);
   for (auto& ports : vlan_ports_) ports.clear();
   port_vlan_.assign(cfg_.interfaces.size(), 0);
   for (uint16_t p = 0; p < cfg_.interfaces.size(); p++) {
     const std::optional<uint16_t>& a = cfg_.interfaces[p].access;
-    if (!a) continue;
+    // (An invalid configuration, which the constructor only logs, may
+    // name VLAN 0 or one past 4094: such a port bridges nothing.)
+    if (!a || *a == 0 || *a > kMaxVlan) continue;
     port_vlan_[p] = *a;
     vlan_ports_[*a].push_back(p);
   }
-  // Addresses learned under the previous configuration may be wrong now
-  // (a port moved VLAN, a VNI went): learn afresh.
-  mac_table_.clear();
+  // Addresses learned under the previous bridge configuration may be wrong
+  // now (a port moved VLAN, a VNI went): learn afresh. Any other change
+  // (QoS, faults, routes) keeps them.
+  if (fresh) mac_table_.clear();
+  mac_table_.set_ageing(Duration(int64_t(cfg_.bridge.ageing) * 1'000'000'000'000));
+}
+
+bool Switch::valid_source(const wire::MacAddr& src) {
+  if (!src.is_multicast() && src != wire::MacAddr{}) return true;
+  bridge_counters_[BridgeCounters::drop_bad_source_mac]++;
+  return false;
 }
 
 void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& place, Time now) {
-  if (mac.is_multicast()) return;
-  switch (mac_table_.learn(vlan, mac, place, now)) {
+  size_t aged = 0;
+  const MacTable::Learn learned = mac_table_.learn(vlan, mac, place, now, aged);
+  bridge_counters_[BridgeCounters::mac_aged] += aged;
+  switch (learned) {
     case MacTable::Learn::kRefreshed:
       break;
     case MacTable::Learn::kLearned:
@@ -73,8 +95,7 @@ void Switch::learn(uint16_t vlan, const wire::MacAddr& mac, const MacPlace& plac
 
 std::optional<MacPlace> Switch::find_mac(uint16_t vlan, const wire::MacAddr& mac, Time now) {
   bool aged = false;
-  const Duration ageing = Duration(int64_t(cfg_.bridge.ageing) * 1'000'000'000'000);
-  std::optional<MacPlace> at = mac_table_.lookup(vlan, mac, now, ageing, aged);
+  std::optional<MacPlace> at = mac_table_.lookup(vlan, mac, now, aged);
   if (aged) bridge_counters_[BridgeCounters::mac_aged]++;
   return at;
 }
@@ -88,13 +109,21 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
       rte_pktmbuf_free(m);
       return;
     }
-    uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
-    std::memmove(data + 4, data, 12);
-    rte_pktmbuf_adj(m, 4);
-    const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
-    if (e != wire::DecodeError::kOk) v.is_roce = false;
+    if (untag(m, v) != wire::DecodeError::kOk) v.is_roce = false;
   }
   const wire::EthHdr& eth = v.eth();
+  if (!valid_source(eth.src)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // A bridge forwards no link-local frame (IEEE 802.1Q 8.6.3: STP, LACP,
+  // LLDP) and no MAC control (PFC and PAUSE were taken before).
+  constexpr uint8_t kLinkLocal[5] = {0x01, 0x80, 0xc2, 0x00, 0x00};
+  if ((std::memcmp(eth.dst.b.data(), kLinkLocal, 5) == 0 && eth.dst.b[5] <= 0x0f) || v.ether_type == 0x8808) {
+    bridge_counters_[BridgeCounters::drop_link_local]++;
+    rte_pktmbuf_free(m);
+    return;
+  }
   learn(vlan, eth.src, MacPlace{false, in.index, 0}, now);
   const int32_t vni = vlan_vni_[vlan];
   const std::optional<size_t> vni_at = vni >= 0 ? std::optional<size_t>(size_t(vni)) : std::nullopt;
@@ -105,6 +134,7 @@ void Switch::bridge_local(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uin
   }
   if (to->remote) {
     if (!vni_at) {  // the VNI went since it was learned (cannot happen: a new configuration clears the table)
+      vtep_counters_[VtepCounters::drop_unknown_vni]++;
       rte_pktmbuf_free(m);
       return;
     }
@@ -123,6 +153,10 @@ void Switch::bridge_remote(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, si
                            const Class& cls, Time now) {
   const uint16_t vlan = vnis_[vni].vlan;
   const wire::EthHdr& eth = v.eth();
+  if (!valid_source(eth.src)) {
+    rte_pktmbuf_free(m);
+    return;
+  }
   if (cfg_.vxlan.mac_learning) learn(vlan, eth.src, MacPlace{true, 0, src_vtep}, now);
   const std::optional<MacPlace> to = eth.dst.is_multicast() ? std::nullopt : find_mac(vlan, eth.dst, now);
   if (!to) {
@@ -156,9 +190,7 @@ void Switch::bridge_to_port(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire
 
 void Switch::bridge_to_vtep(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, size_t vni, uint32_t vtep,
                             const Class& cls, Time now) {
-  dpdk::seal(m);  // the inner ICRC goes inside as the wire would carry it
-  if (v.is_ip() && rte_pktmbuf_data_len(m) > v.ip_end)  // no Ethernet padding inside the tunnel
-    rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - v.ip_end));
+  seal_inner(m, v);
   const NextHop* nh = tunnel(in, m, v, vtep, vnis_[vni].vni, now);
   if (nh == nullptr) {
     rte_pktmbuf_free(m);
@@ -186,8 +218,11 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<si
   const std::vector<uint16_t>& local = vlan_ports_[vlan];
   const std::vector<uint32_t> none;
   const std::vector<uint32_t>& vteps = to_overlay && vni ? vnis_[*vni].flood : none;
+  // A port with no link, or with its link down, is no flood target (and no
+  // drop: only a known unicast address behind it counts one).
+  auto floods_to = [&](uint16_t p) { return p != in.index && port(p) != nullptr && !ports_[p]->fault.link_down(); };
   size_t targets = 0;
-  for (const uint16_t p : local) targets += p != in.index;
+  for (const uint16_t p : local) targets += floods_to(p);
   targets += vteps.size();
   size_t done = 0;
   // Each target gets its own copy; the last takes the original.
@@ -199,7 +234,7 @@ void Switch::flood(PortRuntime& in, rte_mbuf* m, uint16_t vlan, std::optional<si
     return cv;
   };
   for (const uint16_t p : local) {
-    if (p == in.index) continue;
+    if (!floods_to(p)) continue;
     rte_mbuf* c = next();
     if (c == nullptr) continue;
     wire::PacketView cv = view_of(c);
@@ -226,7 +261,7 @@ NvView Switch::view_mac_table() const {
                                      "MAC address", "src-vni", "vlan", "remote-dst"});
   const Time now = current_time();
   int id = 0;
-  for (const MacEntry& e : mac_table_.entries()) {
+  for (const MacEntry& e : mac_table_.entries(now)) {
     const auto secs = [&](Time at) { return int64_t(to_seconds(now - at)); };
     const int32_t vni = vlan_vni_[e.vlan];
     const std::string remote = e.place.remote ? wire::IpAddr::v4(e.place.vtep).str() : std::string();

@@ -163,6 +163,7 @@ Status SwitchConfig::validate() const {
       continue;
     }
     if (r.port >= num_ports) return err(at + ".interface", "no such port " + std::to_string(r.port));
+    if (const std::string why = unroutable_port(r.port); !why.empty()) return err(at + ".interface", why);
     if (r.via && r.via->is_v4() != r.prefix.is_v4()) return err(at + ".via", "address family differs from the prefix");
     if (r.mac && r.mac->is_multicast()) return err(at + ".mac", "must be a unicast address");
   }
@@ -194,6 +195,7 @@ Status SwitchConfig::validate() const {
     const Neighbor& n = neighbors[i];
     const std::string at = "neighbors[" + std::to_string(i) + "]";
     if (n.port >= num_ports) return err(at + ".interface", "no such port " + std::to_string(n.port));
+    if (const std::string why = unroutable_port(n.port); !why.empty()) return err(at + ".interface", why);
     if (n.mac.is_multicast()) return err(at + ".mac", "must be a unicast address");
   }
 
@@ -329,6 +331,12 @@ Status SwitchConfig::validate_bridge() const {
       return err(f, "a bridge port is switched, not routed: it takes no address (" + i.address->str() + ")");
   }
   return {};
+}
+
+std::string SwitchConfig::unroutable_port(uint16_t port) const {
+  if (port >= interfaces.size() || !interfaces[port].access) return {};
+  return interfaces[port].name + " is an access port of bridge domain br_default (VLAN " +
+         std::to_string(*interfaces[port].access) + "): it is switched, nothing is routed out of it";
 }
 
 Status SwitchConfig::check_overlay_route(const Route& r, const std::string& at) const {

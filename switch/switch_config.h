@@ -187,6 +187,10 @@ struct SwitchConfig {
   // An overlay route (vtep, vni) against the VTEP's configuration; the
   // message names the field under `at` ("routes[2].vtep: ...").
   Status check_overlay_route(const Route& r, const std::string& at) const;
+  // Why a route, next hop or neighbour cannot be out of `port` (empty if it
+  // can): a bridge access port routes nothing (an ARP reply there is
+  // bridged, so a next hop there never resolves).
+  std::string unroutable_port(uint16_t port) const;
 
  private:
   Status validate_vxlan() const;

@@ -371,6 +371,10 @@ bool parse_next_hop(const YAML::Node& r, const std::string& rf, Context& ctx, co
   bool ok = true;
   if (auto port = interface_ref(r["interface"], rf + ".interface", cfg, ctx)) route.port = *port;
   else ok = false;
+  if (const std::string why = ok ? cfg.unroutable_port(route.port) : std::string(); !why.empty()) {
+    ctx.error(r["interface"], rf + ".interface", why);
+    ok = false;
+  }
   if (r["via"]) {
     auto v = ctx.str(r["via"], rf + ".via");
     if (v && !(route.via = wire::IpAddr::parse(*v))) {
@@ -583,10 +587,12 @@ std::optional<SwitchConfig> parse_switch_config(const YAML::Node& n, std::string
       auto mac_s = ctx.str(e["mac"], nf + ".mac");
       auto ip = ip_s ? wire::IpAddr::parse(*ip_s) : std::nullopt;
       auto mac = mac_s ? wire::MacAddr::parse(*mac_s) : std::nullopt;
-      auto port = interface_ref(e["interface"], nf + ".interface", cfg, ctx);
+      const auto port = interface_ref(e["interface"], nf + ".interface", cfg, ctx);
+      const std::string why = port ? cfg.unroutable_port(*port) : std::string();
+      if (!why.empty()) ctx.error(e["interface"], nf + ".interface", why);
       if (!ip && ip_s) ctx.error(e["ip"], nf + ".ip", "'" + *ip_s + "' is not an address");
       if (!mac && mac_s) ctx.error(e["mac"], nf + ".mac", "'" + *mac_s + "' is not a MAC address");
-      if (ip && mac && port) cfg.neighbors.push_back(Neighbor{*ip, *mac, *port});
+      if (ip && mac && port && why.empty()) cfg.neighbors.push_back(Neighbor{*ip, *mac, *port});
     }
   }
   if (const YAML::Node q = n["qos"]) parse_qos(q, f + ".qos", ctx, cfg.qos);

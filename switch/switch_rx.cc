@@ -225,11 +225,13 @@ void Switch::egress(PortRuntime& in, PortRuntime& out, rte_mbuf* m, wire::Packet
     if (!ingress && trim.enable && v.is_ip() && ((trim.eligible_tc >> tc) & 1) && tc != cnp_tc_) {
       // A VXLAN frame (encapsulated here or in transit) is trimmed inside:
       // its inner packet is the one a NIC reads. CNPs are never trimmed,
-      // in VXLAN or not.
+      // in VXLAN or not, and neither is a VXLAN frame whose inner frame is
+      // not IP (a bridged ARP or other EtherType): it is dropped.
       wire::PacketView inner;
-      const bool vxlan = vxlan_inner(v, cfg_.vxlan.port, inner);
+      const VxlanInner carried = vxlan_inner(v, cfg_.vxlan.port, inner);
+      const bool vxlan = carried == VxlanInner::kIp;
       const wire::PacketView& pkt = vxlan ? inner : v;
-      if (!(pkt.is_roce && pkt.opcode == wire::op::kCnp)) {
+      if (carried != VxlanInner::kOther && !(pkt.is_roce && pkt.opcode == wire::op::kCnp)) {
         enqueue_trimmed(in, out, m, v, vxlan ? &inner : nullptr, pg, tc, now);
         return;
       }

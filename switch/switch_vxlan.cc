@@ -85,11 +85,15 @@ bool Switch::decapsulate(rte_mbuf* m, wire::PacketView& v, size_t& index) {
 // RFC 7348 6.1: a VTEP SHOULD NOT encapsulate the inner frame's 802.1Q
 // tag. The MAC addresses move over the 4 bytes of the tag; `v` describes
 // the untagged frame after. False if it no longer decodes (it cannot).
-bool Switch::strip_vlan(rte_mbuf* m, wire::PacketView& v) {
+wire::DecodeError Switch::untag(rte_mbuf* m, wire::PacketView& v) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   std::memmove(data + 4, data, 12);
   rte_pktmbuf_adj(m, 4);
-  const wire::DecodeError e = wire::decode(dpdk::bytes(m), v);
+  return wire::decode(dpdk::bytes(m), v);
+}
+
+bool Switch::strip_vlan(rte_mbuf* m, wire::PacketView& v) {
+  const wire::DecodeError e = untag(m, v);
   if (!v.is_ip() || (e != wire::DecodeError::kOk && e < wire::DecodeError::kTruncatedUdp)) return false;
   if (e != wire::DecodeError::kOk) v.is_roce = false;
   return true;
@@ -108,11 +112,7 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
     return nullptr;
   }
   const uint32_t inner_len = v.ip_end;  // the inner frame without Ethernet padding
-  if (inner_len - v.l3_off + kVxlanIpOverhead > config::kMaxMtu) {
-    vtep_counters_[VtepCounters::drop_underlay_mtu]++;
-    return nullptr;
-  }
-  dpdk::seal(m);  // the inner ICRC goes inside as the wire would carry it
+  seal_inner(m, v);
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   // Inner Ethernet: from this switch to the remote VTEP (which does not
   // check it; rocemu derives a MAC of the VTEP's address, 02:00:a.b.c.d).
@@ -122,10 +122,15 @@ const NextHop* Switch::encapsulate(PortRuntime& in, rte_mbuf* m, wire::PacketVie
   eth.dst = wire::MacAddr{{0x02, 0x00, uint8_t(remote >> 24), uint8_t(remote >> 16), uint8_t(remote >> 8),
                            uint8_t(remote)}};
   decrement_ttl(data, v);
-  if (rte_pktmbuf_data_len(m) > inner_len) rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - inner_len));
   const NextHop* nh = tunnel(in, m, v, remote, tunnel_nh.vni, now);
   if (nh != nullptr) routes_->count_ecmp(member, inner_len);
   return nh;
+}
+
+void Switch::seal_inner(rte_mbuf* m, const wire::PacketView& v) {
+  dpdk::seal(m);  // the inner ICRC goes inside as the wire would carry it
+  if (v.is_ip() && rte_pktmbuf_data_len(m) > v.ip_end)  // no Ethernet padding inside the tunnel
+    rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_data_len(m) - v.ip_end));
 }
 
 const NextHop* Switch::tunnel(PortRuntime& in, rte_mbuf* m, wire::PacketView& v, uint32_t remote, uint32_t vni,

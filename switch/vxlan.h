@@ -103,14 +103,24 @@ VxlanRxCheck vxlan_check(const wire::PacketView& outer, KindOf&& kind_of, uint32
   return VxlanRxCheck::kOk;
 }
 
-// The inner packet of a VXLAN frame in transit (at an underlay switch, or
-// at the encapsulating VTEP's egress): true if `outer` is IPv4 UDP to
-// `port` with a valid VXLAN header and an untagged IP inner frame, which
-// is decoded into `inner`. Any VNI.
-inline bool vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::PacketView& inner) {
-  if (!outer.is_ipv4() || !outer.is_udp || outer.dport != port) return false;
+// What a frame in transit carries (at an underlay switch, or at the
+// encapsulating VTEP's egress): kNone if `outer` is not IPv4 UDP to `port`
+// with a valid VXLAN header (any VNI); kIp for an untagged inner IP packet,
+// which is decoded into `inner`; kOther for any other inner frame (a
+// bridged VNI's ARP or other EtherType, a tagged or malformed frame), which
+// must not be cut as if the outer packet were plain UDP.
+enum class VxlanInner : uint8_t { kNone, kIp, kOther };
+inline VxlanInner vxlan_inner(const wire::PacketView& outer, uint16_t port, wire::PacketView& inner) {
+  if (!outer.is_ipv4() || !outer.is_udp || outer.dport != port) return VxlanInner::kNone;
   uint32_t vni = 0;
-  return vxlan_check(outer, [](uint32_t) { return VniKind::kRouted; }, vni, inner) == VxlanRxCheck::kOk;
+  switch (vxlan_check(outer, [](uint32_t) { return VniKind::kBridged; }, vni, inner)) {
+    case VxlanRxCheck::kOk:
+      return inner.is_ip() ? VxlanInner::kIp : VxlanInner::kOther;
+    case VxlanRxCheck::kBadHeader:
+      return VxlanInner::kNone;
+    default:
+      return VxlanInner::kOther;
+  }
 }
 
 // Per VTEP (one per switch), in the switch's naming style. Bytes are the

@@ -25,6 +25,7 @@ namespace {
 
 // Ethernet header + one VLAN tag on top of the MTU; frames carry no FCS.
 constexpr uint32_t kL2Overhead = 18;
+
 // A frame's bytes on the wire: padded to the minimum, plus preamble, FCS
 // and inter-frame gap.
 uint64_t wire_len(uint32_t frame_len) { return std::max(frame_len, kEthMinFrame) + kEthWireOverhead; }
@@ -88,6 +89,22 @@ int on_lsc(uint16_t /*port_id*/, rte_eth_event_type /*event*/, void* ctx, void* 
 
 }  // namespace
 
+// DPDK 22.11's net_af_xdp
+// PMD makes each mempool object a UMEM chunk (its whole size, header and
+// trailer included) with a frame headroom of the mempool header, the mbuf,
+// its private area and RTE_PKTMBUF_HEADROOM (the data starts where the
+// mbuf's would); the kernel keeps XDP_PACKET_HEADROOM (256) more in front
+// of every frame it writes. With 3584 bytes of data room: 3904 - (64 + 128
+// + 0 + 128) - 256 = 3328. A longer frame the kernel drops (the socket's
+// rx_dropped, which the PMD reports as imissed).
+uint32_t af_xdp_rx_room(const rte_mempool& mp) {
+  constexpr uint32_t kXdpPacketHeadroom = 256;
+  const uint32_t chunk = rte_mempool_calc_obj_size(mp.elt_size, mp.flags, nullptr);
+  const uint32_t headroom = mp.header_size + uint32_t(sizeof(rte_mbuf)) +
+                            rte_pktmbuf_priv_size(const_cast<rte_mempool*>(&mp)) + RTE_PKTMBUF_HEADROOM;
+  return chunk > headroom + kXdpPacketHeadroom ? chunk - headroom - kXdpPacketHeadroom : 0;
+}
+
 Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index, const EthdevParams& p,
                                                      dpdk::PacketPool& pool) {
   const std::string& spec = p.device;
@@ -128,22 +145,25 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   // chunk larger than a page unless the UMEM is in hugepages (Linux 6.6+),
   // and the engine's buffers (4352-byte frames) are larger: "Failed to
   // create umem". Such a port receives into a pool of its own whose
-  // buffers fit a 4 KiB page (frames up to kAfXdpFrame bytes), copied into
+  // buffers fit a 4 KiB page (frames up to af_xdp_rx_room() bytes), copied into
   // the engine's pool as they arrive (adopt); frames it sends are copied
   // into its UMEM by the PMD.
   rte_mempool* rx_pool = pool.mempool();
+  uint32_t room = rte_pktmbuf_data_room_size(rx_pool) - RTE_PKTMBUF_HEADROOM;
   if (name.starts_with("net_af_xdp")) {
-    constexpr uint16_t kAfXdpFrame = 3584;
+    // 3584 bytes of data room: 3904-byte objects (with the mempool header
+    // and the mbuf), under a page.
+    constexpr uint16_t kAfXdpDataRoom = 3584;
     const std::string pool_name = "xdp-rx-" + std::to_string(port_id);
-    port->rx_pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), 8192, 256, 0, RTE_PKTMBUF_HEADROOM + kAfXdpFrame,
-                                             SOCKET_ID_ANY);
+    port->rx_pool_ = rte_pktmbuf_pool_create(pool_name.c_str(), 8192, 256, 0,
+                                             RTE_PKTMBUF_HEADROOM + kAfXdpDataRoom, SOCKET_ID_ANY);
     if (port->rx_pool_ == nullptr) return fail("its receive pool (net_af_xdp)", -rte_errno);
     rx_pool = port->rx_pool_;
+    room = af_xdp_rx_room(*rx_pool);
   }
   // The port carries frames up to its MTU whatever the device reports
   // (memif and af_packet claim 1518-byte frames and carry more); the
   // device is configured with the largest MTU it accepts.
-  const uint32_t room = rte_pktmbuf_data_room_size(rx_pool) - RTE_PKTMBUF_HEADROOM;
   port->params_.mtu = std::min<uint32_t>(p.mtu, room - kL2Overhead);
   if (port->params_.mtu < p.mtu)
     logger("engine")->warn("port {}: MTU {} is more than a{} packet buffer holds; using {}", spec, p.mtu,

@@ -27,6 +27,10 @@ namespace dpdk {
 class PacketPool;
 }
 
+// The largest frame a net_af_xdp receive queue whose buffers come from
+// `mp` takes (ethdev_port.cc says how it is reckoned).
+uint32_t af_xdp_rx_room(const rte_mempool& mp);
+
 struct EthdevParams {
   // A vdev spec ("net_memif0,role=server,socket=/run/x.sock") or the name of
   // an existing ethdev (e.g. one made with rte_eth_from_rings, or a PCI

@@ -798,3 +798,19 @@ TEST_CASE("Real time: an idle engine sleeps and backs off; post() wakes it", "[e
     CHECK(engine->sleeps() >= 1);
   }
 }
+
+TEST_CASE("net_af_xdp's largest receivable frame is reckoned from its pool: the UMEM chunk less the PMD's frame "
+          "headroom and the kernel's XDP_PACKET_HEADROOM",
+          "[e2e][ethdev]") {
+  test::require_eal();
+  // The port's receive pool: 3584 bytes of data room (3904-byte objects, under a 4 KiB page).
+  rte_mempool* mp = rte_pktmbuf_pool_create("xdp-room-test", 64, 0, 0, RTE_PKTMBUF_HEADROOM + 3584, SOCKET_ID_ANY);
+  REQUIRE(mp != nullptr);
+  const uint32_t chunk = rte_mempool_calc_obj_size(mp->elt_size, mp->flags, nullptr);
+  CHECK(chunk == 3904);
+  CHECK(chunk <= 4096);
+  // 3904 - (64 mempool header + 128 rte_mbuf + 0 private + 128 RTE_PKTMBUF_HEADROOM) - 256.
+  CHECK(af_xdp_rx_room(*mp) == 3328);
+  CHECK(af_xdp_rx_room(*mp) < uint32_t(rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM));  // not the data room
+  rte_mempool_free(mp);
+}

@@ -66,8 +66,8 @@ enum class Trunk { kAfPacket, kAfXdp };
 
 // tests/e2e/data/two-racks.yaml (h1 -- sw1 | trunk | sw2 -- h2, 25 Gbit/s)
 // with h2's link at `h2_rate`, written to `path`. With net_af_xdp the trunk
-// is `device: net_af_xdp0,iface=...` at MTU 3500 (its receive buffers fit
-// a 4 KiB page: frames up to 3584 bytes, README).
+// is `device: net_af_xdp0,iface=...` at MTU 3310 (its receive buffers fit
+// a 4 KiB page: frames up to 3328 bytes, README).
 std::string two_racks(const std::string& path, const std::string& h2_rate, Trunk trunk = Trunk::kAfPacket) {
   std::ifstream in(std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/two-racks.yaml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -80,7 +80,7 @@ std::string two_racks(const std::string& path, const std::string& h2_rate, Trunk
   if (trunk == Trunk::kAfXdp) {
     replace("trunk: {interface: vea}", "trunk: {device: \"net_af_xdp0,iface=vea\"}");
     replace("trunk: {interface: veb}", "trunk: {device: \"net_af_xdp0,iface=veb\"}");
-    replace(R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 4200})", R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 3500})");
+    replace(R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 4200})", R"(b: "sw2:1", rate: 25G, delay: 1us, mtu: 3310})");
   }
   std::ofstream(path) << text;
   return path;
@@ -122,9 +122,10 @@ struct TwoEngines {
   TmpDir dir;
   std::optional<Fabric> a, b;
   // With net_af_xdp the veth's MTU stays below what veth lets a (single
-  // buffer) XDP program attach at (about 3500 on 4 KiB pages).
+  // buffer) XDP program attach at (about 3500 on 4 KiB pages) and what the
+  // port receives (frames up to 3328 bytes: MTU 3310).
   explicit TwoEngines(const std::string& h2_rate, Trunk trunk = Trunk::kAfPacket)
-      : m(trunk == Trunk::kAfXdp ? 3500 : 4200, trunk == Trunk::kAfXdp),
+      : m(trunk == Trunk::kAfXdp ? 3310 : 4200, trunk == Trunk::kAfXdp),
         oob(trunk == Trunk::kAfXdp ? "192.168.78.2" : "192.168.77.2") {
     REQUIRE(m.ok);
     const std::string topo = two_racks(dir.path + "/racks.yaml", h2_rate, trunk);

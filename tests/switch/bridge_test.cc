@@ -359,7 +359,7 @@ TEST_CASE("Bridge: learned addresses age out after bridge domain br_default agei
   b.clear();
   b.engine->run_until(b.engine->now() + ms(1100));
   b.inject(1, br_eth(br_mac(1), br_mac(2)));
-  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 1);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 2);  // br_mac(2) (learned again) and br_mac(1)
   CHECK(b.at(2).received().size() == 1);  // flooded again: br_mac(1) aged out
 }
 
@@ -566,4 +566,229 @@ TEST_CASE("nv show bridge domain br_default mac-table: local and remote entries"
   b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
   CHECK(b.at(3).received().size() == 1);
   CHECK(b.at(1).received().size() == 1);
+}
+
+// ---- review fixes (vlanfix2) ----
+
+TEST_CASE("Bridge trimming: a long non-IP frame bridged into the overlay through a congested trimming port is "
+          "dropped and counted, never cut",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  cfg.qos = sw::qos_roce_profile(sw::RoceMode::kLossy);
+  cfg.qos.buffer.size = 100'000;
+  cfg.qos.buffer.egress_lossy_alpha = 1;
+  cfg.qos.trim.enable = true;
+  cfg.qos.trim.eligible_tc = 0x0f;  // TC0 too: where a non-IP frame goes
+  REQUIRE(cfg.validate().ok());
+  BridgeBench b = make_bridge_bench(cfg, LinkParams{.rate_bps = 1'000'000'000ull});
+  const wire::MacAddr remote = br_mac(0x21);
+  b.inject(4, br_vxlan(br_eth(wire::kBroadcastMac, remote), 10, 0x0a0a0a02, Ecn::kNotEct, cfg.port_mac(4)));
+  b.clear();
+  std::vector<uint8_t> frame = br_eth(remote, br_mac(1));
+  frame.resize(1400, 0xab);
+  constexpr int kFrames = 200;
+  for (int i = 0; i < kFrames; i++) b.at(0).send(frame, b.engine->now());
+  b.engine->run_for(ms(5));
+  const std::vector<Tunnelled> t = tunnelled(b.at(4));
+  INFO("tunnelled " << t.size());
+  CHECK(t.size() < size_t(kFrames));  // the port was congested
+  CHECK(b.at(4).received().size() == t.size());  // every frame out is whole VXLAN
+  for (const Tunnelled& x : t) CHECK(x.inner == frame);  // whole, never trimmed
+  CHECK(b.sw->counters(4)[sw::PortCounters::trim_packets] == 0);
+  CHECK(b.sw->counters(4)[sw::PortCounters::tx_non_roce_no_buffer_discard] == kFrames - t.size());
+}
+
+TEST_CASE("Bridge flooding: access ports with no link or with the link down are not flood targets and count no "
+          "link-down drops",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = sw::SwitchConfig::with_ports(4);
+  br_nv(cfg, "set bridge domain br_default vlan 10");
+  br_nv(cfg, "set interface swp1-4 bridge domain br_default access 10");
+  REQUIRE(cfg.validate().ok());
+  auto engine = make_engine(13);
+  sw::Switch& s = engine->add<sw::Switch>("leaf1", cfg);
+  FrameNode& h1 = engine->add<FrameNode>("h1", std::vector<std::vector<uint8_t>>{});
+  FrameNode& h2 = engine->add<FrameNode>("h2", std::vector<std::vector<uint8_t>>{});
+  REQUIRE(engine->connect(h1, 0, s, 0, LinkParams{}).ok());
+  REQUIRE(engine->connect(h2, 0, s, 1, LinkParams{}).ok());
+  engine->run_for(us(10));
+  auto link_down_drops = [&] {
+    uint64_t n = 0;
+    for (uint16_t p = 0; p < 4; p++) n += s.counters(p)[sw::PortCounters::drop_link_down];
+    return n;
+  };
+  h1.send(br_arp(br_mac(1), 1, 2), engine->now());
+  engine->run_for(us(100));
+  CHECK(h2.received().size() == 1);
+  CHECK(link_down_drops() == 0);
+  CHECK(s.bridge_counters()[sw::BridgeCounters::flood_local_copies] == 1);
+  // h2's link down: no copy for it either, and nothing counted.
+  cfg.interfaces[1].faults.link_down = true;
+  REQUIRE(s.apply(cfg).ok());
+  h1.send(br_arp(br_mac(1), 1, 2), engine->now());
+  engine->run_for(us(100));
+  CHECK(h2.received().size() == 1);
+  CHECK(link_down_drops() == 0);
+}
+
+TEST_CASE("Bridge MAC table: a configuration change that leaves the bridge alone (QoS, a fault) keeps it; a port "
+          "whose link goes down has its entries flushed",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  b.inject(1, br_eth(wire::kBroadcastMac, br_mac(2)));
+  REQUIRE(b.sw->mac_table().size() == 2);
+  cfg.qos.buffer.size = 10'000'000;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().size() == 2);
+  cfg.interfaces[2].faults.loss = 0.5;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().size() == 2);
+  // swp1 down: br_mac(1) goes, br_mac(2) stays.
+  cfg.interfaces[0].faults.link_down = true;
+  REQUIRE(b.sw->apply(cfg).ok());
+  const std::vector<sw::MacEntry> t = b.sw->mac_table();
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].mac == br_mac(2));
+  // The bridge itself changes (mac-learning off): the table starts afresh.
+  cfg.vxlan.mac_learning = false;
+  REQUIRE(b.sw->apply(cfg).ok());
+  CHECK(b.sw->mac_table().empty());
+}
+
+TEST_CASE("MAC table ageing without lookups: an aged entry is absent from entries() and the capacity check, and "
+          "learning it again counts aged + learned, not a refresh or a move",
+          "[unit][switch]") {
+  sw::MacTable t(2);
+  t.set_ageing(ms(10000));
+  size_t aged = 0;
+  CHECK(t.learn(10, br_mac(1), sw::MacPlace{false, 0, 0}, Time(0), aged) == sw::MacTable::Learn::kLearned);
+  CHECK(t.learn(10, br_mac(2), sw::MacPlace{false, 1, 0}, Time(0), aged) == sw::MacTable::Learn::kLearned);
+  CHECK(t.learn(10, br_mac(3), sw::MacPlace{false, 1, 0}, Time(0) + ms(5000), aged) == sw::MacTable::Learn::kFull);
+  CHECK(aged == 0);
+  CHECK(t.entries(Time(0) + ms(5000)).size() == 2);
+  // Past the age nobody looked them up: gone from the view, and room again.
+  const Time later = Time(0) + ms(11000);
+  CHECK(t.entries(later).empty());
+  CHECK(t.learn(10, br_mac(3), sw::MacPlace{false, 1, 0}, later, aged) == sw::MacTable::Learn::kLearned);
+  CHECK(aged == 2);
+  // br_mac(1) aged then seen on another port: a new entry, not a move.
+  aged = 0;
+  sw::MacTable u;
+  u.set_ageing(ms(10000));
+  u.learn(10, br_mac(1), sw::MacPlace{false, 0, 0}, Time(0), aged);
+  CHECK(u.learn(10, br_mac(1), sw::MacPlace{false, 2, 0}, later, aged) == sw::MacTable::Learn::kLearned);
+  CHECK(aged == 1);
+  CHECK(u.entries(later).size() == 1);
+}
+
+TEST_CASE("Bridge ageing: an address nobody sends to ages out of the mac-table view and the counters",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  br_nv(cfg, "set bridge domain br_default ageing 1");
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  CHECK(b.sw->mac_table().size() == 1);
+  b.engine->run_until(b.engine->now() + ms(1100));
+  CHECK(b.sw->mac_table().empty());
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));  // seen again: aged and learned
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_aged) == 1);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_learned) == 2);
+  CHECK(bridge_count(b, sw::BridgeCounters::mac_moved) == 0);
+}
+
+TEST_CASE("Bridge configuration: a route, an ECMP next hop or a neighbour out of an access port is refused, naming "
+          "the field",
+          "[unit][switch]") {
+  const sw::SwitchConfig cfg = bridge_leaf_config();
+  sw::SwitchConfig c = cfg;
+  c.routes.push_back(sw::Route{*sw::IpPrefix::parse("10.9.0.0/16"), 0, addr4("10.0.10.7"), {}});
+  CHECK_THAT(c.validate().message(), Catch::Contains("routes[1].interface: swp1 is an access port"));
+  c = cfg;
+  c.neighbors.push_back(sw::Neighbor{addr4("10.0.10.7"), br_mac(7), 1});
+  CHECK_THAT(c.validate().message(), Catch::Contains("neighbors[1].interface: swp2 is an access port"));
+
+  NodeKindRegistry reg;
+  register_switch_kinds(reg);
+  auto error_of = [&](const std::string& extra) {
+    const std::string y = "nodes:\n  leaf1:\n    kind: switch\n    ports: 5\n    interfaces:\n"
+                          "      swp1: {bridge: {domain: {br_default: {access: 10}}}}\n"
+                          "      swp2: {bridge: {domain: {br_default: {access: 10}}}}\n"
+                          "      swp5: {address: 10.255.1.1/30}\n"
+                          "    bridge: {domain: {br_default: {vlan: {10: }}}}\n" + extra;
+    auto r = parse_topology(y, "t.yaml", reg);
+    REQUIRE(!r.ok());
+    return r.status().message();
+  };
+  CHECK_THAT(error_of("    routes:\n      - {prefix: 10.9.0.0/16, interface: swp1, via: 10.0.10.7}\n"),
+             Catch::Contains("nodes.leaf1.routes[0].interface: swp1 is an access port"));
+  CHECK_THAT(error_of("    routes:\n      - prefix: 10.9.0.0/16\n        next-hops:\n"
+                      "          - {interface: swp5, via: 10.255.1.2}\n          - {interface: swp2, via: 10.0.10.7}\n"),
+             Catch::Contains("nodes.leaf1.routes[0].next-hops[1].interface: swp2 is an access port"));
+  CHECK_THAT(error_of("    neighbors:\n      - {ip: 10.0.10.7, mac: 02:00:00:00:00:07, interface: swp1}\n"),
+             Catch::Contains("nodes.leaf1.neighbors[0].interface: swp1 is an access port"));
+}
+
+TEST_CASE("Bridge: a Switch built from an invalid configuration (access VLAN 5000, which the constructor only "
+          "logs) bridges nothing on that port and writes nothing out of bounds",
+          "[sim][switch]") {
+  sw::SwitchConfig cfg = bridge_leaf_config();
+  cfg.interfaces[0].access = 5000;
+  cfg.bridge.vlans.push_back(5000);
+  REQUIRE(!cfg.validate().ok());
+  BridgeBench b = make_bridge_bench(cfg);
+  b.inject(0, br_eth(wire::kBroadcastMac, br_mac(1)));
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  b.inject(1, br_eth(wire::kBroadcastMac, br_mac(2)));  // VLAN 10 still works without swp1
+  CHECK(b.at(0).received().empty());
+  CHECK(b.at(2).received().size() == 1);
+}
+
+TEST_CASE("Bridge: a frame with a multicast or zero source MAC is dropped and not learned; link-local frames "
+          "(01:80:c2:00:00:0x: STP, LACP, LLDP) and MAC control other than PFC/PAUSE are dropped at an access "
+          "port, never flooded into the overlay",
+          "[sim][switch]") {
+  const sw::SwitchConfig cfg = bridge_leaf_config();
+  BridgeBench b = make_bridge_bench(cfg);
+  const wire::MacAddr mcast{{0x01, 0x00, 0x5e, 0x00, 0x00, 0x01}};
+  const wire::MacAddr zero{};
+  b.inject(0, br_eth(wire::kBroadcastMac, mcast));
+  b.inject(0, br_eth(wire::kBroadcastMac, zero));
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  CHECK(b.sw->mac_table().empty());
+  CHECK(bridge_count(b, sw::BridgeCounters::drop_bad_source_mac) == 2);
+  // LLDP (01:80:c2:00:00:0e), STP (..:00), LACP (..:02, slow protocols 0x8809)
+  for (const uint8_t last : {uint8_t(0x0e), uint8_t(0x00), uint8_t(0x02)})
+    b.inject(0, br_eth(wire::MacAddr{{0x01, 0x80, 0xc2, 0x00, 0x00, last}}, br_mac(1)));
+  // MAC control (0x8808) that is neither PFC nor PAUSE, to an ordinary multicast address
+  std::vector<uint8_t> ctl = br_eth(wire::MacAddr{{0x01, 0x80, 0xc2, 0x00, 0x00, 0x21}}, br_mac(1));
+  ctl[12] = 0x88;
+  ctl[13] = 0x08;
+  ctl[14] = 0x00;
+  ctl[15] = 0x02;  // not 0x0001 (PAUSE) nor 0x0101 (PFC)
+  b.inject(0, ctl);
+  for (int i = 0; i < 5; i++) CHECK(b.at(i).received().empty());
+  CHECK(bridge_count(b, sw::BridgeCounters::drop_link_local) == 4);
+  CHECK(bridge_count(b, sw::BridgeCounters::flood_packets) == 0);
+}
+
+TEST_CASE("VXLAN source port of a non-IP inner frame: hashed from its MACs and EtherType (never from bytes past "
+          "its Ethernet header)",
+          "[unit][switch]") {
+  std::set<uint16_t> ports;
+  for (uint8_t i = 1; i <= 32; i++) {
+    const std::vector<uint8_t> f = br_eth(wire::kBroadcastMac, br_mac(i));  // the same payload each time
+    wire::PacketView v;
+    REQUIRE(wire::decode(f, v) == wire::DecodeError::kOk);
+    REQUIRE(!v.is_ip());
+    ports.insert(sw::vxlan_source_port(v, 7));
+  }
+  CHECK(ports.size() > 16);  // by source MAC
+  std::vector<uint8_t> a = br_eth(br_mac(9), br_mac(1)), b = a;
+  b[13] = 0xb6;  // another EtherType
+  wire::PacketView va, vb;
+  REQUIRE(wire::decode(a, va) == wire::DecodeError::kOk);
+  REQUIRE(wire::decode(b, vb) == wire::DecodeError::kOk);
+  CHECK(sw::vxlan_source_port(va, 7) != sw::vxlan_source_port(vb, 7));
 }
