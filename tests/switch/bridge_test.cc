@@ -472,12 +472,7 @@ TEST_CASE("Bridge configuration: NVUE bridge domain, interface access VLAN, nve 
   for (int i = 0; i < 5; i++) CHECK(y.interfaces[size_t(i)].access == cfg.interfaces[size_t(i)].access);
 
   const std::string text = sw::switch_config_text(y);
-  std::string indented;
-  for (size_t b = 0, e; b < text.size(); b = e + 1) {
-    e = text.find('\n', b);
-    if (e == std::string::npos) e = text.size();
-    if (e > b) indented += "    " + text.substr(b, e - b) + "\n";
-  }
+  const std::string indented = indent_switch_section(text);
   auto back = parse(indented);
   INFO(indented);
   REQUIRE(back.ok());

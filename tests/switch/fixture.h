@@ -18,6 +18,18 @@ namespace rocemu::test {
 
 inline constexpr uint64_t k100G = 100'000'000'000ull;
 
+// A switch section (switch_config_text, `nv config show -o yaml`) indented
+// to sit under a node's name in a topology, for reading it back.
+inline std::string indent_switch_section(const std::string& text) {
+  std::string indented;
+  for (size_t b = 0, e; b < text.size(); b = e + 1) {
+    e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size();
+    if (e > b) indented += "    " + text.substr(b, e - b) + "\n";
+  }
+  return indented;
+}
+
 // What `nv <words>` prints on the switch (REQUIREs that it succeeds).
 inline std::string nv_text(sw::Switch& s, const std::vector<std::string>& words) {
   nlohmann::json j;

@@ -562,12 +562,7 @@ TEST_CASE("VXLAN in topology files: nve vxlan and overlay routes, errors with li
   CHECK(cfg.routes[2].vtep == ip("10.10.10.3"));
   // config show writes it back as a switch section that reads as the same.
   const std::string text = sw::switch_config_text(cfg);
-  std::string indented;
-  for (size_t b = 0, e; b < text.size(); b = e + 1) {
-    e = text.find('\n', b);
-    if (e == std::string::npos) e = text.size();
-    if (e > b) indented += "    " + text.substr(b, e - b) + "\n";
-  }
+  const std::string indented = indent_switch_section(text);
   auto back = parse(indented);
   INFO(indented);
   REQUIRE(back.ok());
