@@ -21,7 +21,7 @@
 namespace rocemu::app {
 namespace {
 
-constexpr const char* kUsage =
+constexpr const char* kFaultUsage =
     "usage: rocemu fault add TARGET [out|in|both] KIND PARAMS... | list | del ID | clear [TARGET]";
 
 // The fault stages a target names.
@@ -205,7 +205,7 @@ int link_up(Target& t, std::string& out) {
 
 int add(Engine& engine, const std::vector<std::string>& w, std::string& out) {
   if (w.size() < 4) {
-    out = kUsage;
+    out = kFaultUsage;
     return EINVAL;
   }
   size_t i = 3;
@@ -431,7 +431,7 @@ int handle_fault(Engine& engine, const std::vector<std::string>& w, std::string&
   if (sub == "list" && w.size() == 2) return list(engine, out);
   if (sub == "del" || sub == "delete") return del(w, out);
   if (sub == "clear") return clear(engine, w, out);
-  out = sub.empty() || sub == "list" ? kUsage
+  out = sub.empty() || sub == "list" ? kFaultUsage
                                      : "'" + sub + "' is not add, list, del or clear (e.g. rocemu fault add " + sub +
                                            " loss 1%)";
   return EINVAL;

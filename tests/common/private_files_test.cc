@@ -16,14 +16,14 @@ using namespace rocemu;
 
 namespace {
 
-struct TempDir {
+struct PrivateDir {
   std::string path;
-  TempDir() {
+  PrivateDir() {
     char t[] = "/tmp/rocemu-private-XXXXXX";
     REQUIRE(mkdtemp(t) != nullptr);
     path = t;
   }
-  ~TempDir() { REQUIRE(std::system(("rm -rf " + path).c_str()) == 0); }
+  ~PrivateDir() { REQUIRE(std::system(("rm -rf " + path).c_str()) == 0); }
 };
 
 std::string slurp(const std::string& p) {
@@ -34,7 +34,7 @@ std::string slurp(const std::string& p) {
 }  // namespace
 
 TEST_CASE("The runtime directory is made private, and one not private is refused", "[unit]") {
-  TempDir t;
+  PrivateDir t;
   const std::string dir = t.path + "/run";
   SECTION("made new, mode 0700") {
     REQUIRE(ensure_private_dir(dir).ok());
@@ -70,7 +70,7 @@ TEST_CASE("The runtime directory is made private, and one not private is refused
 }
 
 TEST_CASE("The pid file and log are never written through a symbolic link", "[unit]") {
-  TempDir t;
+  PrivateDir t;
   const std::string victim = t.path + "/victim", pid = t.path + "/rocemu.pid";
   { std::ofstream(victim) << "precious\n"; }
   REQUIRE(symlink(victim.c_str(), pid.c_str()) == 0);

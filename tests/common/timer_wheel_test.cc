@@ -13,7 +13,7 @@ using namespace rocemu;
 
 namespace {
 
-struct Probe {
+struct WheelProbe {
   Timer timer;
   int id = 0;
   std::vector<std::pair<Time, int>>* log = nullptr;
@@ -25,11 +25,11 @@ struct Probe {
 TEST_CASE("Timer wheel fires in expiry order and reports the next expiry exactly", "[unit][engine]") {
   TimerWheel wheel;
   std::vector<std::pair<Time, int>> log;
-  Probe a, b, c;
+  WheelProbe a, b, c;
   for (auto [p, id] : {std::pair{&a, 1}, {&b, 2}, {&c, 3}}) {
     p->id = id;
     p->log = &log;
-    p->timer.bind<&Probe::fire>(p);
+    p->timer.bind<&WheelProbe::fire>(p);
   }
   wheel.schedule(a.timer, ps(5000));
   wheel.schedule(b.timer, ps(1234));
@@ -57,12 +57,12 @@ TEST_CASE("Timer wheel agrees with a sorted reference under random load", "[unit
   TimerWheel wheel;
   constexpr int kN = 400;
   std::vector<std::pair<Time, int>> fired;
-  std::vector<std::unique_ptr<Probe>> probes;
+  std::vector<std::unique_ptr<WheelProbe>> probes;
   for (int i = 0; i < kN; i++) {
-    probes.push_back(std::make_unique<Probe>());
+    probes.push_back(std::make_unique<WheelProbe>());
     probes[size_t(i)]->id = i;
     probes[size_t(i)]->log = &fired;
-    probes[size_t(i)]->timer.bind<&Probe::fire>(probes[size_t(i)].get());
+    probes[size_t(i)]->timer.bind<&WheelProbe::fire>(probes[size_t(i)].get());
   }
   std::set<std::tuple<Time, uint64_t, int>> ref;  // (expiry, seq, id)
   std::vector<std::tuple<Time, uint64_t>> key(kN);
@@ -72,7 +72,7 @@ TEST_CASE("Timer wheel agrees with a sorted reference under random load", "[unit
                            5'000'000'000'000'000};
   for (int step = 0; step < 20000; step++) {
     const int id = int(rng.below(kN));
-    Probe& p = *probes[size_t(id)];
+    WheelProbe& p = *probes[size_t(id)];
     const uint64_t action = rng.below(10);
     if (action < 6) {
       const Time when = now + Duration(int64_t(rng.below(uint64_t(spans[rng.below(7)]))));

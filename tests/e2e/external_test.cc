@@ -37,7 +37,7 @@ std::string write_file(const std::string& path, const std::string& text) {
   return path;
 }
 
-constexpr const char* kAfPacket = ",blocksz=4096,framesz=2048,framecnt=512,qpairs=1";
+constexpr const char* kAfPacketTuning = ",blocksz=4096,framesz=2048,framecnt=512,qpairs=1";
 
 // Engine A: h1 on vea, paced at 5 Mbit/s.
 std::string topology_a(const std::string& dir, const std::string& ns, const std::string& mode) {
@@ -46,7 +46,7 @@ nodes:
   h1: {kind: nic, mac: "02:00:00:00:0e:01", ip: 10.14.0.1, neighbors: {10.14.0.2: "02:00:00:00:0e:02"},
        loss_recovery: )" + mode + R"(}
 ports:
-  - {node: h1, device: "net_af_packet_ea,iface=vea)" + kAfPacket + R"(", netns: )" + ns + R"(, mtu: 1500, rate: 5M}
+  - {node: h1, device: "net_af_packet_ea,iface=vea)" + kAfPacketTuning + R"(", netns: )" + ns + R"(, mtu: 1500, rate: 5M}
 )");
 }
 
@@ -60,7 +60,7 @@ nodes:
 links:
   - {a: h2, b: "fw:0", rate: 100G, delay: 1us, faults_ab: {delay: 30ms}}
 ports:
-  - {node: "fw:1", device: "net_af_packet_eb,iface=veb)" + kAfPacket + R"(", netns: )" + ns + R"(, mtu: 1500}
+  - {node: "fw:1", device: "net_af_packet_eb,iface=veb)" + kAfPacketTuning + R"(", netns: )" + ns + R"(, mtu: 1500}
 )");
 }
 

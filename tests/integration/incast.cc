@@ -6,7 +6,7 @@
 namespace rocemu::test {
 namespace {
 
-constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+constexpr int kIncastAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
 std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
@@ -41,7 +41,7 @@ IncastResult run_incast(Star& s, const IncastSpec& spec) {
   std::vector<uint8_t> dst(per_sender * size_t(n), 0);
   constexpr uint64_t kDstIova = 0x7000'0000'0000ull;
   constexpr uint64_t kSrcIova = 0x1000'0000'0000ull;
-  const uint32_t dst_key = rx.reg_mr(dst.data(), dst.size(), kAccess, nullptr, kDstIova);
+  const uint32_t dst_key = rx.reg_mr(dst.data(), dst.size(), kIncastAccess, nullptr, kDstIova);
   if (dst_key == 0) {
     res.failure = "reg_mr of the destination failed";
     return res;
@@ -63,7 +63,7 @@ IncastResult run_incast(Star& s, const IncastSpec& spec) {
     sd.cq = h.create_cq(1024);
     sd.qp = h.create_qp(nic::QpType::kRc, sd.cq, sd.cq, cap);
     sd.peer = rx.create_qp(nic::QpType::kRc, rx_cq, rx_cq, cap);
-    sd.lkey = h.reg_mr(src[size_t(i)].data(), per_sender, kAccess, nullptr, kSrcIova + uint64_t(i) * 0x1'0000'0000ull);
+    sd.lkey = h.reg_mr(src[size_t(i)].data(), per_sender, kIncastAccess, nullptr, kSrcIova + uint64_t(i) * 0x1'0000'0000ull);
     if (sd.qp == nullptr || sd.peer == nullptr || sd.lkey == 0 ||
         nic::SimHost::connect(h, sd.qp, rx, sd.peer, spec.connect) != 0) {
       res.failure = "QP setup failed";

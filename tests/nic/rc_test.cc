@@ -32,7 +32,7 @@ RcPair make_pair(TwoNics& f, SimHost::ConnectOpts o = {}, uint32_t depth = 256) 
   return p;
 }
 
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
+std::vector<uint8_t> rc_pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& b : v) {
@@ -47,7 +47,7 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
 TEST_CASE("RC RDMA WRITE moves every byte and completes once", "[sim][nic][rc]") {
   TwoNics f;
   auto p = make_pair(f);
-  auto src = pattern(100000, 1);
+  auto src = rc_pattern(100000, 1);
   std::vector<uint8_t> dst(100000, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
@@ -76,7 +76,7 @@ TEST_CASE("RC RDMA WRITE moves every byte and completes once", "[sim][nic][rc]")
 TEST_CASE("RC SEND with immediate, READ and atomics", "[sim][nic][rc]") {
   TwoNics f;
   auto p = make_pair(f);
-  auto msg = pattern(5000, 2);
+  auto msg = rc_pattern(5000, 2);
   std::vector<uint8_t> rbuf(8192, 0);
   const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
@@ -172,7 +172,7 @@ TEST_CASE("Batched DMA: payload read ahead into the frames, written before the c
   o.mtu = IBV_MTU_4096;
   auto p = make_pair(f, o);
   constexpr uint32_t kMsg = 65536, kN = 12;
-  auto src = pattern(kMsg * kN, 9);
+  auto src = rc_pattern(kMsg * kN, 9);
   std::vector<uint8_t> dst(src.size(), 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
@@ -210,7 +210,7 @@ TEST_CASE("Batched DMA: READ responses read ahead across the READs owed", "[sim]
   o.mtu = IBV_MTU_4096;
   auto p = make_pair(f, o);
   constexpr uint32_t kMsg = 65536, kN = 12;
-  auto remote = pattern(kMsg * kN, 31);
+  auto remote = rc_pattern(kMsg * kN, 31);
   std::vector<uint8_t> local(remote.size(), 0);
   const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), test::kAccessAll);
@@ -240,7 +240,7 @@ TEST_CASE("Batched DMA: a WQE read ahead whose MR goes before its turn fails", "
   o.mtu = IBV_MTU_4096;
   auto p = make_pair(f, o);
   constexpr uint32_t kMsg = 65536;
-  auto a = pattern(kMsg, 1), b = pattern(kMsg, 2);
+  auto a = rc_pattern(kMsg, 1), b = rc_pattern(kMsg, 2);
   std::vector<uint8_t> dst(2 * kMsg, 0);
   const uint32_t ka = f.h1->reg_mr(a.data(), a.size(), test::kAccessAll);
   const uint32_t kb = f.h1->reg_mr(b.data(), b.size(), test::kAccessAll);
@@ -267,8 +267,8 @@ TEST_CASE("Batched DMA: read-ahead stops at a fence and at a WQE it cannot read"
   o.mtu = IBV_MTU_4096;
   auto p = make_pair(f, o);
   constexpr uint32_t kMsg = 65536;
-  auto src = pattern(kMsg * 5, 5);
-  auto dst = pattern(kMsg * 5, 77);
+  auto src = rc_pattern(kMsg * 5, 5);
+  auto dst = rc_pattern(kMsg * 5, 77);
   const auto src0 = src, dst0 = dst;
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
