@@ -172,6 +172,10 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
 int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   Mr* mr = mrs_.find(key);
   if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
+  // Its windows are unbound (as mlx5 leaves them: bound to an mkey that is
+  // gone), so that no later MR under this key or over this memory is
+  // reached through them.
+  unbind_windows(*mr);
   refund(ctx, &Usage::mrs, 0);
   mrs_.erase(key);
   return 0;
@@ -203,10 +207,17 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
     // it) is gone.
     const auto in = mrs_.insert(std::make_unique<Mr>(*mr));
     if (!in) return ENOMEM;
+    unbind_windows(*mr);
     mrs_.erase(key);
     mr = in->obj;
     mr->key = in->key;
+    mr->windows = 0;
     if (grows) mr->pages = pages_spanned(addr, length);
+  } else if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD)) {
+    // The same key over other memory or in another PD: the windows were
+    // bound to what it was (even if the new memory is at the same
+    // addresses), and are unbound.
+    unbind_windows(*mr);
   }
   if (new_key != nullptr) *new_key = mr->key;
   mr->pd = pd;

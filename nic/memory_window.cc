@@ -44,6 +44,7 @@ int Nic::alloc_mw(HostContext* ctx, uint32_t pd_handle, int type, uint32_t& hand
 int Nic::dealloc_mw(HostContext* ctx, uint32_t handle) {
   Mw* mw = mws_.find(handle);
   if (mw == nullptr || mw->pd->ctx != ctx) return EINVAL;
+  unbind_mw(*mw);
   mw_by_index_.erase(mw->rkey >> 8);
   mws_.erase(handle);
   return 0;
@@ -60,10 +61,10 @@ Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int a
       !mw->contains(va, len))
     return nullptr;
   if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;
-  // The MR as it is now: deregistered or invalidated since the bind, or
-  // reregistered into another PD, without IBV_ACCESS_MW_BIND (mlx5 makes
-  // a new mkey for that: the windows bound to the old one are gone) or
-  // away from the window's range, it gives nothing.
+  // The MR as it is now. Deregistering or reregistering it to other
+  // memory, PD or key unbinds its windows (unbind_windows); an MR
+  // invalidated since the bind gives nothing either, and what the bind
+  // checked of it is checked again.
   Mr* mr = mrs_.find(mw->mr_key);
   if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
       !mr->contains(va, len))
@@ -105,13 +106,16 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   } else if (addr != 0 || length != 0) {
     return IBV_WC_MW_BIND_ERR;
   }
+  unbind_mw(*mw);  // a type 1 window bound again leaves what it had
   mw->rkey = new_rkey;  // whoever held the old key has lost the window
-  mw->bound = mr != nullptr && length > 0;
-  mw->mr_key = mr != nullptr ? mr->key : 0;
-  mw->addr = mw->bound ? addr : 0;
-  mw->length = mw->bound ? length : 0;
-  mw->access = mw->bound ? access : 0;
   mw->qpn = qp.qpn;
+  if (mr == nullptr || length == 0) return IBV_WC_SUCCESS;
+  mw->bound = true;
+  mw->mr_key = mr->key;
+  mw->addr = addr;
+  mw->length = length;
+  mw->access = access;
+  mr->windows++;
   return IBV_WC_SUCCESS;
 }
 
@@ -119,15 +123,30 @@ ibv_wc_status Nic::local_invalidate(Qp& qp, uint32_t rkey) {
   Mw* mw = find_mw(rkey);
   // Only a type 2 window of the QP's PD, by its key now (o10-37.2.26).
   if (mw == nullptr || mw->type != IBV_MW_TYPE_2 || mw->pd != qp.pd) return IBV_WC_MW_BIND_ERR;
-  mw->bound = false;
+  unbind_mw(*mw);
   return IBV_WC_SUCCESS;
 }
 
 bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
   Mw* mw = find_mw(rkey);
   if (mw == nullptr || mw->type != IBV_MW_TYPE_2 || mw->pd != qp.pd) return false;
-  mw->bound = false;
+  unbind_mw(*mw);
   return true;
+}
+
+void Nic::unbind_mw(Mw& mw) {
+  if (!mw.bound) return;
+  if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows--;
+  mw.bound = false;
+  mw.mr_key = 0;
+  mw.addr = mw.length = 0;
+  mw.access = 0;
+}
+
+void Nic::unbind_windows(Mr& mr) {
+  if (mr.windows == 0) return;
+  for (auto& [index, mw] : mw_by_index_)
+    if (mw->bound && mw->mr_key == mr.key) unbind_mw(*mw);
 }
 
 }  // namespace rocemu::nic

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,9 +25,12 @@ struct TwoNics {
   InternalLink* link = nullptr;
   std::unique_ptr<nic::SimHost> h1, h2;
 
+  // Changes both NICs' configurations before they are built.
+  using Tune = std::function<void(nic::NicConfig&)>;
+
   explicit TwoNics(uint64_t seed = 1, nic::LossRecovery mode = nic::LossRecovery::kGoBackN,
                    LinkParams lp = LinkParams{}, uint32_t mbufs = 16384, bool ipv6 = false,
-                   bool batched_dma = false) {
+                   bool batched_dma = false, const Tune& tune = {}) {
     engine = make_engine(seed, mbufs);
     nic::NicConfig c1, c2;
     c1.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
@@ -38,6 +42,10 @@ struct TwoNics {
       c2.neighbors[c1.ips[0]] = c1.mac;
     }
     c1.recovery = c2.recovery = mode;
+    if (tune) {
+      tune(c1);
+      tune(c2);
+    }
     n1 = &engine->add<nic::Nic>("h1", c1);
     n2 = &engine->add<nic::Nic>("h2", c2);
     auto l = engine->connect(*n1, 0, *n2, 0, lp);
@@ -47,6 +55,7 @@ struct TwoNics {
     h1 = std::make_unique<nic::SimHost>(*engine, *n1, batched_dma);
     h2 = std::make_unique<nic::SimHost>(*engine, *n2, batched_dma);
   }
+  explicit TwoNics(const Tune& tune) : TwoNics(1, nic::LossRecovery::kGoBackN, LinkParams{}, 16384, false, false, tune) {}
   // Wraps a fabric built elsewhere (e.g. from a topology file).
   struct Adopt {};
   TwoNics(Adopt, std::unique_ptr<Engine> e, nic::Nic* a, nic::Nic* b) : engine(std::move(e)), n1(a), n2(b) {

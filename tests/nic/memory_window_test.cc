@@ -33,7 +33,7 @@ struct MwBench {
   uint32_t got_key = f.h1->reg_mr(got.data(), kBuf, test::kAccessAll);
   ibv_mr mr{};  // h2's MR as a bind names it (only lkey is read)
 
-  explicit MwBench(int mr_access = test::kAccessAll | IBV_ACCESS_MW_BIND) {
+  explicit MwBench(int mr_access = test::kAccessAll | IBV_ACCESS_MW_BIND, const TwoNics::Tune& tune = {}) : f(tune) {
     mr.lkey = mr.rkey = f.h2->reg_mr(mem.data(), kBuf, mr_access);
     REQUIRE(mr.lkey != 0);
     for (size_t i = 0; i < kBuf; i++) src[i] = uint8_t(i * 7 + 1);
@@ -89,6 +89,11 @@ struct MwBench {
     auto wc = wait_cqes(f, *f.h1, q.cq1, 1);
     REQUIRE(wc.size() == 1);
     return wc[0];
+  }
+  // A refused access takes both QPs of the pair to the error state: a new one.
+  void new_pair() {
+    p = connect_rc(f);
+    f.run([] { return false; }, ms(1));
   }
   bool mem_untouched(size_t from, size_t to) const {
     return std::all_of(mem.begin() + long(from), mem.begin() + long(to), [](uint8_t b) { return b == 0xee; });
@@ -519,5 +524,85 @@ TEST_CASE("ibv_rereg_mr under a bound window: the window follows the MR as it is
     REQUIRE(nic.alloc_pd(ctx, other) == 0);
     REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0) == 0);
     CHECK(b.peer(IBV_WR_RDMA_READ, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+  }
+  SECTION("the MR into another PD and back: the window stays unbound, free to bind again") {
+    uint32_t other;
+    REQUIRE(nic.alloc_pd(ctx, other) == 0);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0) == 0);
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_PD, b.f.h2->pd(), 0, 0, 0) == 0);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+    b.new_pair();
+    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_SUCCESS);
+  }
+  SECTION("a translation changed in place to the same memory (munmap, mmap) unbinds it") {
+    uint32_t now = 0;
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_TRANSLATION, 0, b.at(0), kBuf, 0, &now) == 0);
+    CHECK(now == b.mr.lkey);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("new keys, MW_BIND taken away and given back: the window stays unbound") {
+    uint32_t away = 0, back = 0;
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll, &away) == 0);
+    REQUIRE(nic.rereg_mr(ctx, away, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll | IBV_ACCESS_MW_BIND,
+                         &back) == 0);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+    b.new_pair();
+    b.mr.lkey = back;
+    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_SUCCESS);
+  }
+}
+
+TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a type 2 window is free to bind again", "[sim][nic][mw]") {
+  MwBench b;
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+  const uint32_t old = mw.rkey;
+  REQUIRE(b.f.h2->dereg_mr(b.mr.lkey) == 0);
+  // The same memory registered again: a new MR, which the window may now be bound to.
+  ibv_mr again{};
+  again.lkey = again.rkey = b.f.h2->reg_mr(b.mem.data(), kBuf, test::kAccessAll | IBV_ACCESS_MW_BIND);
+  REQUIRE(again.lkey != 0);
+  CHECK(b.peer(IBV_WR_RDMA_WRITE, old, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(b.mem_untouched(0, kBuf));
+  b.new_pair();
+  REQUIRE(b.bind(mw, &again, b.at(1024), 1024, IBV_ACCESS_REMOTE_WRITE).status == IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
+  CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
+  CHECK(b.mem_untouched(0, 1024));
+}
+
+TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a later MR under the same key and memory gets nothing through them",
+          "[sim][nic][mw]") {
+  // The NIC holds as many MRs as its key space has slots, so the one slot
+  // freed is taken again at once, and its key (slot and generation) comes
+  // round after 2^kGenBits registrations.
+  constexpr uint32_t kSlots = (1u << KeyedTable<Mr, 19>::kSlotBits) - 1;
+  MwBench b(test::kAccessAll | IBV_ACCESS_MW_BIND, [](NicConfig& c) {
+    c.max_mr = kSlots;
+    c.app_quota.mrs = kSlots;
+  });
+  for (const ibv_mw_type type : {IBV_MW_TYPE_1, IBV_MW_TYPE_2}) {
+    DYNAMIC_SECTION("type " << int(type)) {
+      ibv_mw mw = b.alloc(type);
+      REQUIRE(b.bind(mw, &b.mr, b.at(0), kBuf, kMwRights).status == IBV_WC_SUCCESS);
+      REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);  // it did reach the MR
+      std::fill(b.mem.begin(), b.mem.end(), 0xee);
+      const uint32_t key = b.mr.lkey;
+      REQUIRE(b.f.h2->dereg_mr(key) == 0);
+      constexpr uint32_t kGenBits = KeyedTable<Mr, 19>::kGenBits;
+      uint32_t again = 0;
+      for (uint64_t n = 0; again != key && n < 2 * uint64_t(kSlots); n++) {
+        again = b.f.h2->reg_mr(b.mem.data(), kBuf, test::kAccessAll | IBV_ACCESS_MW_BIND);
+        if (again == 0) break;
+        // The freed slot under another generation: given back, to come round again.
+        if (again != key && again >> kGenBits == key >> kGenBits && b.f.h2->dereg_mr(again) != 0) break;
+      }
+      REQUIRE(again == key);
+      CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+      CHECK(b.mem_untouched(0, kBuf));
+    }
   }
 }
