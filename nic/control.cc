@@ -610,6 +610,9 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   auto it = qps_.find(qpn);
   if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
   Qp* qp = it->second.get();
+  // Its type 2 windows are unbound: free to be bound again, and no later
+  // QP with this QPN reaches them.
+  unbind_windows(*qp);
   refund(ctx, &Usage::qps, qp_bytes(*qp));
   std::erase_if(dma_failed_, [qp](const DmaOwner& o) { return o.qp == qp; });
   sched_.forget(*qp);

@@ -116,6 +116,7 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   mw->length = length;
   mw->access = access;
   mr->windows++;
+  if (mw->type == IBV_MW_TYPE_2) qp.windows++;
   return IBV_WC_SUCCESS;
 }
 
@@ -137,6 +138,7 @@ bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
 void Nic::unbind_mw(Mw& mw) {
   if (!mw.bound) return;
   if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows--;
+  if (Qp* qp = find_qp(mw.qpn); qp != nullptr && mw.type == IBV_MW_TYPE_2) qp->windows--;
   mw.bound = false;
   mw.mr_key = 0;
   mw.addr = mw.length = 0;
@@ -147,6 +149,12 @@ void Nic::unbind_windows(Mr& mr) {
   if (mr.windows == 0) return;
   for (auto& [index, mw] : mw_by_index_)
     if (mw->bound && mw->mr_key == mr.key) unbind_mw(*mw);
+}
+
+void Nic::unbind_windows(Qp& qp) {
+  if (qp.windows == 0) return;
+  for (auto& [index, mw] : mw_by_index_)
+    if (mw->bound && mw->type == IBV_MW_TYPE_2 && mw->qpn == qp.qpn) unbind_mw(*mw);
 }
 
 }  // namespace rocemu::nic

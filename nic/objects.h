@@ -62,7 +62,7 @@ struct Mr {
 // A memory window (ibv_alloc_mw): a key granting remote access to part of
 // an MR, bound and unbound by work requests on a QP (IBA 10.6.7), and
 // unbound when its MR is deregistered or reregistered to other memory, PD
-// or key. Its rkey
+// or key, or (type 2) when the QP it is bound to is destroyed. Its rkey
 // is kMwKeyBit | index << 8 | key byte: MR keys never have kMwKeyBit, so
 // one rkey space holds both; the low byte is the consumer's (ibv_inc_rkey),
 // chosen anew by each bind.

@@ -11,17 +11,8 @@
 #include "nic/nic.h"
 #include "nic/nic_kind.h"
 #include "tests/nic/fabric.h"
+#include "tests/nic/nic_test_peer.h"
 #include "tests/nic/probe.h"
-
-namespace rocemu::nic {
-
-// Nic's friend for tests: the strategy a NIC was built with.
-class NicTestPeer {
- public:
-  static const LossRecoveryStrategy& recovery(const Nic& n) { return *n.recovery_; }
-};
-
-}  // namespace rocemu::nic
 
 using namespace rocemu;
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "tests/nic/fabric.h"
+#include "tests/nic/nic_test_peer.h"
 
 using namespace rocemu;
 using namespace rocemu::nic;
@@ -605,4 +606,41 @@ TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a later MR under the same key 
       CHECK(b.mem_untouched(0, kBuf));
     }
   }
+}
+
+TEST_CASE("ibv_destroy_qp unbinds the type 2 windows bound through it", "[sim][nic][mw]") {
+  MwBench b;
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);  // it did reach the MR
+  std::fill(b.mem.begin(), b.mem.end(), 0xee);
+  const uint32_t qpn = b.p.q2->qpn;
+  REQUIRE(b.f.h2->destroy_qp(b.p.q2) == 0);
+  SECTION("a new QP under the same QPN reaches nothing through the old key") {
+    NicTestPeer::set_next_qpn(*b.f.n2, qpn);
+    b.new_pair();
+    REQUIRE(b.p.q2->qpn == qpn);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("the window is free: bound again through another QP, the new key works") {
+    b.new_pair();
+    const uint32_t old = mw.rkey;
+    REQUIRE(b.bind(mw, &b.mr, b.at(1024), 1024, IBV_ACCESS_REMOTE_WRITE).status == IBV_WC_SUCCESS);
+    REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
+    CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, old, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, 1024));
+  }
+}
+
+TEST_CASE("ibv_destroy_qp leaves a type 1 window bound through it (a type 1 window belongs to its PD)",
+          "[sim][nic][mw]") {
+  MwBench b;
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_1);
+  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.f.h2->destroy_qp(b.p.q2) == 0);
+  b.new_pair();
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
+  CHECK(std::equal(b.src.begin(), b.src.begin() + 64, b.mem.begin()));
 }

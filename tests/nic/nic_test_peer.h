@@ -1,0 +1,19 @@
+// Nic's friend for tests: what a test may read or set of a NIC's insides
+// that no verb reaches.
+#pragma once
+
+#include <cstdint>
+
+#include "nic/nic.h"
+
+namespace rocemu::nic {
+
+class NicTestPeer {
+ public:
+  // The loss recovery strategy the NIC was built with.
+  static const LossRecoveryStrategy& recovery(const Nic& n) { return *n.recovery_; }
+  // The QPN the next QP gets (QPNs come round only after 2^24 QPs).
+  static void set_next_qpn(Nic& n, uint32_t qpn) { n.next_qpn_ = qpn; }
+};
+
+}  // namespace rocemu::nic
