@@ -20,23 +20,6 @@ uint64_t pages_spanned(uint64_t addr, uint64_t length) { return ((addr + length 
 constexpr int kAccessChangedInPlace = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                       IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING;
 
-// Takes one object counted in `field` and `bytes` of ring memory from the
-// application's quota; ENOMEM (a provider out of resources) if it has no
-// room left for them.
-int charge(HostContext* ctx, uint32_t Usage::*field, uint32_t limit, uint64_t bytes, uint64_t bytes_limit) {
-  Usage& u = *ctx->usage;
-  if (u.*field >= limit || bytes > bytes_limit || u.queue_bytes > bytes_limit - bytes) return ENOMEM;
-  u.*field += 1;
-  u.queue_bytes += bytes;
-  return 0;
-}
-
-void refund(HostContext* ctx, uint32_t Usage::*field, uint64_t bytes) {
-  Usage& u = *ctx->usage;
-  u.*field -= 1;
-  u.queue_bytes -= bytes;
-}
-
 uint64_t cq_bytes(const Cq& cq) { return ring_bytes(cq.capacity(), sizeof(Cqe)); }
 uint64_t srq_bytes(Srq& srq) { return ring_bytes(srq.rq.ring().entries(), srq.rq.ring().stride()); }
 uint64_t qp_bytes(Qp& qp) {
@@ -45,6 +28,21 @@ uint64_t qp_bytes(Qp& qp) {
 }
 
 }  // namespace
+
+int Nic::charge(HostContext* ctx, uint32_t Usage::*field, uint32_t limit, uint64_t bytes) {
+  Usage& u = *ctx->usage;
+  const uint64_t bytes_limit = cfg_.app_quota.queue_bytes;
+  if (u.*field >= limit || bytes > bytes_limit || u.queue_bytes > bytes_limit - bytes) return ENOMEM;
+  u.*field += 1;
+  u.queue_bytes += bytes;
+  return 0;
+}
+
+void Nic::refund(HostContext* ctx, uint32_t Usage::*field, uint64_t bytes) {
+  Usage& u = *ctx->usage;
+  u.*field -= 1;
+  u.queue_bytes -= bytes;
+}
 
 HostContext* Nic::open_context(HostMemory* memory, uint64_t owner) {
   auto ctx = std::make_unique<HostContext>();
@@ -94,7 +92,7 @@ void Nic::close_context(HostContext* ctx) {
   mrs_.for_each([&](const Mr& m) {
     if (m.pd->ctx != ctx) return;
     keys.push_back(m.key);
-    refund(ctx, &Usage::mrs, 0);
+    refund(ctx, &Usage::mrs);
   });
   for (uint32_t k : keys) mrs_.erase(k);
   keys.clear();
@@ -152,7 +150,7 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   const uint64_t io = iova.value_or(addr);
   if (length == 0 || addr + length < addr || io + length < io) return EINVAL;
   if (mrs_.size() >= cfg_.max_mr) return ENOMEM;
-  if (int e = charge(ctx, &Usage::mrs, cfg_.app_quota.mrs, 0, cfg_.app_quota.queue_bytes); e != 0) return e;
+  if (int e = charge(ctx, &Usage::mrs, cfg_.app_quota.mrs); e != 0) return e;
   auto mr = std::make_unique<Mr>();
   mr->pd = pd;
   mr->addr = io;
@@ -162,7 +160,7 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
   mr->pages = pages_spanned(addr, length);
   const auto in = mrs_.insert(std::move(mr));
   if (!in) {
-    refund(ctx, &Usage::mrs, 0);
+    refund(ctx, &Usage::mrs);
     return ENOMEM;
   }
   key = in->obj->key = in->key;
@@ -176,7 +174,7 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   // gone), so that no later MR under this key or over this memory is
   // reached through them.
   unbind_windows(*mr);
-  refund(ctx, &Usage::mrs, 0);
+  refund(ctx, &Usage::mrs);
   mrs_.erase(key);
   return 0;
 }
@@ -240,7 +238,7 @@ int Nic::create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& han
   if (cqs_.size() >= cfg_.max_cq) return ENOMEM;
   const uint32_t slots = round_up_pow2(entries);
   const uint64_t bytes = ring_bytes(slots, sizeof(Cqe));
-  if (int e = charge(ctx, &Usage::cqs, cfg_.app_quota.cqs, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
+  if (int e = charge(ctx, &Usage::cqs, cfg_.app_quota.cqs, bytes); e != 0) return e;
   auto cq = std::make_unique<Cq>(0, ctx, Ring(ring, slots, sizeof(Cqe), true));
   const auto in = cqs_.insert(std::move(cq));
   if (!in) {
@@ -277,7 +275,7 @@ int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t e
   if (limit > slots) return EINVAL;
   if (srqs_.size() >= cfg_.max_srq) return ENOMEM;
   const uint64_t bytes = ring_bytes(slots, recv_wqe_stride(max_sge));
-  if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
+  if (int e = charge(ctx, &Usage::srqs, cfg_.app_quota.srqs, bytes); e != 0) return e;
   auto srq = std::make_unique<Srq>();
   srq->pd = pd;
   srq->rq = RecvQueue(Ring(ring, slots, recv_wqe_stride(max_sge), true), max_sge);
@@ -389,7 +387,7 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
   qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
   const uint64_t bytes = ring_bytes(sq_entries, sq_stride) + (srq == nullptr ? ring_bytes(rq_entries, rq_stride) : 0);
-  if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes, cfg_.app_quota.queue_bytes); e != 0) return e;
+  if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes); e != 0) return e;
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
   next_qpn_ = next_free_qpn(next_qpn_, [this](uint32_t q) { return qps_.count(q) != 0; });

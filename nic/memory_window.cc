@@ -29,11 +29,15 @@ int Nic::alloc_mw(HostContext* ctx, uint32_t pd_handle, int type, uint32_t& hand
   if (pd == nullptr || pd->ctx != ctx) return EINVAL;
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return EINVAL;
   if (mws_.size() >= cfg_.max_mr) return ENOMEM;
+  if (int e = charge(ctx, &HostContext::Usage::mws, cfg_.app_quota.mws); e != 0) return e;
   auto mw = std::make_unique<Mw>();
   mw->pd = pd;
   mw->type = ibv_mw_type(type);
   const auto in = mws_.insert(std::move(mw));
-  if (!in) return ENOMEM;
+  if (!in) {
+    refund(ctx, &HostContext::Usage::mws);
+    return ENOMEM;
+  }
   Mw& w = *in->obj;
   w.handle = handle = in->key;
   w.rkey = rkey = mw_index(w.handle) << 8 | mw_key_byte_++;
@@ -45,6 +49,7 @@ int Nic::dealloc_mw(HostContext* ctx, uint32_t handle) {
   Mw* mw = mws_.find(handle);
   if (mw == nullptr || mw->pd->ctx != ctx) return EINVAL;
   unbind_mw(*mw);
+  refund(ctx, &HostContext::Usage::mws);
   mw_by_index_.erase(mw->rkey >> 8);
   mws_.erase(handle);
   return 0;

@@ -86,6 +86,7 @@ struct NicConfig {
     uint32_t qps = 4096;
     uint32_t cqs = 8192;
     uint32_t mrs = 16384;
+    uint32_t mws = 16384;  // memory windows
     uint32_t srqs = 1024;
     uint64_t queue_bytes = 1ull << 30;  // memory of its send/receive/completion rings
   } app_quota;
@@ -325,6 +326,13 @@ class Nic final : public Node {
   static void rnr_thunk(void* qp, Time now);
   void rewind(Qp& qp, uint32_t psn, Time now);
   bool validate_local_sges(Qp& qp, SendWork& w);
+
+  // ---- control.cc: the application's quota (NicConfig::app_quota) ----
+  // Takes one object counted in `field` (at most `limit`) and `bytes` of
+  // ring memory from what the context's application may hold; ENOMEM (a
+  // provider out of resources) if it has no room left for them.
+  int charge(HostContext* ctx, uint32_t HostContext::Usage::*field, uint32_t limit, uint64_t bytes = 0);
+  void refund(HostContext* ctx, uint32_t HostContext::Usage::*field, uint64_t bytes = 0);
 
   // ---- memory_window.cc ----
   // A send WQE that touches no wire (IBV_WR_BIND_MW, IBV_WR_LOCAL_INV),

@@ -27,7 +27,7 @@ struct HostContext {
   // What its application holds, against NicConfig::app_quota: shared by
   // every context the application has opened on this NIC.
   struct Usage {
-    uint32_t qps = 0, cqs = 0, mrs = 0, srqs = 0;
+    uint32_t qps = 0, cqs = 0, mrs = 0, mws = 0, srqs = 0;
     uint64_t queue_bytes = 0;
   };
   uint64_t owner = 0;

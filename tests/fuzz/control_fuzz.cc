@@ -46,7 +46,7 @@ struct World {
     cfg.ips = {*wire::IpAddr::parse("10.0.0.1")};
     cfg.max_cqe = 1 << 14;  // rings stay small: many sessions, little memory
     cfg.max_qp_wr = 1 << 12;
-    cfg.app_quota = {.qps = 32, .cqs = 32, .mrs = 64, .srqs = 8, .queue_bytes = 32ull << 20};
+    cfg.app_quota = {.qps = 32, .cqs = 32, .mrs = 64, .mws = 16, .srqs = 8, .queue_bytes = 32ull << 20};
     engine->add<nic::Nic>("h1", cfg);
     agent = &engine->add<verbs::HostAgent>();
     engine->start();
@@ -79,7 +79,7 @@ struct Input {
 
 // What the server handed out in this session, to be named again.
 struct Known {
-  std::vector<uint32_t> pds, cqs, qps, mrs, srqs, ahs, channels;
+  std::vector<uint32_t> pds, cqs, qps, mrs, mws, srqs, ahs, channels;
   static uint32_t pick(const std::vector<uint32_t>& v, Input& in) {
     const uint8_t b = in.byte();
     if (v.empty() || b < 64) return in.u32();  // anything at all
@@ -105,6 +105,8 @@ Request make_request(Input& in, Known& k, World& w) {
       break;
     }
     case Op::kDeregMr: r.u.handle.handle = k.pick(k.mrs, in); break;
+    case Op::kAllocMw: r.u.alloc_mw = {k.pick(k.pds, in), in.byte() & 1 ? in.u32() : uint32_t(in.byte() % 4)}; break;
+    case Op::kDeallocMw: r.u.handle.handle = k.pick(k.mws, in); break;
     case Op::kDestroyChannel: r.u.handle.handle = k.pick(k.channels, in); break;
     case Op::kCreateCq:
       r.u.create_cq.entries = in.byte() & 1 ? in.u32() : in.byte();
@@ -198,6 +200,7 @@ void remember(const Request& r, const Reply& rep, Known& k) {
   switch (r.op) {
     case Op::kAllocPd: k.pds.push_back(rep.u.handle.handle); break;
     case Op::kRegMr: k.mrs.push_back(rep.u.mr.key); break;
+    case Op::kAllocMw: k.mws.push_back(rep.u.mw.handle); break;
     case Op::kCreateChannel: k.channels.push_back(rep.u.handle.handle); break;
     case Op::kCreateCq: k.cqs.push_back(rep.u.ring.handle); break;
     case Op::kCreateSrq: k.srqs.push_back(rep.u.ring.handle); break;

@@ -115,3 +115,43 @@ TEST_CASE("QPNs go round from 0xffffff to 0x11, never onto the special QPs 0..0x
   used.clear();
   CHECK(next_free_qpn(0, in_use) == kFirstQpn);
 }
+
+TEST_CASE("Memory windows are a per-application quota: ENOMEM beyond it, given back by dealloc and exit",
+          "[sim][nic][mw]") {
+  auto engine = test::make_engine();
+  NicConfig cfg;
+  cfg.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
+  cfg.ips = {*wire::IpAddr::parse("10.0.0.1")};
+  cfg.app_quota.mws = 3;
+  auto& nic = engine->add<Nic>("h1", cfg);
+  engine->start();
+  // Two contexts of one application (owner 7), and another application.
+  HostContext* first = nic.open_context(nullptr, 7);
+  HostContext* second = nic.open_context(nullptr, 7);
+  HostContext* other = nic.open_context(nullptr, 8);
+  uint32_t pd1, pd2, pd3;
+  REQUIRE(nic.alloc_pd(first, pd1) == 0);
+  REQUIRE(nic.alloc_pd(second, pd2) == 0);
+  REQUIRE(nic.alloc_pd(other, pd3) == 0);
+  auto alloc = [&](HostContext* ctx, uint32_t pd, uint32_t* handle = nullptr) {
+    uint32_t h = 0, rkey = 0;
+    const int e = nic.alloc_mw(ctx, pd, IBV_MW_TYPE_2, h, rkey);
+    if (handle != nullptr) *handle = h;
+    return e;
+  };
+  uint32_t w1 = 0;
+  REQUIRE(alloc(first, pd1, &w1) == 0);
+  REQUIRE(alloc(first, pd1) == 0);
+  REQUIRE(alloc(second, pd2) == 0);
+  CHECK(alloc(second, pd2) == ENOMEM);  // the application has its three
+  CHECK(alloc(first, pd1) == ENOMEM);
+  CHECK(alloc(other, pd3) == 0);  // another application has its own
+  REQUIRE(nic.dealloc_mw(first, w1) == 0);  // given back
+  CHECK(alloc(second, pd2) == 0);
+  CHECK(alloc(second, pd2) == ENOMEM);
+  nic.close_context(first);  // its one window goes back to the application
+  CHECK(alloc(second, pd2) == 0);
+  CHECK(alloc(second, pd2) == ENOMEM);
+  nic.close_context(second);
+  nic.close_context(other);
+}
