@@ -22,6 +22,17 @@ uint32_t mw_index(uint32_t handle) {
   return kMwKeyBit >> 8 | (handle >> kGenBits) << 3 | (handle & 7);
 }
 
+// What a window of PD `pd` with remote `rights` needs of its MR, at the
+// bind and again at each access (the MR may have been invalidated or
+// reregistered in place since): not invalidated, the same PD, bind
+// allowed (C10-73), not zero-based, local write behind remote write or
+// atomic rights (C10-74).
+bool mr_admits_window(const Mr& mr, const Pd* pd, int rights) {
+  if (mr.invalidated || mr.pd != pd || !(mr.access & IBV_ACCESS_MW_BIND) || (mr.access & IBV_ACCESS_ZERO_BASED))
+    return false;
+  return !(rights & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) || (mr.access & IBV_ACCESS_LOCAL_WRITE);
+}
+
 }  // namespace
 
 int Nic::alloc_mw(HostContext* ctx, uint32_t pd_handle, int type, uint32_t& handle, uint32_t& rkey) {
@@ -67,13 +78,11 @@ Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int a
     return nullptr;
   if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;
   // The MR as it is now. Deregistering or reregistering it to other
-  // memory, PD or key unbinds its windows (unbind_windows); an MR
-  // invalidated since the bind gives nothing either, and what the bind
-  // checked of it is checked again.
+  // memory, PD or key unbinds its windows (unbind_windows); what the bind
+  // checked of it is checked again, for this access (an in-place rereg
+  // may have taken local write away, an invalidation everything).
   Mr* mr = mrs_.find(mw->mr_key);
-  if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
-      !mr->contains(va, len))
-    return nullptr;
+  if (mr == nullptr || !mr_admits_window(*mr, mw->pd, access) || !mr->contains(va, len)) return nullptr;
   return mr;
 }
 
@@ -100,13 +109,8 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   Mr* mr = nullptr;
   if (w.ud_ah != 0) {
     mr = mrs_.find(w.ud_ah);
-    // The MR: same PD, bind allowed (C10-73), local write behind remote
-    // write or atomic rights (C10-74), the range inside it (C10-75).
-    if (mr == nullptr || mr->invalidated || mr->pd != mw->pd || !(mr->access & IBV_ACCESS_MW_BIND) ||
-        (mr->access & IBV_ACCESS_ZERO_BASED))
-      return IBV_WC_MW_BIND_ERR;
-    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(mr->access & IBV_ACCESS_LOCAL_WRITE))
-      return IBV_WC_MW_BIND_ERR;
+    // The MR: as a window needs it, the range inside it (C10-75).
+    if (mr == nullptr || !mr_admits_window(*mr, mw->pd, access)) return IBV_WC_MW_BIND_ERR;
     if (length > 0 && !mr->contains(addr, length)) return IBV_WC_MW_BIND_ERR;
   } else if (addr != 0 || length != 0) {
     return IBV_WC_MW_BIND_ERR;

@@ -505,6 +505,15 @@ TEST_CASE("ibv_rereg_mr under a bound window: the window follows the MR as it is
     REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
     CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
   }
+  SECTION("local write taken away (in place): the window's WRITE refused, READ answered (C10-74)") {
+    uint32_t now = 0;
+    REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0,
+                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND, &now) == 0);
+    CHECK(now == b.mr.lkey);
+    CHECK(b.peer(IBV_WR_RDMA_READ, mw.rkey, b.at(1024), 64).status == IBV_WC_SUCCESS);
+    CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
+    CHECK(b.mem_untouched(0, kBuf));
+  }
   SECTION("MW_BIND taken away: the window reaches nothing") {
     REQUIRE(nic.rereg_mr(ctx, b.mr.lkey, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll) == 0);
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 64).status == IBV_WC_REM_ACCESS_ERR);
