@@ -288,12 +288,14 @@ TEST_CASE("Binds that may not be: IBV_WC_MW_BIND_ERR, the window unchanged", "[s
     wr.bind_mw.bind_info = {&b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ};
     CHECK(b.post2(wr).status == IBV_WC_MW_BIND_ERR);
   }
-  SECTION("a window of another PD than the QP's") {
-    uint32_t pd;
-    REQUIRE(b.f.n2->alloc_pd(b.f.h2->context(), pd) == 0);
-    ibv_mw mw{};
-    REQUIRE(b.f.n2->alloc_mw(b.f.h2->context(), pd, IBV_MW_TYPE_2, mw.handle, mw.rkey) == 0);
-    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_MW_BIND_ERR);
+  for (const ibv_mw_type type : {IBV_MW_TYPE_1, IBV_MW_TYPE_2}) {
+    DYNAMIC_SECTION("a window of type " << int(type) << " of another PD than the QP's") {
+      uint32_t pd;
+      REQUIRE(b.f.n2->alloc_pd(b.f.h2->context(), pd) == 0);
+      ibv_mw mw{};
+      REQUIRE(b.f.n2->alloc_mw(b.f.h2->context(), pd, type, mw.handle, mw.rkey) == 0);
+      CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_MW_BIND_ERR);
+    }
   }
   SECTION("a failed bind takes the QP to the error state: what follows is flushed") {
     ibv_mw mw = b.alloc(IBV_MW_TYPE_1);
@@ -390,6 +392,15 @@ TEST_CASE("SEND with invalidate frees the peer's type 2 window", "[sim][nic][mw]
     CHECK(recv.byte_len == 32);
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("a key the window no longer has: the receive fails, the window stays bound") {
+    ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+    REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+    const auto [sent, recv] = send_inv(ibv_inc_rkey(mw.rkey));
+    CHECK(sent.status == IBV_WC_SUCCESS);
+    CHECK(recv.status == IBV_WC_REM_INV_REQ_ERR);
+    b.new_pair();
+    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_MW_BIND_ERR);  // still bound
   }
   SECTION("a type 1 window may not be invalidated: the receive fails, the window stays") {
     ibv_mw mw = b.alloc(IBV_MW_TYPE_1);
@@ -652,4 +663,23 @@ TEST_CASE("ibv_destroy_qp leaves a type 1 window bound through it (a type 1 wind
   b.new_pair();
   REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);
   CHECK(std::equal(b.src.begin(), b.src.begin() + 64, b.mem.begin()));
+}
+
+TEST_CASE("A window is reached only through QPs of its PD: another application's QP on its NIC is refused",
+          "[sim][nic][mw]") {
+  MwBench b;
+  ibv_mw mw = b.alloc(IBV_MW_TYPE_1);
+  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);  // through a QP of its PD
+  std::fill(b.mem.begin(), b.mem.end(), 0xee);
+  SimHost other(*b.f.engine, *b.f.n2);  // another context, another PD
+  const ibv_qp_cap cap{16, 16, 1, 1, 0};
+  test::RcPair pair{};
+  pair.cq1 = b.f.h1->create_cq(16);
+  pair.cq2 = other.create_cq(16);
+  pair.q1 = b.f.h1->create_qp(QpType::kRc, pair.cq1, pair.cq1, cap);
+  pair.q2 = other.create_qp(QpType::kRc, pair.cq2, pair.cq2, cap);
+  REQUIRE(SimHost::connect(*b.f.h1, pair.q1, other, pair.q2) == 0);
+  CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64, 0, &pair).status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(b.mem_untouched(0, kBuf));
 }
