@@ -12,7 +12,8 @@
 //   rocemu-verify --api                        ibv_rereg_mr, the GID queries, vendor IDs and
 //                                              comp_masks answer as rdma-core's man pages say
 //   rocemu-verify --mw                         memory windows: type 1 and 2 bound, reached,
-//                                              refused outside and after invalidation
+//                                              refused outside, after invalidation and once
+//                                              unbound by dereg/rereg/destroy_qp (README)
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   options: --size BYTES --iters N --gid INDEX
@@ -587,6 +588,88 @@ ibv_wc bind_type2(Side& s, ibv_mw* mw, ibv_mr* mr, uint64_t addr, uint64_t len, 
   return wc;
 }
 
+// A WRITE of 64 bytes from `s` through `rkey` to `addr`, refused with
+// IBV_WC_REM_ACCESS_ERR and the owner's memory unchanged.
+void check_refused(Side& s, const Side& owner, uint64_t addr, uint32_t rkey, const char* what) {
+  const std::vector<uint8_t> before = owner.buf;
+  post(s, IBV_WR_RDMA_WRITE, 0, 64, addr, rkey, 0xdead);
+  const ibv_wc wc = wait(s, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE through %s: %s", what, ibv_wc_status_str(wc.status));
+  CHECKV(owner.buf == before, "WRITE through %s changed memory", what);
+}
+
+// A bound window stops working when its MR is deregistered or
+// reregistered to other memory, and a type 2 one when its QP is destroyed:
+// the old key is refused (with the same memory registered again under a
+// new MR too), and a type 2 window is free to be bound again. Each check
+// has pairs of its own (a refusal takes a pair to the error state).
+constexpr unsigned kMwRw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+void check_unbound_by_dereg(ibv_context* ctx, ibv_pd* pd, const Options& o) {
+  MwPair u, v;
+  mw_pair(u, ctx, pd, o, 0x800);
+  mw_pair(v, ctx, pd, o, 0x900);
+  const uint64_t ubase = reinterpret_cast<uint64_t>(u.own.buf.data());
+  ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw != nullptr, "alloc_mw(TYPE_2)");
+  if (mw == nullptr) return;
+  CHECKV(bind_type2(u.own, mw, u.own.mr, ubase, 4096, kMwRw).status == IBV_WC_SUCCESS, "bind before ibv_dereg_mr");
+  post(u.peer, IBV_WR_RDMA_WRITE, 0, 64, ubase, mw->rkey, 0x90);
+  CHECKV(wait(u.peer, 1)[0].status == IBV_WC_SUCCESS, "WRITE through the window before ibv_dereg_mr");
+  CHECKV(ibv_dereg_mr(u.own.mr) == 0, "ibv_dereg_mr of an MR with a bound window");
+  u.own.mr = ibv_reg_mr(pd, u.own.buf.data(), u.own.buf.size(),
+                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
+  CHECKV(u.own.mr != nullptr, "reg_mr again: %s", std::strerror(errno));
+  if (u.own.mr == nullptr) return;
+  check_refused(u.peer, u.own, ubase, mw->rkey, "a window whose MR was deregistered");
+  CHECKV(bind_type2(v.own, mw, u.own.mr, ubase + 4096, 4096, kMwRw).status == IBV_WC_SUCCESS,
+         "the window bound again after ibv_dereg_mr");
+  post(v.peer, IBV_WR_RDMA_WRITE, 0, 4096, ubase + 4096, mw->rkey, 0x91);
+  CHECKV(wait(v.peer, 1)[0].status == IBV_WC_SUCCESS &&
+             std::memcmp(u.own.buf.data() + 4096, v.peer.buf.data(), 4096) == 0,
+         "WRITE through the window bound again after ibv_dereg_mr");
+  CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+}
+
+void check_unbound_by_destroy_qp(ibv_context* ctx, ibv_pd* pd, const Options& o) {
+  MwPair v, w;
+  mw_pair(v, ctx, pd, o, 0xa00);
+  mw_pair(w, ctx, pd, o, 0xb00);
+  const uint64_t vbase = reinterpret_cast<uint64_t>(v.own.buf.data());
+  ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw != nullptr, "alloc_mw(TYPE_2)");
+  if (mw == nullptr) return;
+  CHECKV(bind_type2(v.own, mw, v.own.mr, vbase, 4096, kMwRw).status == IBV_WC_SUCCESS, "bind before ibv_destroy_qp");
+  // Bound, it cannot be bound again (o10-37.2.30) until its QP goes.
+  CHECKV(bind_type2(v.own, mw, v.own.mr, vbase, 64, kMwRw).status == IBV_WC_MW_BIND_ERR,
+         "a second bind of a bound type 2 window");
+  CHECKV(ibv_destroy_qp(v.own.qp) == 0, "ibv_destroy_qp with a bound window");
+  CHECKV(bind_type2(w.own, mw, v.own.mr, vbase + 8192, 64, kMwRw).status == IBV_WC_SUCCESS,
+         "the window bound again after ibv_destroy_qp");
+  CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+}
+
+void check_unbound_by_rereg(ibv_context* ctx, ibv_pd* pd, const Options& o) {
+  MwPair w;
+  mw_pair(w, ctx, pd, o, 0xc00);
+  const uint64_t wbase = reinterpret_cast<uint64_t>(w.own.buf.data());
+  ibv_mw* mw = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+  CHECKV(mw != nullptr, "alloc_mw(TYPE_1)");
+  if (mw == nullptr) return;
+  ibv_mw_bind b{};
+  b.wr_id = 0xb7;
+  b.send_flags = IBV_SEND_SIGNALED;
+  b.bind_info = {w.own.mr, wbase, 4096, kMwRw};
+  CHECKV(ibv_bind_mw(w.own.qp, mw, &b) == 0 && wait(w.own, 1)[0].status == IBV_WC_SUCCESS, "bind before ibv_rereg_mr");
+  post(w.peer, IBV_WR_RDMA_WRITE, 0, 64, wbase, mw->rkey, 0x92);
+  CHECKV(wait(w.peer, 1)[0].status == IBV_WC_SUCCESS, "WRITE through the window before ibv_rereg_mr");
+  // A new translation of the same memory, as after a munmap and mmap there.
+  CHECKV(ibv_rereg_mr(w.own.mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, w.own.buf.data(), w.own.buf.size(), 0) == 0,
+         "ibv_rereg_mr(CHANGE_TRANSLATION): %s", std::strerror(errno));
+  check_refused(w.peer, w.own, wbase, mw->rkey, "a window whose MR was reregistered");
+  CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+}
+
 int run_mw(const Options& o) {
   ibv_context* ctx = open_device();
   ibv_device_attr da{};
@@ -597,7 +680,7 @@ int run_mw(const Options& o) {
   ibv_pd* pd = ibv_alloc_pd(ctx);
   errno = 0;
   CHECKV(ibv_alloc_mw(pd, ibv_mw_type(3)) == nullptr && errno == EINVAL, "alloc_mw of type 3: errno %d", errno);
-  const unsigned rw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const unsigned rw = kMwRw;
 
   MwPair a;
   mw_pair(a, ctx, pd, o, 0x100);
@@ -610,7 +693,13 @@ int run_mw(const Options& o) {
   ibv_mw_bind b1{};
   b1.wr_id = 0xb1;
   b1.send_flags = IBV_SEND_SIGNALED;
-  b1.bind_info = {a.own.mr, base + 4096, 8192, rw};
+  // Zero-based rights (which rocemu's windows do not have): EINVAL from
+  // the provider, as mlx5_bind_mw gives, nothing posted, the key as it
+  // was; the same bind without them is the one that then succeeds.
+  b1.bind_info = {a.own.mr, base + 4096, 8192, rw | IBV_ACCESS_ZERO_BASED};
+  CHECKV(ibv_bind_mw(a.own.qp, mw1, &b1) == EINVAL && mw1->rkey == key0,
+         "ibv_bind_mw with zero-based rights: not EINVAL, or the key changed");
+  b1.bind_info.mw_access_flags = rw;
   CHECKV(ibv_bind_mw(a.own.qp, mw1, &b1) == 0, "ibv_bind_mw");
   ibv_wc wc = wait(a.own, 1)[0];
   CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 0xb1, "bind type 1: %s, opcode %d",
@@ -668,6 +757,11 @@ int run_mw(const Options& o) {
   // Outside the type 1 window (which any QP of the PD reaches): one byte past its end.
   MwPair c;
   mw_pair(c, ctx, pd, o, 0x200);
+  post(c.peer, IBV_WR_RDMA_WRITE, 0, 8192, base + 4096, mw1->rkey, 0x70);  // all of it: lands
+  wc = wait(c.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS, "WRITE of the whole type 1 window from another QP: %s",
+         ibv_wc_status_str(wc.status));
+  CHECKV(std::memcmp(a.own.buf.data() + 4096, c.peer.buf.data(), 8192) == 0, "type 1 from another QP: bytes differ");
   before = a.own.buf;
   post(c.peer, IBV_WR_RDMA_WRITE, 0, 8192, base + 4096 + 1, mw1->rkey, 7);
   wc = wait(c.peer, 1)[0];
@@ -684,10 +778,15 @@ int run_mw(const Options& o) {
   CHECKV(mw3 != nullptr, "alloc_mw(TYPE_2)");
   if (mw3 == nullptr) return 1;
   CHECKV(bind_type2(d.own, mw3, d.own.mr, dbase, 4096, rw).status == IBV_WC_SUCCESS, "bind type 2 to d");
+  post(d.peer, IBV_WR_RDMA_WRITE, 0, 64, dbase, mw3->rkey, 0x80);  // through the QP it is bound to: lands
+  wc = wait(d.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && std::memcmp(d.own.buf.data(), d.peer.buf.data(), 64) == 0,
+         "WRITE through the type 2 window's own QP: %s", ibv_wc_status_str(wc.status));
+  before = d.own.buf;
   post(e.peer, IBV_WR_RDMA_WRITE, 0, 64, dbase, mw3->rkey, 8);  // e's QPs are not the one it is bound to
   wc = wait(e.peer, 1)[0];
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "through another QP: %s", ibv_wc_status_str(wc.status));
-  CHECKV(untouched_outside(d.own, 0, 0), "through another QP: memory changed");
+  CHECKV(d.own.buf == before, "through another QP: memory changed");
   post(d.own, IBV_WR_LOCAL_INV, 0, 0, 0, mw3->rkey, 0x1e);
   wc = wait(d.own, 1)[0];
   CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_LOCAL_INV, "local invalidate: %s",
@@ -697,13 +796,37 @@ int run_mw(const Options& o) {
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "READ after the local invalidate: %s", ibv_wc_status_str(wc.status));
 
   // A bind over an MR without IBV_ACCESS_MW_BIND: IBV_WC_MW_BIND_ERR.
+  // First the same bind over an MR with it, on the same QP: bound.
   MwPair g;
   mw_pair(g, ctx, pd, o, 0x500);
   ibv_mw* mw4 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
   CHECKV(mw4 != nullptr, "alloc_mw(TYPE_2)");
   if (mw4 == nullptr) return 1;
-  wc = bind_type2(g.own, mw4, g.peer.mr, reinterpret_cast<uint64_t>(g.peer.buf.data()), 64, rw);
+  wc = bind_type2(g.own, mw4, g.own.mr, reinterpret_cast<uint64_t>(g.own.buf.data()), 64, rw);
+  CHECKV(wc.status == IBV_WC_SUCCESS, "bind over an MR with MW_BIND: %s", ibv_wc_status_str(wc.status));
+  ibv_mw* mw4b = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw4b != nullptr, "alloc_mw(TYPE_2)");
+  if (mw4b == nullptr) return 1;
+  wc = bind_type2(g.own, mw4b, g.peer.mr, reinterpret_cast<uint64_t>(g.peer.buf.data()), 64, rw);
   CHECKV(wc.status == IBV_WC_MW_BIND_ERR, "bind over an MR without MW_BIND: %s", ibv_wc_status_str(wc.status));
+
+  // A bind that ends at the MR's last byte: bound, and a WRITE to that
+  // byte lands; one byte longer: IBV_WC_MW_BIND_ERR.
+  MwPair m;
+  mw_pair(m, ctx, pd, o, 0x700);
+  const uint64_t mend = reinterpret_cast<uint64_t>(m.own.buf.data()) + m.own.buf.size();
+  ibv_mw* mw6 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  ibv_mw* mw7 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+  CHECKV(mw6 != nullptr && mw7 != nullptr, "alloc_mw(TYPE_2)");
+  if (mw6 == nullptr || mw7 == nullptr) return 1;
+  wc = bind_type2(m.own, mw6, m.own.mr, mend - 4096, 4096, rw);
+  CHECKV(wc.status == IBV_WC_SUCCESS, "bind to the MR's end: %s", ibv_wc_status_str(wc.status));
+  post(m.peer, IBV_WR_RDMA_WRITE, 0, 4096, mend - 4096, mw6->rkey, 0x60);
+  wc = wait(m.peer, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && std::memcmp(m.own.buf.data() + m.own.buf.size() - 4096, m.peer.buf.data(), 4096) == 0,
+         "WRITE to the MR's last bytes through the window: %s", ibv_wc_status_str(wc.status));
+  wc = bind_type2(m.own, mw7, m.own.mr, mend - 4096, 4097, rw);
+  CHECKV(wc.status == IBV_WC_MW_BIND_ERR, "bind one byte past the MR's end: %s", ibv_wc_status_str(wc.status));
 
   // The same through ibv_qp_ex: ibv_wr_bind_mw, then ibv_wr_local_inv.
   MwPair h;
@@ -762,7 +885,10 @@ int run_mw(const Options& o) {
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE after ibv_wr_local_inv: %s", ibv_wc_status_str(wc.status));
   CHECKV(h.own.buf == before, "WRITE after ibv_wr_local_inv changed memory");
 
-  for (ibv_mw* mw : {mw1, mw2, mw3, mw4, mw5}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
+  check_unbound_by_dereg(ctx, pd, o);
+  check_unbound_by_destroy_qp(ctx, pd, o);
+  check_unbound_by_rereg(ctx, pd, o);
+  for (ibv_mw* mw : {mw1, mw2, mw3, mw4, mw4b, mw5, mw6, mw7}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
   std::printf("rocemu-verify: memory windows checked\n");
   return g_failures == 0 ? 0 : 1;
 }
