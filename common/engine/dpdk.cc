@@ -3,12 +3,14 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
+#include <rte_mbuf_pool_ops.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -136,16 +138,92 @@ bool eal_running() {
 
 Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs) {
   if (!eal_running()) return Status::error("packet pool '" + name + "': the DPDK EAL is not running");
+  const auto failed = [&](const std::string& what) {
+    return Status::error("packet pool '" + name + "' of " + std::to_string(n_mbufs) + " mbufs: " + what + ": " +
+                         rte_strerror(rte_errno));
+  };
   const uint16_t priv = uint16_t(RTE_ALIGN(sizeof(PktMeta), RTE_MBUF_PRIV_ALIGN));
-  rte_mempool* mp = rte_pktmbuf_pool_create(name.c_str(), n_mbufs, 256, priv,
-                                            RTE_PKTMBUF_HEADROOM + kMaxFrame, SOCKET_ID_ANY);
-  if (mp == nullptr)
-    return Status::error("packet pool '" + name + "' of " + std::to_string(n_mbufs) +
-                         " mbufs: " + rte_strerror(rte_errno));
-  return new PacketPool(mp, n_mbufs);
+  const uint16_t data_room = RTE_PKTMBUF_HEADROOM + kMaxFrame;
+  // As rte_pktmbuf_pool_create() does, without populating.
+  rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n_mbufs, sizeof(rte_mbuf) + priv + data_room, 256,
+                                             sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY, 0);
+  if (mp == nullptr) return failed("the pool");
+  if (int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr); rc != 0) {
+    rte_mempool_free(mp);
+    rte_errno = -rc;
+    return failed("its ops");
+  }
+  rte_pktmbuf_pool_private init{};
+  init.mbuf_data_room_size = data_room;
+  init.mbuf_priv_size = priv;
+  rte_pktmbuf_pool_init(mp, &init);
+  // One IOVA-contiguous zone for every buffer, and for each chunk's tail
+  // where the next buffer did not fit (at most one buffer and its
+  // alignment per chunk; chunks double, so there are fewer than 24).
+  const size_t elt = size_t(mp->header_size) + mp->elt_size + mp->trailer_size;
+  const size_t bytes = size_t(n_mbufs) * elt + 24 * (elt + RTE_CACHE_LINE_SIZE);
+  const rte_memzone* mz = rte_memzone_reserve_aligned(("mz-" + name).c_str(), bytes, SOCKET_ID_ANY,
+                                                      RTE_MEMZONE_IOVA_CONTIG, RTE_CACHE_LINE_SIZE);
+  if (mz == nullptr) {
+    // No contiguous zone that large (hugepages in physical-address mode):
+    // every buffer made now, wherever the EAL finds room.
+    if (rte_mempool_populate_default(mp) < 0) {
+      rte_mempool_free(mp);
+      return failed("its buffers");
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    return new PacketPool(mp, nullptr, n_mbufs);
+  }
+  auto* pool = new PacketPool(mp, mz, n_mbufs);
+  if (!pool->grow()) {
+    delete pool;
+    return failed("its first buffers");
+  }
+  return pool;
 }
 
-PacketPool::~PacketPool() { rte_mempool_free(mp_); }
+PacketPool::~PacketPool() {
+  rte_mempool_free(mp_);
+  if (mz_ != nullptr) rte_memzone_free(mz_);
+}
+
+rte_mbuf* PacketPool::alloc_after_growing() {
+  return grow() ? rte_pktmbuf_alloc(mp_) : nullptr;
+}
+
+bool PacketPool::grow() {
+  if (mz_ == nullptr || mp_->populated_size >= mp_->size) return false;
+  const size_t elt = size_t(mp_->header_size) + mp_->elt_size + mp_->trailer_size;
+  uint32_t made = mp_->populated_size;
+  const uint32_t want = std::min(std::max(kFirstChunk, made), mp_->size - made);
+  const size_t len = std::min(size_t(want) * elt + RTE_CACHE_LINE_SIZE, mz_->len - used_bytes_);
+  char* addr = static_cast<char*>(mz_->addr) + used_bytes_;
+  const int added = rte_mempool_populate_iova(mp_, addr, mz_->iova + used_bytes_, len, nullptr, nullptr);
+  if (added <= 0) {
+    logger("engine")->error("packet pool {}: {} more buffers could not be made: {}", mp_->name, want,
+                            rte_strerror(added < 0 ? -added : ENOSPC));
+    return false;
+  }
+  used_bytes_ += len;
+  // The new buffers (the pool lists its objects in the order they were
+  // made) are initialised as rte_pktmbuf_pool_create() does. They are in
+  // the pool already, but only this thread allocates from it while it grows.
+  rte_mempool_obj_iter(
+      mp_,
+      [](rte_mempool* mp, void* first, void* obj, unsigned index) {
+        if (index >= *static_cast<uint32_t*>(first)) rte_pktmbuf_init(mp, nullptr, obj, index);
+      },
+      &made);
+  return true;
+}
+
+Status PacketPool::populate_all() {
+  while (mp_->populated_size < mp_->size)
+    if (!grow()) return Status::error(std::string("packet pool ") + mp_->name + ": only " +
+                                      std::to_string(mp_->populated_size) + " of " + std::to_string(mp_->size) +
+                                      " buffers could be made");
+  return {};
+}
 
 rte_mbuf* PacketPool::alloc_copy(std::span<const uint8_t> frame) {
   if (frame.size() > kMaxFrame) return nullptr;
@@ -161,6 +239,10 @@ void seal_slow(rte_mbuf* m) {
   meta(m).flags &= uint8_t(~kMetaIcrcPending);
 }
 
-uint32_t PacketPool::in_use() const { return rte_mempool_in_use_count(mp_); }
+uint32_t PacketPool::in_use() const { return mp_->populated_size - rte_mempool_avail_count(mp_); }
+
+uint32_t PacketPool::available() const {
+  return rte_mempool_avail_count(mp_) + (mp_->size - mp_->populated_size);
+}
 
 }  // namespace rocemu::dpdk

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <rte_mbuf.h>
+#include <rte_memzone.h>
 
 #include <cstdint>
 #include <span>
@@ -94,6 +95,14 @@ inline void seal(rte_mbuf* m) {
 
 // A pool of single-segment mbufs large enough for a 4096-byte RoCE MTU
 // packet with every header (and for any frame up to kMaxFrame).
+//
+// The pool's memory is reserved whole at create() but its buffers are made
+// (placed and initialised, which touches the memory) a chunk at a time, as
+// they are first needed: a fabric sized for 65536 buffers that uses 8000
+// neither waits for nor holds the rest (setting up 65536 4.7 KB buffers
+// faults in 65536 pages, half a second of system time). A PMD allocates
+// from the pool itself and cannot make more; an external port calls
+// populate_all() before its device starts.
 class PacketPool {
  public:
   static constexpr uint16_t kMaxFrame = 4352;
@@ -105,6 +114,8 @@ class PacketPool {
 
   rte_mbuf* alloc() {
     rte_mbuf* m = rte_pktmbuf_alloc(mp_);
+    if (m == nullptr) [[unlikely]]
+      m = alloc_after_growing();
     if (m == nullptr) {
       alloc_failures_++;
     } else {
@@ -116,14 +127,30 @@ class PacketPool {
   // the frame does not fit).
   rte_mbuf* alloc_copy(std::span<const uint8_t> frame);
   rte_mempool* mempool() const { return mp_; }
+  // Buffers handed out and not yet freed.
   uint32_t in_use() const;
+  // Buffers alloc() can still hand out: free ones and those not made yet.
+  uint32_t available() const;
   uint32_t capacity() const { return capacity_; }
+  // Buffers made so far (capacity() once populate_all() has run).
+  uint32_t populated() const { return mp_->populated_size; }
   uint64_t alloc_failures() const { return alloc_failures_; }
+  // Makes every buffer now.
+  Status populate_all();
 
  private:
-  PacketPool(rte_mempool* mp, uint32_t capacity) : mp_(mp), capacity_(capacity) {}
+  PacketPool(rte_mempool* mp, const rte_memzone* mz, uint32_t capacity)
+      : mp_(mp), mz_(mz), capacity_(capacity) {}
+  rte_mbuf* alloc_after_growing();
+  // Makes the next chunk of buffers (twice the last, at least kFirstChunk);
+  // false when every buffer is made or the EAL refuses.
+  bool grow();
+
+  static constexpr uint32_t kFirstChunk = 4096;
   rte_mempool* mp_;
+  const rte_memzone* mz_;  // the memory of every buffer, made or not
   uint32_t capacity_;
+  size_t used_bytes_ = 0;  // of mz_, by the chunks made so far
   uint64_t alloc_failures_ = 0;
 };
 

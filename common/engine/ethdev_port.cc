@@ -114,6 +114,9 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
   const std::string args = vdev_args(name, given);
   if (name.empty()) return Status::error("port: empty device name");
   if (p.rate_bps == 0) return Status::error("port " + spec + ": the line rate must be above 0");
+  // The PMD allocates receive buffers from the pool itself, where a pool
+  // that makes its buffers as needed cannot grow: make them all now.
+  if (Status s = pool.populate_all(); !s.ok()) return Status::error("port " + spec + ": " + s.message());
   // The whole life of a namespaced device happens inside its namespace:
   // af_packet also issues interface ioctls when started and configured.
   NetnsScope ns;
