@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <rte_memory.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -278,4 +279,43 @@ TEST_CASE("packet pool: populate_all makes every buffer (for a PMD that allocate
   CHECK(bulk.back()->buf_len == RTE_PKTMBUF_HEADROOM + dpdk::PacketPool::kMaxFrame);
   dpdk::free_burst(bulk.data(), 10000);
   CHECK(pool->in_use() == 0);
+}
+
+// The pool's zone holds every buffer however it is cut into chunks, with
+// DPDK's placement (rte_mempool_op_populate_helper, 22.11) modelled here:
+// from the chunk's start, one after the other, each aligned to a cache
+// line, none across a page boundary where a buffer fits in a page.
+TEST_CASE("packet pool: the zone holds every buffer, chunk by chunk, in 4 KiB pages and in hugepages", "[engine][pool]") {
+  const auto placed = [](size_t len, size_t elt, size_t page, uint32_t most) {
+    uint32_t count = 0;
+    size_t off = 0;
+    while (count < most) {
+      if (elt <= page && off / page != (off + elt - 1) / page) off = (off / page + 1) * page;
+      if (off + elt > len) break;
+      off += elt;
+      count++;
+    }
+    return count;
+  };
+  const size_t elt = 4800;  // the engine's buffer: 64 + 4672 + 64
+  for (const size_t page : {size_t(4096), size_t(2) << 20, size_t(1) << 30}) {
+    for (const uint32_t n : {1024u, 4096u, 16384u, 20000u, 65536u, 1u << 22}) {
+      INFO("page " << page << ", " << n << " buffers");
+      const size_t zone = dpdk::PacketPool::zone_bytes(n, elt, page);
+      CHECK(zone % page == 0);
+      CHECK(zone < size_t(n) * elt * 11 / 10 + (size_t(dpdk::PacketPool::kMaxChunks) + 1) * page);
+      size_t used = 0;
+      uint32_t made = 0, chunks = 0;
+      while (made < n) {
+        const size_t len = std::min(dpdk::PacketPool::chunk_bytes(made, n, elt, page), zone - used);
+        const uint32_t got = placed(len, elt, page, n - made);
+        REQUIRE(got > 0);
+        made += got;
+        used += len;
+        chunks++;
+      }
+      CHECK(made == n);
+      CHECK(chunks <= dpdk::PacketPool::kMaxChunks);
+    }
+  }
 }
