@@ -47,8 +47,9 @@ struct EcmpHashField {
 #undef ROCEMU_SW_ECMP_FIELD_NAME
 };
 constexpr uint8_t kEcmpAllFields = (1u << EcmpHashField::kCount) - 1;
-// The field NVUE calls `name` ("source-port"), or nullopt: what the
-// topology reader and `nv set system forwarding ecmp-hash` both look up.
+// The field NVUE calls `name` ("source-port"), or nullopt: what `nv set
+// system forwarding ecmp-hash` looks up (the topology reader checks its
+// keys against the same kNames).
 std::optional<EcmpHashField::Id> parse_ecmp_hash_field(std::string_view name);
 // "ip-protocol, source-ip, ..., ipv6-label": the names, for messages.
 std::string ecmp_hash_field_list();

@@ -784,13 +784,13 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
   Cursor c(words);
   const bool set = c.accept("set");
   if (!set && !c.accept("unset")) return c.error("set or unset");
+  // A command read whole: `... hash-seed 7 junk` is refused.
+  const auto whole = [&c](Status s) { return s.ok() && !c.done() ? c.error("the end of the command") : s; };
   if (c.accept("qos")) return qos(cfg, c, set);
   if (c.accept("interface")) return interface(cfg, c, set);
   if (c.accept("system")) {
     if (!c.accept("forwarding")) return c.error("forwarding");
-    Status s = system_forwarding(cfg, c, set);
-    if (s.ok() && !c.done()) return c.error("the end of the command");  // `... hash-seed 7 junk`
-    return s;
+    return whole(system_forwarding(cfg, c, set));
   }
   if (c.accept("vrf")) {
     if (!c.accept("default") || !c.accept("router") || !c.accept("static")) return c.error("default router static");
@@ -798,15 +798,9 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
   }
   if (c.accept("nve")) {
     if (!c.accept("vxlan")) return c.error("vxlan");
-    Status s = nve_vxlan(cfg, c, set);
-    if (s.ok() && !c.done()) return c.error("the end of the command");  // `... source address X junk`
-    return s;
+    return whole(nve_vxlan(cfg, c, set));
   }
-  if (c.accept("bridge")) {
-    Status s = bridge_domain(cfg, c, set);
-    if (s.ok() && !c.done()) return c.error("the end of the command");
-    return s;
-  }
+  if (c.accept("bridge")) return whole(bridge_domain(cfg, c, set));
   return c.error("qos, interface, system, vrf, nve or bridge");
 }
 
