@@ -94,7 +94,7 @@ Result<std::string> leaf_spine_topology(const LeafSpineOptions& o, const std::st
   std::ostringstream y;
   y << "# " << o.leaves << " leaves x " << o.spines << " spines, " << o.hosts_per_leaf << " hosts per leaf at "
     << rate_text(o.rate_bps) << ", uplinks at " << rate_text(uplink) << " (oversubscription "
-    << (down / (double(uplink) * o.spines)) << ":1), qos roce " << o.roce_mode << " on every switch.\n"
+    << o.oversubscription << ":1), qos roce " << o.roce_mode << " on every switch.\n"
     << "# Made by: " << command_line << "\n"
     << "# Host i of leaf L is 10.L.i.1/24 (gateway 10.L.i.254 on the leaf's swp<i>); the link of leaf L and\n"
     << "# spine S is 10.255.L.(4(S-1))/30, .1 on the leaf (swp<hosts+S>), .2 on the spine (swp<L>).\n"

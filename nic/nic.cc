@@ -536,7 +536,7 @@ TxGate Nic::gate_for(Qp& qp, bool paced, uint16_t out, Time now) {
 
 bool Nic::send_one(Qp& qp, bool resp, bool paced, uint16_t out, Time now) {
   rte_mbuf* m = resp ? responder_make_packet(qp, now) : requester_make_packet(qp, now);
-  if (m == nullptr) return !(counters_[NicCounters::tx_no_mbuf] > 0 && pool().in_use() >= pool().capacity());
+  if (m == nullptr) return !(counters_[NicCounters::tx_no_mbuf] > 0 && pool().exhausted());
   const uint32_t len = rte_pktmbuf_pkt_len(m);
   counters_[NicCounters::tx_roce_packets]++;
   counters_[NicCounters::tx_roce_bytes] += len;

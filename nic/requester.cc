@@ -263,7 +263,7 @@ bool Nic::read_ahead_ok(const Qp& qp, const SendWork& w) const {
 
 uint32_t Nic::read_ahead_limit() {
   // Keep most of the pool for traffic: with many QPs, read per packet.
-  const bool room = rte_mempool_avail_count(pool().mempool()) > pool().capacity() / 4;
+  const bool room = pool().available() > pool().capacity() / 4;
   return room ? ReadAhead::kFrames : 1;
 }
 

@@ -455,7 +455,8 @@ Json retransmissions_json(const Layout& l, const Counters& c) {
   auto nic = [&](std::string_view name) { return sum_nics(l, [&](const std::string& n) { return c.delta(n, name); }); };
   return Json{{"packets", nic("retransmitted_packets")},        {"timeouts", nic("local_ack_timeout_err")},
               {"seq_err_naks", nic("packet_seq_err")},          {"out_of_sequence", nic("out_of_sequence")},
-              {"duplicate_requests", nic("duplicate_request")}, {"rnr_naks", nic("rnr_nak_retry_err")}};
+              {"duplicate_requests", nic("duplicate_request")}, {"ooo_buffered", nic("rx_ooo_buffered")},
+              {"rnr_naks", nic("rnr_nak_retry_err")}};
 }
 
 }  // namespace

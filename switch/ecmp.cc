@@ -40,6 +40,18 @@ uint16_t pick_per_packet(const EcmpConfig& /*c*/, const wire::PacketView& /*v*/,
 
 }  // namespace
 
+std::optional<EcmpHashField::Id> parse_ecmp_hash_field(std::string_view name) {
+  for (size_t i = 0; i < EcmpHashField::kCount; i++)
+    if (EcmpHashField::kNames[i] == name) return EcmpHashField::Id(i);
+  return std::nullopt;
+}
+
+std::string ecmp_hash_field_list() {
+  std::string s;
+  for (const std::string_view n : EcmpHashField::kNames) s += (s.empty() ? "" : ", ") + std::string(n);
+  return s;
+}
+
 std::optional<LoadBalancing> parse_load_balancing(std::string_view name) {
   for (size_t i = 0; i < kLoadBalancingNames.size(); i++)
     if (kLoadBalancingNames[i] == name) return LoadBalancing(i);

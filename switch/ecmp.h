@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/wire/ip.h"
@@ -46,6 +47,12 @@ struct EcmpHashField {
 #undef ROCEMU_SW_ECMP_FIELD_NAME
 };
 constexpr uint8_t kEcmpAllFields = (1u << EcmpHashField::kCount) - 1;
+// The field NVUE calls `name` ("source-port"), or nullopt: what `nv set
+// system forwarding ecmp-hash` looks up (the topology reader checks its
+// keys against the same kNames).
+std::optional<EcmpHashField::Id> parse_ecmp_hash_field(std::string_view name);
+// "ip-protocol, source-ip, ..., ipv6-label": the names, for messages.
+std::string ecmp_hash_field_list();
 
 enum class LoadBalancing : uint8_t { kHash, kPerPacket };
 constexpr std::array<std::string_view, 2> kLoadBalancingNames = {"hash", "per-packet"};
@@ -59,6 +66,9 @@ struct EcmpConfig {
   LoadBalancing load_balancing = LoadBalancing::kHash;
 
   bool hashes(EcmpHashField::Id f) const { return (hash_fields >> f) & 1; }
+  void set_hashes(EcmpHashField::Id f, bool on) {
+    hash_fields = uint8_t(on ? hash_fields | 1u << f : hash_fields & ~(1u << f));
+  }
   friend bool operator==(const EcmpConfig&, const EcmpConfig&) = default;
 };
 

@@ -118,15 +118,17 @@ Status read_duration(Cursor& c, Duration& out) {
   return {};
 }
 
-Status read_bool(Cursor& c, bool& out) {
+// A switch: on, enabled (Cumulus 5.15's word), enable; off, disabled,
+// disable. `words` is how the command itself spells the two.
+Status read_bool(Cursor& c, bool& out, std::string_view words = "enable or disable") {
   std::string s;
-  if (!c.value(s)) return c.error("enable or disable");
+  if (!c.value(s)) return c.error(std::string(words));
   if (s == "enable" || s == "enabled" || s == "on") {
     out = true;
   } else if (s == "disable" || s == "disabled" || s == "off") {
     out = false;
   } else {
-    return Status::error(c.path() + ": '" + s + "' is not enable or disable");
+    return Status::error(c.path() + ": '" + s + "' is not " + std::string(words));
   }
   return {};
 }
@@ -561,6 +563,37 @@ Status packet_trim(SwitchConfig& cfg, Cursor& c, bool set) {
   return c.error("state, size, remark, switch-priority or traffic-class");
 }
 
+// `ecmp-hash FIELD on|off`, by NVUE's field names (ecmp.h); unset puts a
+// field (or, without one, every field) back to its default, on.
+Status forwarding_ecmp_hash(EcmpConfig& e, Cursor& c, bool set) {
+  const EcmpConfig def;
+  if (!set && c.done()) {
+    e.hash_fields = def.hash_fields;
+    return {};
+  }
+  const std::string expected = "a field of the hash (" + ecmp_hash_field_list() + ")";
+  std::string name;
+  if (!c.value(name)) return c.error(expected);
+  const auto field = parse_ecmp_hash_field(name);
+  if (!field) return Status::error(c.path() + ": '" + name + "' is not " + expected);
+  bool on = def.hashes(*field);
+  if (set)
+    if (Status s = read_bool(c, on, "on or off"); !s.ok()) return s;
+  e.set_hashes(*field, on);
+  return {};
+}
+
+// NVUE's `system forwarding`: ecmp-hash, hash-seed (a row of the table),
+// packet-trim. The load balancing (hash or per-packet) has no NVUE
+// command: NVUE's per-packet choice is adaptive routing, a different
+// algorithm (the least loaded port), which is not modelled.
+Status system_forwarding(SwitchConfig& cfg, Cursor& c, bool set) {
+  if (c.accept("packet-trim")) return packet_trim(cfg, c, set);
+  if (c.accept("ecmp-hash")) return forwarding_ecmp_hash(cfg.ecmp, c, set);
+  if (auto r = table_field(cfg, c, set, "system forwarding")) return *r;
+  return c.error("ecmp-hash, hash-seed or packet-trim");
+}
+
 Status read_address(Cursor& c, wire::IpAddr& out) {
   std::string s;
   if (!c.value(s)) return c.error("an address");
@@ -751,11 +784,13 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
   Cursor c(words);
   const bool set = c.accept("set");
   if (!set && !c.accept("unset")) return c.error("set or unset");
+  // A command read whole: `... hash-seed 7 junk` is refused.
+  const auto whole = [&c](Status s) { return s.ok() && !c.done() ? c.error("the end of the command") : s; };
   if (c.accept("qos")) return qos(cfg, c, set);
   if (c.accept("interface")) return interface(cfg, c, set);
   if (c.accept("system")) {
-    if (!c.accept("forwarding") || !c.accept("packet-trim")) return c.error("forwarding packet-trim");
-    return packet_trim(cfg, c, set);
+    if (!c.accept("forwarding")) return c.error("forwarding");
+    return whole(system_forwarding(cfg, c, set));
   }
   if (c.accept("vrf")) {
     if (!c.accept("default") || !c.accept("router") || !c.accept("static")) return c.error("default router static");
@@ -763,15 +798,9 @@ Status nv_edit(SwitchConfig& cfg, const std::vector<std::string>& words) {
   }
   if (c.accept("nve")) {
     if (!c.accept("vxlan")) return c.error("vxlan");
-    Status s = nve_vxlan(cfg, c, set);
-    if (s.ok() && !c.done()) return c.error("the end of the command");  // `... source address X junk`
-    return s;
+    return whole(nve_vxlan(cfg, c, set));
   }
-  if (c.accept("bridge")) {
-    Status s = bridge_domain(cfg, c, set);
-    if (s.ok() && !c.done()) return c.error("the end of the command");
-    return s;
-  }
+  if (c.accept("bridge")) return whole(bridge_domain(cfg, c, set));
   return c.error("qos, interface, system, vrf, nve or bridge");
 }
 

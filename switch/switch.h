@@ -81,6 +81,9 @@ class Switch final : public Node {
   NvView view_interface(uint16_t port) const;          // interface <if>: link, headroom, drops
   NvView view_routes() const;                          // vrf
   NvView view_vxlan() const;                           // nve vxlan: settings, VNIs, the VTEP's counters
+  // system forwarding [ecmp-hash]: the hash fields (NVUE's order), hash seed,
+  // load balancing and packet trimming; with `ecmp_hash_only` the fields alone.
+  NvView view_system_forwarding(bool ecmp_hash_only = false) const;
   // `interface <if> counters qos [egress-queue-stats|ingress-buffer-stats|pfc-stats]`
   Status view_counters_qos(uint16_t port, const std::vector<std::string>& rest, NvView& out) const;
   ojson show_qos_roce() const { return view_qos_roce().plain(); }

@@ -39,6 +39,7 @@ constexpr FieldRange kCellSizeRange{FieldKind::kInt, 1, 4096, "bytes"};
 constexpr FieldRange kLosslessMtuRange{FieldKind::kInt, 64, 9216, "bytes"};
 constexpr FieldRange kUdpPortRange{FieldKind::kInt, 1, 65535, ""};
 constexpr FieldRange kHeadroomBytesRange{FieldKind::kSize, 0, 1 << 20, ""};
+constexpr FieldRange kHashSeedRange{FieldKind::kInt, 0, UINT32_MAX, ""};  // NVUE's 0-4294967295
 
 const PfcWatchdog kWatchdog{};
 const PacketTrim kTrim{};
@@ -76,6 +77,8 @@ const SwitchField kFields[] = {
     ROCEMU_FIELD("nve.vxlan.port", "nve vxlan port", kUdpPortRange, vxlan.port, kVxlanPort),
     ROCEMU_FIELD("nve.vxlan.encapsulation.dscp.value", "nve vxlan encapsulation dscp value", kDscpRange,
                  vxlan.dscp_value, 0),
+    ROCEMU_FIELD("forwarding.hash-seed", "system forwarding hash-seed", kHashSeedRange, ecmp.hash_seed,
+                 EcmpConfig{}.hash_seed),
     ROCEMU_FIELD("bridge.domain.br_default.ageing", "bridge domain br_default ageing", kAgeingRange, bridge.ageing,
                  1800),
     ROCEMU_FIELD("qos.headroom.cell-size", "", kCellSizeRange, qos.headroom.cell_size, kHeadroom.cell_size),

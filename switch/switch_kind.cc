@@ -305,8 +305,9 @@ void parse_bridge(const YAML::Node& n, const std::string& f, Context& ctx, Switc
   });
 }
 
-// `forwarding`: NVUE's `system forwarding` (ecmp-hash fields, hash-seed)
-// and the load balancing of ECMP groups.
+// `forwarding`: NVUE's `system forwarding` (ecmp-hash fields; hash-seed
+// is a row of the table, read by read_fields) and the load balancing of
+// ECMP groups.
 void parse_forwarding(const YAML::Node& n, const std::string& f, Context& ctx, EcmpConfig& e) {
   if (!expect_map(n, f, ctx, "{ecmp-hash, hash-seed, load-balancing}")) return;
   ctx.check_keys(n, f, {"ecmp-hash", "hash-seed", "load-balancing"});
@@ -318,10 +319,9 @@ void parse_forwarding(const YAML::Node& n, const std::string& f, Context& ctx, E
       const std::string key(EcmpHashField::kNames[i]);
       bool on = e.hashes(EcmpHashField::Id(i));
       read_bool(h, key.c_str(), hf, ctx, on);
-      e.hash_fields = uint8_t(on ? e.hash_fields | 1u << i : e.hash_fields & ~(1u << i));
+      e.set_hashes(EcmpHashField::Id(i), on);
     }
   }
-  read_int(n, "hash-seed", f, ctx, e.hash_seed, 0, UINT32_MAX);
   if (n["load-balancing"])
     if (auto lb = ctx.choice(n["load-balancing"], f + ".load-balancing", {"hash", "per-packet"}))
       e.load_balancing = *parse_load_balancing(*lb);

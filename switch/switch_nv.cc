@@ -115,12 +115,16 @@ Status Switch::nv_show(const std::vector<std::string>& command, std::string& out
   } else if (what == "bridge" && at(2) == "domain" && at(3) == kBridgeDomain && at(4) == "mac-table") {
     if (Status s = none_after(5); !s.ok()) return s;
     view = view_mac_table();
+  } else if (what == "system" && at(2) == "forwarding" && (words.size() == 3 || at(3) == "ecmp-hash")) {
+    if (Status s = none_after(at(3).empty() ? 3 : 4); !s.ok()) return s;
+    view = view_system_forwarding(!at(3).empty());
   } else if (what == "nve" && at(2) == "vxlan") {
     if (Status s = none_after(3); !s.ok()) return s;
     view = view_vxlan();
   } else {
     return Status::error("nv show: expected qos roce, qos buffer, qos pfc-watchdog, interface <if> ..., pfc counters, "
-                         "pfcwd stats, queue counters <if>, vrf, nve vxlan or bridge domain br_default mac-table");
+                         "pfcwd stats, queue counters <if>, vrf, system forwarding [ecmp-hash], nve vxlan or "
+                         "bridge domain br_default mac-table");
   }
   out = view.render(format);
   return {};

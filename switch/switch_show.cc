@@ -2,6 +2,9 @@
 // `interface` keys in NVUE's order, SONiC's queue, PFC, watchdog and
 // watermark tables in SONiC's words. Each is an NvView (nvue_view.h): a
 // table by default, plain values with -o json|yaml.
+#include <algorithm>
+#include <array>
+
 #include "common/config/config.h"
 #include "switch/switch.h"
 
@@ -374,6 +377,31 @@ NvView Switch::view_vxlan() const {
   for (const VxlanVni& n : x.vnis)
     vnis.rows.push_back({n.vni, n.bridged() ? std::string() : n.vrf, n.bridged() ? ojson(n.vlan) : ojson(""),
                          list(n.flood)});
+  return v;
+}
+
+NvView Switch::view_system_forwarding(bool ecmp_hash_only) const {
+  const EcmpConfig& e = cfg_.ecmp;
+  // NVUE lists the hash fields by name.
+  std::array<std::string_view, EcmpHashField::kCount> names = EcmpHashField::kNames;
+  std::sort(names.begin(), names.end());
+  NvView v;
+  if (!ecmp_hash_only) v.group("ecmp-hash");
+  for (const std::string_view n : names) v.field(std::string(n), e.hashes(*parse_ecmp_hash_field(n)) ? "on" : "off");
+  if (ecmp_hash_only) return v;
+  v.end();
+  v.field("hash-seed", e.hash_seed);
+  v.field("load-balancing", std::string(load_balancing_name(e.load_balancing)));  // rocemu's: topology only
+  const PacketTrim& t = cfg_.qos.trim;
+  v.group("packet-trim")
+      .field("state", state_word(t.enable))
+      .field("size", t.size)
+      .group("remark")
+      .field("dscp", int(t.remark_dscp))
+      .end()
+      .field("switch-priority", int(t.switch_priority))
+      .field("traffic-class", nv_list(t.eligible_tc))
+      .end();
   return v;
 }
 

@@ -3,12 +3,14 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
+#include <rte_mbuf_pool_ops.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -134,18 +136,112 @@ bool eal_running() {
   return g_eal_started && g_eal_status.ok();
 }
 
-Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs) {
-  if (!eal_running()) return Status::error("packet pool '" + name + "': the DPDK EAL is not running");
-  const uint16_t priv = uint16_t(RTE_ALIGN(sizeof(PktMeta), RTE_MBUF_PRIV_ALIGN));
-  rte_mempool* mp = rte_pktmbuf_pool_create(name.c_str(), n_mbufs, 256, priv,
-                                            RTE_PKTMBUF_HEADROOM + kMaxFrame, SOCKET_ID_ANY);
-  if (mp == nullptr)
-    return Status::error("packet pool '" + name + "' of " + std::to_string(n_mbufs) +
-                         " mbufs: " + rte_strerror(rte_errno));
-  return new PacketPool(mp, n_mbufs);
+// DPDK places a pool's buffers one after the other from the start of a
+// chunk, aligned to a cache line, and never across a page boundary where
+// a buffer fits in a page (rte_mempool_op_populate_helper).
+size_t PacketPool::zone_bytes(uint32_t n, size_t elt, size_t page) {
+  const size_t whole = elt <= page ? (n + page / elt - 1) / (page / elt) * page : size_t(n) * elt;
+  // Chunks are cut at page boundaries; where a buffer is larger than a
+  // page, the one across each cut is lost.
+  return RTE_ALIGN_CEIL(whole + kMaxChunks * (elt + RTE_CACHE_LINE_SIZE), page);
 }
 
-PacketPool::~PacketPool() { rte_mempool_free(mp_); }
+size_t PacketPool::chunk_bytes(uint32_t made, uint32_t n, size_t elt, size_t page) {
+  const uint32_t want = std::min(std::max(kFirstChunk, made), n - made);
+  return RTE_ALIGN_CEIL(size_t(want) * elt, page);
+}
+
+Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs) {
+  if (!eal_running()) return Status::error("packet pool '" + name + "': the DPDK EAL is not running");
+  const auto failed = [&](const std::string& what) {
+    return Status::error("packet pool '" + name + "' of " + std::to_string(n_mbufs) + " mbufs: " + what);
+  };
+  const uint16_t priv = uint16_t(RTE_ALIGN(sizeof(PktMeta), RTE_MBUF_PRIV_ALIGN));
+  const uint16_t data_room = RTE_PKTMBUF_HEADROOM + kMaxFrame;
+  // As rte_pktmbuf_pool_create() does, without populating.
+  rte_mempool* mp = rte_mempool_create_empty(name.c_str(), n_mbufs, sizeof(rte_mbuf) + priv + data_room, 256,
+                                             sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY, 0);
+  if (mp == nullptr) return failed(std::string("the pool: ") + rte_strerror(rte_errno));
+  if (int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr); rc != 0) {
+    rte_mempool_free(mp);
+    return failed(std::string("its ops: ") + rte_strerror(-rc));
+  }
+  rte_pktmbuf_pool_private init{};
+  init.mbuf_data_room_size = data_room;
+  init.mbuf_priv_size = priv;
+  rte_pktmbuf_pool_init(mp, &init);
+  // One IOVA-contiguous zone, in the pages DPDK would use (hugepages, if
+  // the EAL has them), for every buffer.
+  size_t page = 0;
+  if (int rc = rte_mempool_get_page_size(mp, &page); rc < 0 || page == 0) {
+    rte_mempool_free(mp);
+    return failed("no page size");
+  }
+  const size_t elt = size_t(mp->header_size) + mp->elt_size + mp->trailer_size;
+  const rte_memzone* mz = rte_memzone_reserve_aligned(("mz-" + name).c_str(), zone_bytes(n_mbufs, elt, page),
+                                                      SOCKET_ID_ANY, RTE_MEMZONE_IOVA_CONTIG, page);
+  if (mz == nullptr) {
+    // No contiguous zone that large (hugepages in physical-address mode):
+    // every buffer made now, wherever the EAL finds room.
+    if (rte_mempool_populate_default(mp) < 0) {
+      rte_mempool_free(mp);
+      return failed("its buffers: " + std::string(rte_strerror(rte_errno)));
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    return new PacketPool(mp, nullptr, n_mbufs, page);
+  }
+  auto* pool = new PacketPool(mp, mz, n_mbufs, page);
+  if (!pool->grow()) {
+    delete pool;
+    return failed("its first buffers could not be made");
+  }
+  return pool;
+}
+
+PacketPool::~PacketPool() {
+  rte_mempool_free(mp_);
+  if (mz_ != nullptr) rte_memzone_free(mz_);
+}
+
+rte_mbuf* PacketPool::alloc_after_growing() {
+  return grow() ? rte_pktmbuf_alloc(mp_) : nullptr;
+}
+
+bool PacketPool::grow() {
+  if (!can_grow()) return false;
+  const size_t elt = size_t(mp_->header_size) + mp_->elt_size + mp_->trailer_size;
+  uint32_t made = mp_->populated_size;
+  const size_t len = std::min(chunk_bytes(made, mp_->size, elt, page_), mz_->len - used_bytes_);
+  char* addr = static_cast<char*>(mz_->addr) + used_bytes_;
+  const rte_iova_t iova = mz_->iova == RTE_BAD_IOVA ? RTE_BAD_IOVA : mz_->iova + used_bytes_;
+  const int added = len == 0 ? 0 : rte_mempool_populate_iova(mp_, addr, iova, len, nullptr, nullptr);
+  if (added <= 0) {
+    // Never again: an allocation that finds the pool empty fails at once.
+    grow_failed_ = true;
+    logger("engine")->error("packet pool {}: only {} of {} buffers could be made ({})", mp_->name, made, mp_->size,
+                            added < 0 ? rte_strerror(-added) : "no room left in its zone");
+    return false;
+  }
+  used_bytes_ += len;
+  // The new buffers (the pool lists its objects in the order they were
+  // made) are initialised as rte_pktmbuf_pool_create() does. They are in
+  // the pool already, but only this thread allocates from it while it grows.
+  rte_mempool_obj_iter(
+      mp_,
+      [](rte_mempool* mp, void* first, void* obj, unsigned index) {
+        if (index >= *static_cast<uint32_t*>(first)) rte_pktmbuf_init(mp, nullptr, obj, index);
+      },
+      &made);
+  return true;
+}
+
+Status PacketPool::populate_all() {
+  while (mp_->populated_size < mp_->size)
+    if (!grow()) return Status::error(std::string("packet pool ") + mp_->name + ": only " +
+                                      std::to_string(mp_->populated_size) + " of " + std::to_string(mp_->size) +
+                                      " buffers could be made");
+  return {};
+}
 
 rte_mbuf* PacketPool::alloc_copy(std::span<const uint8_t> frame) {
   if (frame.size() > kMaxFrame) return nullptr;
@@ -161,6 +257,10 @@ void seal_slow(rte_mbuf* m) {
   meta(m).flags &= uint8_t(~kMetaIcrcPending);
 }
 
-uint32_t PacketPool::in_use() const { return rte_mempool_in_use_count(mp_); }
+uint32_t PacketPool::in_use() const { return mp_->populated_size - rte_mempool_avail_count(mp_); }
+
+uint32_t PacketPool::available() const {
+  return rte_mempool_avail_count(mp_) + (can_grow() ? mp_->size - mp_->populated_size : 0);
+}
 
 }  // namespace rocemu::dpdk

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <rte_mbuf.h>
+#include <rte_memzone.h>
 
 #include <cstdint>
 #include <span>
@@ -94,6 +95,16 @@ inline void seal(rte_mbuf* m) {
 
 // A pool of single-segment mbufs large enough for a 4096-byte RoCE MTU
 // packet with every header (and for any frame up to kMaxFrame).
+//
+// The pool's memory is reserved whole at create() (one IOVA-contiguous
+// zone) but its buffers are made (placed and initialised, which touches
+// their memory) a chunk at a time as they are first needed, each chunk as
+// large as all the chunks before it: without hugepages a fabric sized for
+// 65536 buffers that never holds more than 8000 touches the memory of at
+// most twice that many (setting up all 65536 faults in 65536 pages, half
+// a second of system time). Hugepages are mapped whole when reserved. A
+// PMD allocates from the pool itself and cannot make more: a port that
+// receives into it calls populate_all() before its device starts.
 class PacketPool {
  public:
   static constexpr uint16_t kMaxFrame = 4352;
@@ -105,6 +116,8 @@ class PacketPool {
 
   rte_mbuf* alloc() {
     rte_mbuf* m = rte_pktmbuf_alloc(mp_);
+    if (m == nullptr) [[unlikely]]
+      m = alloc_after_growing();
     if (m == nullptr) {
       alloc_failures_++;
     } else {
@@ -116,14 +129,40 @@ class PacketPool {
   // the frame does not fit).
   rte_mbuf* alloc_copy(std::span<const uint8_t> frame);
   rte_mempool* mempool() const { return mp_; }
+  // Buffers handed out and not yet freed.
   uint32_t in_use() const;
+  // Buffers alloc() can still hand out: free ones and those not made yet.
+  uint32_t available() const;
+  bool exhausted() const { return available() == 0; }
   uint32_t capacity() const { return capacity_; }
+  // Buffers made so far (capacity() once populate_all() has run).
+  uint32_t populated() const { return mp_->populated_size; }
   uint64_t alloc_failures() const { return alloc_failures_; }
+  // Makes every buffer now.
+  Status populate_all();
+
+  // The zone for n buffers of `elt` bytes (mempool header and trailer
+  // included) in pages of `page` bytes, and the next chunk's bytes when
+  // `made` of n are made (for tests of the sizing).
+  static size_t zone_bytes(uint32_t n, size_t elt, size_t page);
+  static size_t chunk_bytes(uint32_t made, uint32_t n, size_t elt, size_t page);
+  static constexpr uint32_t kFirstChunk = 4096;
+  static constexpr uint32_t kMaxChunks = 32;  // chunks double: 2^22 buffers take 12
 
  private:
-  PacketPool(rte_mempool* mp, uint32_t capacity) : mp_(mp), capacity_(capacity) {}
+  PacketPool(rte_mempool* mp, const rte_memzone* mz, uint32_t capacity, size_t page)
+      : mp_(mp), mz_(mz), capacity_(capacity), page_(page) {}
+  rte_mbuf* alloc_after_growing();
+  bool can_grow() const { return mz_ != nullptr && !grow_failed_ && mp_->populated_size < mp_->size; }
+  // Makes the next chunk of buffers; false (and never again) if none could be.
+  bool grow();
+
   rte_mempool* mp_;
+  const rte_memzone* mz_;  // the memory of every buffer, made or not
   uint32_t capacity_;
+  size_t page_;
+  size_t used_bytes_ = 0;  // of mz_, by the chunks made so far
+  bool grow_failed_ = false;
   uint64_t alloc_failures_ = 0;
 };
 

@@ -160,6 +160,10 @@ Result<std::unique_ptr<EthdevPort>> EthdevPort::open(Node* owner, uint16_t index
     if (port->rx_pool_ == nullptr) return fail("its receive pool (net_af_xdp)", -rte_errno);
     rx_pool = port->rx_pool_;
     room = af_xdp_rx_room(*rx_pool);
+  } else if (Status s = pool.populate_all(); !s.ok()) {
+    // The PMD takes receive buffers from the engine's pool itself, where a
+    // pool that makes its buffers as needed cannot grow: all made now.
+    return Status::error("port " + spec + ": " + s.message());
   }
   // The port carries frames up to its MTU whatever the device reports
   // (memif and af_packet claim 1518-byte frames and carry more); the

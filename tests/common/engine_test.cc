@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
+#include <rte_memory.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "common/engine/basic_nodes.h"
 #include "common/engine/dpdk.h"
@@ -210,4 +214,108 @@ TEST_CASE("Captures share a link only where their taps differ: the two ends yes,
   CHECK_THAT(whole.message(), Catch::Contains("already captures there"));
   REQUIRE(engine->stop_capture(*at_a));
   CHECK(engine->capture_port(a, 0, dir + "a3.pcapng").ok());  // free again
+}
+
+// The engine's pool makes its buffers as they are first needed; every one
+// of them can still be had, each its own memory, ready as
+// rte_pktmbuf_pool_create() would make it.
+TEST_CASE("packet pool: buffers are made when first needed, and all of them can be had", "[engine][pool]") {
+  test::require_eal();
+  constexpr uint32_t kCount = 20000;
+  auto made = dpdk::PacketPool::create("lazy-pool-test", kCount);
+  INFO(made.status().message());
+  REQUIRE(made.ok());
+  std::unique_ptr<dpdk::PacketPool> pool(made.value());
+  CHECK(pool->capacity() == kCount);
+  CHECK(pool->populated() > 0);
+  CHECK(pool->populated() < kCount);  // not made up front
+  CHECK(pool->in_use() == 0);
+  CHECK(pool->available() == kCount);
+
+  std::vector<rte_mbuf*> held;
+  std::vector<uint8_t> frame(dpdk::PacketPool::kMaxFrame);
+  for (uint32_t i = 0; i < kCount; i++) {
+    std::memset(frame.data(), int(i % 251), frame.size());
+    rte_mbuf* m = pool->alloc_copy(frame);
+    REQUIRE(m != nullptr);
+    REQUIRE(m->pool == pool->mempool());
+    REQUIRE(rte_mbuf_refcnt_read(m) == 1);
+    REQUIRE(m->nb_segs == 1);
+    REQUIRE(m->buf_len == RTE_PKTMBUF_HEADROOM + dpdk::PacketPool::kMaxFrame);
+    REQUIRE(m->priv_size >= sizeof(dpdk::PktMeta));
+    REQUIRE(m->buf_iova == rte_mem_virt2iova(m->buf_addr));
+    held.push_back(m);
+  }
+  CHECK(pool->populated() == kCount);
+  CHECK(pool->in_use() == kCount);
+  CHECK(pool->available() == 0);
+  // No two buffers share memory: each still holds what was written to it.
+  uint32_t intact = 0;
+  for (uint32_t i = 0; i < kCount; i++) {
+    const auto b = dpdk::bytes(held[i]);
+    intact += b.size() == frame.size() && b.front() == uint8_t(i % 251) && b.back() == uint8_t(i % 251) &&
+              b[b.size() / 2] == uint8_t(i % 251);
+  }
+  CHECK(intact == kCount);
+  CHECK(pool->alloc() == nullptr);  // all of them out
+  CHECK(pool->alloc_failures() == 1);
+  dpdk::free_burst(held.data(), uint32_t(held.size()));
+  CHECK(pool->in_use() == 0);
+  CHECK(pool->available() == kCount);
+}
+
+TEST_CASE("packet pool: populate_all makes every buffer (for a PMD that allocates from it)", "[engine][pool]") {
+  test::require_eal();
+  auto made = dpdk::PacketPool::create("full-pool-test", 10000);
+  REQUIRE(made.ok());
+  std::unique_ptr<dpdk::PacketPool> pool(made.value());
+  REQUIRE(pool->populated() < 10000);
+  REQUIRE(pool->populate_all().ok());
+  CHECK(pool->populated() == 10000);
+  CHECK(pool->available() == 10000);
+  // A PMD's bulk allocation sees them all, initialised.
+  std::vector<rte_mbuf*> bulk(10000);
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool->mempool(), bulk.data(), 10000) == 0);
+  CHECK(bulk.back()->buf_len == RTE_PKTMBUF_HEADROOM + dpdk::PacketPool::kMaxFrame);
+  dpdk::free_burst(bulk.data(), 10000);
+  CHECK(pool->in_use() == 0);
+}
+
+// The pool's zone holds every buffer however it is cut into chunks, with
+// DPDK's placement (rte_mempool_op_populate_helper, 22.11) modelled here:
+// from the chunk's start, one after the other, each aligned to a cache
+// line, none across a page boundary where a buffer fits in a page.
+TEST_CASE("packet pool: the zone holds every buffer, chunk by chunk, in 4 KiB pages and in hugepages", "[engine][pool]") {
+  const auto placed = [](size_t len, size_t elt, size_t page, uint32_t most) {
+    uint32_t count = 0;
+    size_t off = 0;
+    while (count < most) {
+      if (elt <= page && off / page != (off + elt - 1) / page) off = (off / page + 1) * page;
+      if (off + elt > len) break;
+      off += elt;
+      count++;
+    }
+    return count;
+  };
+  const size_t elt = 4800;  // the engine's buffer: 64 + 4672 + 64
+  for (const size_t page : {size_t(4096), size_t(2) << 20, size_t(1) << 30}) {
+    for (const uint32_t n : {1024u, 4096u, 16384u, 20000u, 65536u, 1u << 22}) {
+      INFO("page " << page << ", " << n << " buffers");
+      const size_t zone = dpdk::PacketPool::zone_bytes(n, elt, page);
+      CHECK(zone % page == 0);
+      CHECK(zone < size_t(n) * elt * 11 / 10 + (size_t(dpdk::PacketPool::kMaxChunks) + 1) * page);
+      size_t used = 0;
+      uint32_t made = 0, chunks = 0;
+      while (made < n) {
+        const size_t len = std::min(dpdk::PacketPool::chunk_bytes(made, n, elt, page), zone - used);
+        const uint32_t got = placed(len, elt, page, n - made);
+        REQUIRE(got > 0);
+        made += got;
+        used += len;
+        chunks++;
+      }
+      CHECK(made == n);
+      CHECK(chunks <= dpdk::PacketPool::kMaxChunks);
+    }
+  }
 }

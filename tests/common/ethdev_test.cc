@@ -455,7 +455,10 @@ TEST_CASE("Real time: a Forwarder between two net_null ports", "[e2e][ethdev]") 
   std::atomic<bool> stop{false};
   auto& fw = engine->add<Forwarder>("fw");
   auto& watch = engine->add<Watch>([&] { return fw.forwarded() >= 1'000'000; }, stop);
+  REQUIRE(engine->pool().populated() < engine->pool().capacity());  // made as needed...
   EthdevPort* p0 = attach(*engine, fw, 0, "net_null_rt0,size=128");
+  // ... but a PMD takes buffers from the pool itself: all of them are made.
+  CHECK(engine->pool().populated() == engine->pool().capacity());
   EthdevPort* p1 = attach(*engine, fw, 1, "net_null_rt1,size=128");
   engine->run(stop);
   CHECK_FALSE(watch.timed_out);

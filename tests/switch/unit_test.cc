@@ -652,6 +652,7 @@ TEST_CASE("One range per setting: YAML, NVUE and validate take the same values, 
        0, 100, "0..100 %"},
       {"interface swp2 pfc-storm quanta", "    interfaces: {swp2: {pfc-storm: {quanta: {}}}}\n", 1, 0xffff,
        "1..65535 quanta"},
+      {"system forwarding hash-seed", "    forwarding: {hash-seed: {}}\n", 0, 4294967295, "0..4294967295"},
   };
   for (const Row& r : rows) {
     for (const int64_t v : {r.lo - 1, r.lo, r.hi, r.hi + 1}) {
