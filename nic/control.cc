@@ -170,10 +170,10 @@ int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t le
 int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   Mr* mr = mrs_.find(key);
   if (mr == nullptr || mr->pd->ctx != ctx) return EINVAL;
-  // Its windows are unbound (as mlx5 leaves them: bound to an mkey that is
-  // gone), so that no later MR under this key or over this memory is
-  // reached through them.
-  unbind_windows(*mr);
+  // Not while a window is bound to it (ibv_reg_mr(3): "ibv_dereg_mr()
+  // fails if any memory window is still bound to this MR"; rxe_dereg_mr's
+  // EINVAL, IBA 10.6.7.2.6): the MR and its windows stay as they were.
+  if (mr->windows > 0) return EINVAL;
   refund(ctx, &Usage::mrs);
   mrs_.erase(key);
   return 0;

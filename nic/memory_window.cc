@@ -77,10 +77,11 @@ Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int a
       !mw->contains(va, len))
     return nullptr;
   if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;
-  // The MR as it is now. Deregistering or reregistering it to other
-  // memory, PD or key unbinds its windows (unbind_windows); what the bind
-  // checked of it is checked again, for this access (an in-place rereg
-  // may have taken local write away, an invalidation everything).
+  // The MR as it is now. It cannot be deregistered under a bound window;
+  // reregistering it to other memory, PD or key unbinds its windows
+  // (unbind_windows); what the bind checked of it is checked again, for
+  // this access (an in-place rereg may have taken local write away, an
+  // invalidation everything).
   Mr* mr = mrs_.find(mw->mr_key);
   if (mr == nullptr || !mr_admits_window(*mr, mw->pd, access) || !mr->contains(va, len)) return nullptr;
   return mr;

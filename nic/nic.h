@@ -152,6 +152,7 @@ class Nic final : public Node {
   // ibv_reg_mr_iova2); it defaults to addr.
   int reg_mr(HostContext* ctx, uint32_t pd, uint64_t addr, uint64_t length, int access, uint32_t& key,
              std::optional<uint64_t> iova = std::nullopt);
+  // EINVAL while a memory window is bound to the MR (it then stays).
   int dereg_mr(HostContext* ctx, uint32_t key);
   // ibv_rereg_mr: `flags` (ibv_rereg_mr_flags) says which of pd, access
   // and the translation (addr, length; the I/O address becomes addr)
@@ -352,9 +353,9 @@ class Nic final : public Node {
   // A window unbound: it grants nothing (a type 2 one is free to bind
   // again), and its MR and QP count it no more.
   void unbind_mw(Mw& mw);
-  // Every window bound to the MR (deregistered, or reregistered to other
-  // memory, PD or key), or every type 2 window bound through the QP
-  // (destroyed); nothing to look for when its count is 0.
+  // Every window bound to the MR (reregistered to other memory, PD or
+  // key), or every type 2 window bound through the QP (destroyed); nothing
+  // to look for when its count is 0.
   void unbind_windows(Mr& mr);
   void unbind_windows(Qp& qp);
 

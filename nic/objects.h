@@ -50,7 +50,7 @@ struct Mr {
   int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
   uint64_t pages = 0;      // 4 KiB pages its translation was made for (mlx5's mkey size)
-  uint32_t windows = 0;    // memory windows bound to it now (unbound when it goes or changes)
+  uint32_t windows = 0;    // memory windows bound to it now (it may not go; unbound when it changes)
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;
@@ -61,11 +61,11 @@ struct Mr {
 
 // A memory window (ibv_alloc_mw): a key granting remote access to part of
 // an MR, bound and unbound by work requests on a QP (IBA 10.6.7), and
-// unbound when its MR is deregistered or reregistered to other memory, PD
-// or key, or (type 2) when the QP it is bound to is destroyed. Its rkey
-// is kMwKeyBit | index << 8 | key byte: MR keys never have kMwKeyBit, so
-// one rkey space holds both; the low byte is the consumer's (ibv_inc_rkey),
-// chosen anew by each bind.
+// unbound when its MR is reregistered to other memory, PD or key, or
+// (type 2) when the QP it is bound to is destroyed; its MR cannot be
+// deregistered while it is bound. Its rkey is kMwKeyBit | index << 8 |
+// key byte: MR keys never have kMwKeyBit, so one rkey space holds both;
+// the low byte is the consumer's (ibv_inc_rkey), chosen anew by each bind.
 inline constexpr uint32_t kMwKeyBit = 0x80000000u;
 struct Mw {
   uint32_t handle = 0;  // the NIC's name for it (dealloc)

@@ -13,7 +13,8 @@
 //                                              comp_masks answer as rdma-core's man pages say
 //   rocemu-verify --mw                         memory windows: type 1 and 2 bound, reached,
 //                                              refused outside, after invalidation and once
-//                                              unbound by dereg/rereg/destroy_qp (README)
+//                                              unbound by rereg/destroy_qp; dereg refused
+//                                              under a bound window (README)
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   options: --size BYTES --iters N --gid INDEX
@@ -598,14 +599,17 @@ void check_refused(Side& s, const Side& owner, uint64_t addr, uint32_t rkey, con
   CHECKV(owner.buf == before, "WRITE through %s changed memory", what);
 }
 
-// A bound window stops working when its MR is deregistered or
-// reregistered to other memory, and a type 2 one when its QP is destroyed:
-// the old key is refused (with the same memory registered again under a
-// new MR too), and a type 2 window is free to be bound again. Each check
-// has pairs of its own (a refusal takes a pair to the error state).
+// ibv_dereg_mr of an MR with a bound window fails with EINVAL (ibv_reg_mr(3):
+// "ibv_dereg_mr() fails if any memory window is still bound to this MR";
+// rxe), the MR and window working on; once the window is invalidated it
+// succeeds, the old key is refused (with the same memory registered again
+// under a new MR too) and the window may be bound to the new MR. A bound
+// window stops working when its MR is reregistered to other memory, and a
+// type 2 one is free to be bound again once its QP is destroyed. Each
+// check has pairs of its own (a refusal takes a pair to the error state).
 constexpr unsigned kMwRw = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 
-void check_unbound_by_dereg(ibv_context* ctx, ibv_pd* pd, const Options& o) {
+void check_dereg_refused(ibv_context* ctx, ibv_pd* pd, const Options& o) {
   MwPair u, v;
   mw_pair(u, ctx, pd, o, 0x800);
   mw_pair(v, ctx, pd, o, 0x900);
@@ -614,14 +618,22 @@ void check_unbound_by_dereg(ibv_context* ctx, ibv_pd* pd, const Options& o) {
   CHECKV(mw != nullptr, "alloc_mw(TYPE_2)");
   if (mw == nullptr) return;
   CHECKV(bind_type2(u.own, mw, u.own.mr, ubase, 4096, kMwRw).status == IBV_WC_SUCCESS, "bind before ibv_dereg_mr");
+  const int e = ibv_dereg_mr(u.own.mr);
+  CHECKV(e == EINVAL, "ibv_dereg_mr of an MR with a bound window: %s, not EINVAL", std::strerror(e));
+  if (e == 0) return;
   post(u.peer, IBV_WR_RDMA_WRITE, 0, 64, ubase, mw->rkey, 0x90);
-  CHECKV(wait(u.peer, 1)[0].status == IBV_WC_SUCCESS, "WRITE through the window before ibv_dereg_mr");
-  CHECKV(ibv_dereg_mr(u.own.mr) == 0, "ibv_dereg_mr of an MR with a bound window");
+  CHECKV(wait(u.peer, 1)[0].status == IBV_WC_SUCCESS && std::memcmp(u.own.buf.data(), u.peer.buf.data(), 64) == 0,
+         "WRITE through the window after the refused ibv_dereg_mr");
+  const uint32_t old = mw->rkey;
+  post(u.own, IBV_WR_LOCAL_INV, 0, 0, 0, old, 0x1f);
+  CHECKV(wait(u.own, 1)[0].status == IBV_WC_SUCCESS, "local invalidate before ibv_dereg_mr");
+  CHECKV(ibv_dereg_mr(u.own.mr) == 0, "ibv_dereg_mr once the window is invalidated");
+  std::memset(u.own.buf.data(), 0xee, u.own.buf.size());
   u.own.mr = ibv_reg_mr(pd, u.own.buf.data(), u.own.buf.size(),
                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_MW_BIND);
   CHECKV(u.own.mr != nullptr, "reg_mr again: %s", std::strerror(errno));
   if (u.own.mr == nullptr) return;
-  check_refused(u.peer, u.own, ubase, mw->rkey, "a window whose MR was deregistered");
+  check_refused(u.peer, u.own, ubase, old, "a window invalidated before its MR was deregistered");
   CHECKV(bind_type2(v.own, mw, u.own.mr, ubase + 4096, 4096, kMwRw).status == IBV_WC_SUCCESS,
          "the window bound again after ibv_dereg_mr");
   post(v.peer, IBV_WR_RDMA_WRITE, 0, 4096, ubase + 4096, mw->rkey, 0x91);
@@ -885,7 +897,7 @@ int run_mw(const Options& o) {
   CHECKV(wc.status == IBV_WC_REM_ACCESS_ERR, "WRITE after ibv_wr_local_inv: %s", ibv_wc_status_str(wc.status));
   CHECKV(h.own.buf == before, "WRITE after ibv_wr_local_inv changed memory");
 
-  check_unbound_by_dereg(ctx, pd, o);
+  check_dereg_refused(ctx, pd, o);
   check_unbound_by_destroy_qp(ctx, pd, o);
   check_unbound_by_rereg(ctx, pd, o);
   for (ibv_mw* mw : {mw1, mw2, mw3, mw4, mw4b, mw5, mw6, mw7}) CHECKV(ibv_dealloc_mw(mw) == 0, "dealloc_mw");

@@ -153,9 +153,9 @@ TEST_CASE("A type 1 window: bound, the peer writes and reads inside it, nothing 
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 8).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
   }
-  SECTION("its MR deregistered: the window reaches nothing") {
-    REQUIRE(b.f.h2->dereg_mr(b.mr.lkey) == 0);
-    CHECK(b.peer(IBV_WR_RDMA_READ, mw.rkey, b.at(1024), 8).status == IBV_WC_REM_ACCESS_ERR);
+  SECTION("its MR may not be deregistered under it: EINVAL, the window still reaches it") {
+    CHECK(b.f.h2->dereg_mr(b.mr.lkey) == EINVAL);
+    CHECK(b.peer(IBV_WR_RDMA_READ, mw.rkey, b.at(1024), 8).status == IBV_WC_SUCCESS);
   }
   SECTION("a local invalidate of a type 1 window fails the WQE") {
     const ibv_wc inv = b.local_inv(mw.rkey);
@@ -576,26 +576,58 @@ TEST_CASE("ibv_rereg_mr under a bound window: the window follows the MR as it is
   }
 }
 
-TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a type 2 window is free to bind again", "[sim][nic][mw]") {
+TEST_CASE("ibv_dereg_mr of an MR with bound windows is EINVAL: the MR and its windows stay (ibv_reg_mr(3), rxe)",
+          "[sim][nic][mw]") {
   MwBench b;
-  ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
-  REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
-  const uint32_t old = mw.rkey;
-  REQUIRE(b.f.h2->dereg_mr(b.mr.lkey) == 0);
-  // The same memory registered again: a new MR, which the window may now be bound to.
-  ibv_mr again{};
-  again.lkey = again.rkey = b.f.h2->reg_mr(b.mem.data(), kBuf, test::kAccessAll | IBV_ACCESS_MW_BIND);
-  REQUIRE(again.lkey != 0);
-  CHECK(b.peer(IBV_WR_RDMA_WRITE, old, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
-  CHECK(b.mem_untouched(0, kBuf));
-  b.new_pair();
-  REQUIRE(b.bind(mw, &again, b.at(1024), 1024, IBV_ACCESS_REMOTE_WRITE).status == IBV_WC_SUCCESS);
-  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
-  CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
-  CHECK(b.mem_untouched(0, 1024));
+  ibv_mw one = b.alloc(IBV_MW_TYPE_1), two = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(one, &b.mr, b.at(0), 1024, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.bind(two, &b.mr, b.at(1024), 1024, kMwRights).status == IBV_WC_SUCCESS);
+  CHECK(b.f.h2->dereg_mr(b.mr.lkey) == EINVAL);
+  // Both windows and the MR itself still reach the memory.
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, one.rkey, b.at(0), 1024).status == IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, two.rkey, b.at(1024), 1024, 1024).status == IBV_WC_SUCCESS);
+  REQUIRE(b.peer(IBV_WR_RDMA_WRITE, b.mr.rkey, b.at(2048), 1024, 2048).status == IBV_WC_SUCCESS);
+  CHECK(std::equal(b.src.begin(), b.src.begin() + 3072, b.mem.begin()));
+  SECTION("each window gone, the MR may go") {
+    REQUIRE(b.local_inv(two.rkey).status == IBV_WC_SUCCESS);
+    CHECK(b.f.h2->dereg_mr(b.mr.lkey) == EINVAL);  // the type 1 window is still bound
+    REQUIRE(b.f.n2->dealloc_mw(b.f.h2->context(), one.handle) == 0);
+    CHECK(b.f.h2->dereg_mr(b.mr.lkey) == 0);
+  }
+  SECTION("a type 1 window bound to another MR, or with no MR, holds the first MR no more") {
+    std::vector<uint8_t> more(kBuf, 0);
+    ibv_mr other{};
+    other.lkey = other.rkey = b.f.h2->reg_mr(more.data(), kBuf, test::kAccessAll | IBV_ACCESS_MW_BIND);
+    REQUIRE(other.lkey != 0);
+    REQUIRE(b.bind(one, &other, reinterpret_cast<uint64_t>(more.data()), 64, kMwRights).status == IBV_WC_SUCCESS);
+    REQUIRE(b.local_inv(two.rkey).status == IBV_WC_SUCCESS);
+    CHECK(b.f.h2->dereg_mr(b.mr.lkey) == 0);
+    CHECK(b.f.h2->dereg_mr(other.lkey) == EINVAL);
+    REQUIRE(b.bind(one, nullptr, 0, 0, 0).status == IBV_WC_SUCCESS);
+    CHECK(b.f.h2->dereg_mr(other.lkey) == 0);
+  }
+  SECTION("the type 2 window's QP destroyed: that window holds the MR no more") {
+    REQUIRE(b.f.h2->destroy_qp(b.p.q2) == 0);
+    REQUIRE(b.f.n2->dealloc_mw(b.f.h2->context(), one.handle) == 0);
+    CHECK(b.f.h2->dereg_mr(b.mr.lkey) == 0);
+  }
 }
 
-TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a later MR under the same key and memory gets nothing through them",
+TEST_CASE("An application's exit with windows bound to its MRs and through its QPs: every one of them goes",
+          "[sim][nic][mw]") {
+  MwBench b;
+  ibv_mw one = b.alloc(IBV_MW_TYPE_1), two = b.alloc(IBV_MW_TYPE_2);
+  REQUIRE(b.bind(one, &b.mr, b.at(0), 1024, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.bind(two, &b.mr, b.at(1024), 1024, kMwRights).status == IBV_WC_SUCCESS);
+  REQUIRE(b.f.h2->dereg_mr(b.mr.lkey) == EINVAL);
+  REQUIRE(NicTestPeer::mrs(*b.f.n2) == 1);
+  REQUIRE(NicTestPeer::mws(*b.f.n2) == 2);
+  b.f.h2.reset();  // the process goes: close_context
+  CHECK(NicTestPeer::mrs(*b.f.n2) == 0);
+  CHECK(NicTestPeer::mws(*b.f.n2) == 0);
+}
+
+TEST_CASE("ibv_rereg_mr to a new key unbinds the MR's windows: a later MR under the old key gets nothing through them",
           "[sim][nic][mw]") {
   // The NIC holds as many MRs as its key space has slots, so the one slot
   // freed is taken again at once, and its key (slot and generation) comes
@@ -612,7 +644,11 @@ TEST_CASE("ibv_dereg_mr unbinds the MR's windows: a later MR under the same key 
       REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_SUCCESS);  // it did reach the MR
       std::fill(b.mem.begin(), b.mem.end(), 0xee);
       const uint32_t key = b.mr.lkey;
-      REQUIRE(b.f.h2->dereg_mr(key) == 0);
+      // MW_BIND taken away: a new mkey, the old key given back.
+      uint32_t moved = 0;
+      REQUIRE(b.f.n2->rereg_mr(b.f.h2->context(), key, IBV_REREG_MR_CHANGE_ACCESS, 0, 0, 0, test::kAccessAll,
+                               &moved) == 0);
+      REQUIRE(moved != key);
       constexpr uint32_t kGenBits = KeyedTable<Mr, 19>::kGenBits;
       uint32_t again = 0;
       for (uint64_t n = 0; again != key && n < 2 * uint64_t(kSlots); n++) {
