@@ -63,12 +63,20 @@ void Nic::close_context(HostContext* ctx) {
   if (ctx == nullptr) return;
   ctx->dead = true;
   flush_dma();  // nothing of this host may stay queued
-  // QPs first (they reference CQs, SRQs and the PD), then the rest.
+  // Windows first: each unbound as it goes (a count down on its MR and
+  // QP), so that no QP or MR has any left to look for among all the
+  // device's windows (unbind_windows). Then QPs (they reference CQs, SRQs
+  // and the PD), then the rest.
+  std::vector<uint32_t> keys;
+  mws_.for_each([&](const Mw& w) {
+    if (w.pd->ctx == ctx) keys.push_back(w.handle);
+  });
+  for (uint32_t k : keys) dealloc_mw(ctx, k);
+  keys.clear();
   std::vector<uint32_t> qpns;
   for (auto& [qpn, qp] : qps_)
     if (qp->ctx == ctx) qpns.push_back(qpn);
   for (uint32_t qpn : qpns) destroy_qp(ctx, qpn);
-  std::vector<uint32_t> keys;
   ahs_.for_each([&](const Ah& a) {
     if (a.pd->ctx == ctx) keys.push_back(a.handle);
   });
@@ -83,11 +91,6 @@ void Nic::close_context(HostContext* ctx) {
     refund(ctx, &Usage::srqs, srq_bytes(*srqs_.find(k)));
     srqs_.erase(k);
   }
-  keys.clear();
-  mws_.for_each([&](const Mw& w) {
-    if (w.pd->ctx == ctx) keys.push_back(w.handle);
-  });
-  for (uint32_t k : keys) dealloc_mw(ctx, k);
   keys.clear();
   mrs_.for_each([&](const Mr& m) {
     if (m.pd->ctx != ctx) return;

@@ -2,6 +2,7 @@
 // sizes it asks for, how many objects it makes -- cannot make the NIC loop,
 // overflow or take the device from other applications.
 #include "tests/nic/fabric.h"
+#include "tests/nic/nic_test_peer.h"
 #include <set>
 
 using namespace rocemu;
@@ -154,4 +155,6 @@ TEST_CASE("Memory windows are a per-application quota: ENOMEM beyond it, given b
   CHECK(alloc(second, pd2) == ENOMEM);
   nic.close_context(second);
   nic.close_context(other);
+  CHECK(NicTestPeer::mws(nic) == 0);
+  CHECK(NicTestPeer::window_count_errors(nic) == "");
 }

@@ -6,6 +6,7 @@
 // frees a type 2 window (IBV_WC_WITH_INV, invalidated_rkey). ibv_rereg_mr
 // with each flag, on its own and under a bound window.
 #include <algorithm>
+#include <exception>
 
 #include "tests/nic/fabric.h"
 #include "tests/nic/nic_test_peer.h"
@@ -40,6 +41,15 @@ struct MwBench {
     for (size_t i = 0; i < kBuf; i++) src[i] = uint8_t(i * 7 + 1);
     f.run([] { return false; }, ms(5));  // ARP settles
   }
+  // At the end of each test: every MR's and QP's count of bound windows is
+  // what the windows say (not while a failed REQUIRE unwinds).
+  ~MwBench() {
+    if (std::uncaught_exceptions() > 0) return;
+    CHECK(NicTestPeer::window_count_errors(*f.n2) == "");
+    CHECK(NicTestPeer::window_count_errors(*f.n1) == "");
+  }
+  MwBench(const MwBench&) = delete;
+  MwBench& operator=(const MwBench&) = delete;
   uint64_t at(size_t off) const { return reinterpret_cast<uint64_t>(mem.data()) + off; }
 
   ibv_mw alloc(ibv_mw_type type) {
