@@ -148,7 +148,8 @@ bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
 void Nic::unbind_mw(Mw& mw) {
   if (!mw.bound) return;
   if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows--;
-  if (Qp* qp = find_qp(mw.qpn); qp != nullptr && mw.type == IBV_MW_TYPE_2) qp->windows--;
+  if (mw.type == IBV_MW_TYPE_2)  // only these count on their QP
+    if (Qp* qp = find_qp(mw.qpn); qp != nullptr) qp->windows--;
   mw.bound = false;
   mw.mr_key = 0;
   mw.addr = mw.length = 0;
