@@ -118,7 +118,7 @@ TEST_CASE("QPNs go round from 0xffffff to 0x11, never onto the special QPs 0..0x
 }
 
 TEST_CASE("Memory windows are a per-application quota: ENOMEM beyond it, given back by dealloc and exit",
-          "[sim][nic][mw]") {
+          "[unit][nic][mw]") {
   auto engine = test::make_engine();
   NicConfig cfg;
   cfg.mac = *wire::MacAddr::parse("02:00:00:00:00:01");
