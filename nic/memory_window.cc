@@ -130,6 +130,11 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   return IBV_WC_SUCCESS;
 }
 
+// A type 2 window that is free already (invalidated, or unbound when its
+// QP went) is invalidated again without complaint, locally or remotely:
+// rxe_check_invalidate_mw refuses only a type 1 or deallocated window (a
+// free one would take rxe_do_invalidate_mw to its missing QP and MR), and
+// no refusal of it was found in the IBA.
 ibv_wc_status Nic::local_invalidate(Qp& qp, uint32_t rkey) {
   Mw* mw = find_mw(rkey);
   // Only a type 2 window of the QP's PD, by its key now (o10-37.2.26).

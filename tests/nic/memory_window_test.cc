@@ -350,6 +350,14 @@ TEST_CASE("A type 2 window: bound to one QP, freed by a local invalidate", "[sim
       CHECK(b.peer(IBV_WR_RDMA_WRITE, old, b.at(2048), 64, 4096).status == IBV_WC_REM_ACCESS_ERR);
       CHECK(b.mem == before);
     }
+    SECTION("invalidated again (free already): completes, changes nothing; bound again after") {
+      const ibv_wc again = b.local_inv(old);
+      CHECK(again.status == IBV_WC_SUCCESS);
+      CHECK(again.opcode == IBV_WC_LOCAL_INV);
+      CHECK(b.peer(IBV_WR_RDMA_READ, old, b.at(2048), 64).status == IBV_WC_REM_ACCESS_ERR);
+      b.new_pair();
+      CHECK(b.bind(mw, &b.mr, b.at(64), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_SUCCESS);
+    }
     SECTION("bound again: the new key works, the old one not") {
       REQUIRE(b.bind(mw, &b.mr, b.at(64), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_SUCCESS);
       CHECK(mw.rkey != old);
@@ -402,6 +410,18 @@ TEST_CASE("SEND with invalidate frees the peer's type 2 window", "[sim][nic][mw]
     CHECK(recv.byte_len == 32);
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
+  }
+  SECTION("a free type 2 window (invalidated already): the receive completes, the window stays free") {
+    ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
+    REQUIRE(b.bind(mw, &b.mr, b.at(0), 4096, kMwRights).status == IBV_WC_SUCCESS);
+    REQUIRE(b.local_inv(mw.rkey).status == IBV_WC_SUCCESS);
+    const auto [sent, recv] = send_inv(mw.rkey);
+    CHECK(sent.status == IBV_WC_SUCCESS);
+    REQUIRE(recv.status == IBV_WC_SUCCESS);
+    CHECK((recv.wc_flags & IBV_WC_WITH_INV) != 0);
+    CHECK(recv.invalidated_rkey == mw.rkey);
+    CHECK(b.p.q2->nic_qp->state == IBV_QPS_RTS);
+    CHECK(b.bind(mw, &b.mr, b.at(0), 64, IBV_ACCESS_REMOTE_READ).status == IBV_WC_SUCCESS);
   }
   SECTION("a key the window no longer has: the receive fails, the window stays bound") {
     ibv_mw mw = b.alloc(IBV_MW_TYPE_2);
@@ -689,9 +709,10 @@ TEST_CASE("ibv_destroy_qp unbinds the type 2 windows bound through it", "[sim][n
     CHECK(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(0), 64).status == IBV_WC_REM_ACCESS_ERR);
     CHECK(b.mem_untouched(0, kBuf));
   }
-  SECTION("the window is free: bound again through another QP, the new key works") {
+  SECTION("the window is free: invalidated (nothing to do), bound again through another QP, the new key works") {
     b.new_pair();
     const uint32_t old = mw.rkey;
+    CHECK(b.local_inv(old).status == IBV_WC_SUCCESS);
     REQUIRE(b.bind(mw, &b.mr, b.at(1024), 1024, IBV_ACCESS_REMOTE_WRITE).status == IBV_WC_SUCCESS);
     REQUIRE(b.peer(IBV_WR_RDMA_WRITE, mw.rkey, b.at(1024), 1024).status == IBV_WC_SUCCESS);
     CHECK(std::equal(b.src.begin(), b.src.begin() + 1024, b.mem.begin() + 1024));
