@@ -63,10 +63,9 @@ void Nic::close_context(HostContext* ctx) {
   if (ctx == nullptr) return;
   ctx->dead = true;
   flush_dma();  // nothing of this host may stay queued
-  // Windows first: each unbound as it goes (a count down on its MR and
-  // QP), so that no QP or MR has any left to look for among all the
-  // device's windows (unbind_windows). Then QPs (they reference CQs, SRQs
-  // and the PD), then the rest.
+  // Windows first (each unbound as it goes: off its MR's and QP's lists,
+  // so that no QP or MR has any left to unbind), then QPs (they reference
+  // CQs, SRQs and the PD), then the rest.
   std::vector<uint32_t> keys;
   mws_.for_each([&](const Mw& w) {
     if (w.pd->ctx == ctx) keys.push_back(w.handle);
@@ -176,7 +175,7 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   // Not while a window is bound to it (ibv_reg_mr(3): "ibv_dereg_mr()
   // fails if any memory window is still bound to this MR"; rxe_dereg_mr's
   // EINVAL, IBA 10.6.7.2.6): the MR and its windows stay as they were.
-  if (mr->windows > 0) return EINVAL;
+  if (!mr->windows.empty()) return EINVAL;
   refund(ctx, &Usage::mrs);
   mrs_.erase(key);
   return 0;
@@ -212,7 +211,7 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
     mrs_.erase(key);
     mr = in->obj;
     mr->key = in->key;
-    mr->windows = 0;
+    mr->windows.clear();
     if (grows) mr->pages = pages_spanned(addr, length);
   } else if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD)) {
     // The same key over other memory or in another PD: the windows were

@@ -7,6 +7,8 @@
 // IBV_WC_LOCAL_INV, or fails with IBV_WC_MW_BIND_ERR as mlx5's binds do
 // (its local invalidate is a bind of length 0). The responder reaches the
 // MR behind a window key through mw_grants.
+#include <utility>
+
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -125,8 +127,8 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   mw->addr = addr;
   mw->length = length;
   mw->access = access;
-  mr->windows++;
-  if (mw->type == IBV_MW_TYPE_2) qp.windows++;
+  mr->windows.insert(mw);
+  if (mw->type == IBV_MW_TYPE_2) qp.windows.insert(mw);
   return IBV_WC_SUCCESS;
 }
 
@@ -152,25 +154,25 @@ bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
 
 void Nic::unbind_mw(Mw& mw) {
   if (!mw.bound) return;
-  if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows--;
-  if (mw.type == IBV_MW_TYPE_2)  // only these count on their QP
-    if (Qp* qp = find_qp(mw.qpn); qp != nullptr) qp->windows--;
+  if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows.erase(&mw);
+  if (mw.type == IBV_MW_TYPE_2)  // only these are on their QP's list
+    if (Qp* qp = find_qp(mw.qpn); qp != nullptr) qp->windows.erase(&mw);
   mw.bound = false;
   mw.mr_key = 0;
   mw.addr = mw.length = 0;
   mw.access = 0;
 }
 
+// Each taken off the list first: unbind_mw then finds it on no list of
+// this MR or QP, whatever it finds under the window's MR key and QPN.
 void Nic::unbind_windows(Mr& mr) {
-  if (mr.windows == 0) return;
-  for (auto& [index, mw] : mw_by_index_)
-    if (mw->bound && mw->mr_key == mr.key) unbind_mw(*mw);
+  const std::unordered_set<Mw*> bound = std::exchange(mr.windows, {});
+  for (Mw* mw : bound) unbind_mw(*mw);
 }
 
 void Nic::unbind_windows(Qp& qp) {
-  if (qp.windows == 0) return;
-  for (auto& [index, mw] : mw_by_index_)
-    if (mw->bound && mw->type == IBV_MW_TYPE_2 && mw->qpn == qp.qpn) unbind_mw(*mw);
+  const std::unordered_set<Mw*> bound = std::exchange(qp.windows, {});
+  for (Mw* mw : bound) unbind_mw(*mw);
 }
 
 }  // namespace rocemu::nic

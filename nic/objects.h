@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "common/wire/ip.h"
@@ -41,6 +42,8 @@ struct Pd {
   HostContext* ctx = nullptr;
 };
 
+struct Mw;
+
 struct Mr {
   uint32_t key = 0;  // lkey == rkey
   Pd* pd = nullptr;
@@ -50,7 +53,9 @@ struct Mr {
   int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
   uint64_t pages = 0;      // 4 KiB pages its translation was made for (mlx5's mkey size)
-  uint32_t windows = 0;    // memory windows bound to it now (it may not go; unbound when it changes)
+  // The memory windows bound to it now (it may not go; unbound when it
+  // changes): unbinding them all looks at these only.
+  std::unordered_set<Mw*> windows;
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "common/engine/timer_wheel.h"
@@ -137,7 +138,7 @@ struct Qp {
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
-  uint32_t windows = 0;  // type 2 memory windows bound through it now (unbound when it goes)
+  std::unordered_set<Mw*> windows;  // type 2 memory windows bound through it now (unbound when it goes)
 
   // ---- attributes (ibv_modify_qp) ----
   uint16_t pkey_index = 0;

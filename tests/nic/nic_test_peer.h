@@ -36,14 +36,16 @@ class NicTestPeer {
     n.mrs_.for_each([&](const Mr& m) {
       const auto it = by_mr.find(m.key);
       const uint32_t bound = it != by_mr.end() ? it->second : 0;
-      if (m.windows != bound) out << "MR " << m.key << ": windows " << m.windows << ", bound " << bound << "\n";
+      if (m.windows.size() != bound)
+        out << "MR " << m.key << ": windows " << m.windows.size() << ", bound " << bound << "\n";
       if (it != by_mr.end()) by_mr.erase(it);
     });
     for (const auto& [key, k] : by_mr) out << k << " window(s) bound to MR " << key << ", which is gone\n";
     for (const auto& [qpn, qp] : n.qps_) {
       const auto it = by_qp.find(qpn);
       const uint32_t bound = it != by_qp.end() ? it->second : 0;
-      if (qp->windows != bound) out << "QP " << qpn << ": windows " << qp->windows << ", bound " << bound << "\n";
+      if (qp->windows.size() != bound)
+        out << "QP " << qpn << ": windows " << qp->windows.size() << ", bound " << bound << "\n";
       if (it != by_qp.end()) by_qp.erase(it);
     }
     for (const auto& [qpn, k] : by_qp) out << k << " window(s) bound through QP " << qpn << ", which is gone\n";
