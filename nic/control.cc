@@ -175,7 +175,7 @@ int Nic::dereg_mr(HostContext* ctx, uint32_t key) {
   // Not while a window is bound to it (ibv_reg_mr(3): "ibv_dereg_mr()
   // fails if any memory window is still bound to this MR"; rxe_dereg_mr's
   // EINVAL, IBA 10.6.7.2.6): the MR and its windows stay as they were.
-  if (!mr->windows.empty()) return EINVAL;
+  if (mr->windows.head != nullptr) return EINVAL;
   refund(ctx, &Usage::mrs);
   mrs_.erase(key);
   return 0;
@@ -211,7 +211,7 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
     mrs_.erase(key);
     mr = in->obj;
     mr->key = in->key;
-    mr->windows.clear();
+    mr->windows = {};
     if (grows) mr->pages = pages_spanned(addr, length);
   } else if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD)) {
     // The same key over other memory or in another PD: the windows were

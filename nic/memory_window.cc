@@ -7,8 +7,6 @@
 // IBV_WC_LOCAL_INV, or fails with IBV_WC_MW_BIND_ERR as mlx5's binds do
 // (its local invalidate is a bind of length 0). The responder reaches the
 // MR behind a window key through mw_grants.
-#include <utility>
-
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -33,6 +31,27 @@ bool mr_admits_window(const Mr& mr, const Pd* pd, int rights) {
   if (mr.invalidated || mr.pd != pd || !(mr.access & IBV_ACCESS_MW_BIND) || (mr.access & IBV_ACCESS_ZERO_BASED))
     return false;
   return !(rights & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) || (mr.access & IBV_ACCESS_LOCAL_WRITE);
+}
+
+// The lists of windows an MR or QP has bound (MwList); `links` names the
+// window's links for that kind of list. Removing a window that is not on
+// the list does nothing.
+void mw_list_push(MwList& list, Mw& w, MwLinks Mw::*links) {
+  MwLinks& l = w.*links;
+  l.prev = nullptr;
+  l.next = list.head;
+  if (list.head != nullptr) (list.head->*links).prev = &w;
+  list.head = &w;
+  list.size++;
+}
+
+void mw_list_remove(MwList& list, Mw& w, MwLinks Mw::*links) {
+  MwLinks& l = w.*links;
+  if (l.prev == nullptr && list.head != &w) return;
+  (l.prev != nullptr ? (l.prev->*links).next : list.head) = l.next;
+  if (l.next != nullptr) (l.next->*links).prev = l.prev;
+  l = MwLinks{};
+  list.size--;
 }
 
 }  // namespace
@@ -127,8 +146,8 @@ ibv_wc_status Nic::bind_mw(Qp& qp, const SendWork& w) {
   mw->addr = addr;
   mw->length = length;
   mw->access = access;
-  mr->windows.insert(mw);
-  if (mw->type == IBV_MW_TYPE_2) qp.windows.insert(mw);
+  mw_list_push(mr->windows, *mw, &Mw::on_mr);
+  if (mw->type == IBV_MW_TYPE_2) mw_list_push(qp.windows, *mw, &Mw::on_qp);
   return IBV_WC_SUCCESS;
 }
 
@@ -154,25 +173,29 @@ bool Nic::remote_invalidate_mw(const Qp& qp, uint32_t rkey) {
 
 void Nic::unbind_mw(Mw& mw) {
   if (!mw.bound) return;
-  if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mr->windows.erase(&mw);
+  if (Mr* mr = mrs_.find(mw.mr_key); mr != nullptr) mw_list_remove(mr->windows, mw, &Mw::on_mr);
   if (mw.type == IBV_MW_TYPE_2)  // only these are on their QP's list
-    if (Qp* qp = find_qp(mw.qpn); qp != nullptr) qp->windows.erase(&mw);
+    if (Qp* qp = find_qp(mw.qpn); qp != nullptr) mw_list_remove(qp->windows, mw, &Mw::on_qp);
   mw.bound = false;
   mw.mr_key = 0;
   mw.addr = mw.length = 0;
   mw.access = 0;
 }
 
-// Each taken off the list first: unbind_mw then finds it on no list of
-// this MR or QP, whatever it finds under the window's MR key and QPN.
+// Each taken off this list first, whatever unbind_mw finds under the
+// window's MR key and QPN: the loop ends.
 void Nic::unbind_windows(Mr& mr) {
-  const std::unordered_set<Mw*> bound = std::exchange(mr.windows, {});
-  for (Mw* mw : bound) unbind_mw(*mw);
+  while (Mw* mw = mr.windows.head) {
+    mw_list_remove(mr.windows, *mw, &Mw::on_mr);
+    unbind_mw(*mw);
+  }
 }
 
 void Nic::unbind_windows(Qp& qp) {
-  const std::unordered_set<Mw*> bound = std::exchange(qp.windows, {});
-  for (Mw* mw : bound) unbind_mw(*mw);
+  while (Mw* mw = qp.windows.head) {
+    mw_list_remove(qp.windows, *mw, &Mw::on_qp);
+    unbind_mw(*mw);
+  }
 }
 
 }  // namespace rocemu::nic

@@ -351,7 +351,7 @@ class Nic final : public Node {
   // type 2 window of the QP's PD with that key).
   bool remote_invalidate_mw(const Qp& qp, uint32_t rkey);
   // A window unbound: it grants nothing (a type 2 one is free to bind
-  // again), and it is off its MR's and QP's lists.
+  // again), and it is off its MR's and QP's lists (MwList).
   void unbind_mw(Mw& mw);
   // Every window bound to the MR (reregistered to other memory, PD or
   // key), or every type 2 window bound through the QP (destroyed): those

@@ -11,7 +11,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <unordered_set>
 #include <vector>
 
 #include "common/wire/ip.h"
@@ -44,6 +43,19 @@ struct Pd {
 
 struct Mw;
 
+// The memory windows bound to an MR or through a QP: a list threaded
+// through the windows themselves (Mw::on_mr, Mw::on_qp), so that binding
+// and unbinding allocate nothing and unbinding them all looks at these
+// only (nic/memory_window.cc).
+struct MwList {
+  Mw* head = nullptr;
+  uint32_t size = 0;
+};
+struct MwLinks {
+  Mw* prev = nullptr;
+  Mw* next = nullptr;
+};
+
 struct Mr {
   uint32_t key = 0;  // lkey == rkey
   Pd* pd = nullptr;
@@ -53,9 +65,7 @@ struct Mr {
   int access = 0;          // enum ibv_access_flags
   bool invalidated = false;
   uint64_t pages = 0;      // 4 KiB pages its translation was made for (mlx5's mkey size)
-  // The memory windows bound to it now (it may not go; unbound when it
-  // changes): unbinding them all looks at these only.
-  std::unordered_set<Mw*> windows;
+  MwList windows;          // memory windows bound to it now (it may not go; unbound when it changes)
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;
@@ -86,6 +96,7 @@ struct Mw {
   uint64_t addr = 0, length = 0;
   int access = 0;
   uint32_t qpn = 0;
+  MwLinks on_mr, on_qp;  // on its MR's list while bound; a type 2 one on its QP's too
 
   bool contains(uint64_t a, uint64_t len) const {
     return a >= addr && len <= length && a - addr <= length - len;

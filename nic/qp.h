@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <unordered_set>
 #include <vector>
 
 #include "common/engine/timer_wheel.h"
@@ -138,7 +137,7 @@ struct Qp {
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
-  std::unordered_set<Mw*> windows;  // type 2 memory windows bound through it now (unbound when it goes)
+  MwList windows;  // type 2 memory windows bound through it now (unbound when it goes)
 
   // ---- attributes (ibv_modify_qp) ----
   uint16_t pkey_index = 0;
