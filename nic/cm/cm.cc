@@ -319,7 +319,7 @@ int ConnectionManager::resolve_route(uint32_t channel, uint32_t handle, Time) {
   if (id == nullptr) return EINVAL;
   if (id->state != State::kAddrResolved) return EINVAL;
   id->state = State::kRouteResolved;
-  id->path_mtu = cfg_.active_mtu;
+  id->path_mtu = host_.path_mtu();
   queue_event(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
   return 0;
 }
@@ -778,7 +778,7 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
   c.rnr_retry = uint8_t(m.get(req::kRnrRetryCount));
   c.flow_control = m.get(req::kEndToEndFlowControl) != 0;
   c.srq = m.get(req::kSrq) != 0;
-  c.path_mtu = uint8_t(std::min<uint64_t>(m.get(req::kPathMtu), cfg_.active_mtu));
+  c.path_mtu = uint8_t(std::min<uint64_t>(m.get(req::kPathMtu), host_.path_mtu()));
   c.tos = uint8_t(m.get(req::kTrafficClass));
   c.ack_timeout = uint8_t(m.get(req::kLocalAckTimeout));
   EventResp ev = conn_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.bytes(req::kPrivateData).subspan(CmaHeader::kSize));

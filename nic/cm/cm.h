@@ -11,6 +11,7 @@
 // the NIC calls on_timer() when next_deadline() comes.
 #pragma once
 
+#include <netinet/in.h>  // before the kernel header: glibc owns the in6 structs
 #include <rdma/rdma_user_cm.h>
 
 #include <cstdint>
@@ -38,13 +39,14 @@ class Host {
   // address); kPending asks for it (ARP) and the CM asks again later.
   virtual Reach reach(const wire::IpAddr& ip, Time now) = 0;
   virtual void send_mad(const wire::IpAddr& dst, const Mad& mad, Time now) = 0;
+  // The largest path MTU now (enum ibv_mtu): the port's active MTU.
+  virtual uint8_t path_mtu() = 0;
 };
 
 struct CmConfig {
   uint64_t node_guid = 0;          // host order
   wire::IpAddr ip;                 // the NIC's IPv4 address (IPv4-mapped)
   uint8_t sgid_index = 0;          // its RoCEv2 GID
-  uint8_t active_mtu = 5;          // enum ibv_mtu
   uint8_t max_responder_resources = 16;
   uint8_t max_initiator_depth = 16;
   // MAD timeouts and retries (kernel cma.c: CMA_CM_RESPONSE_TIMEOUT 20 and

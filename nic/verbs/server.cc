@@ -540,10 +540,7 @@ DeviceInfo device_info(const nic::Nic& n) {
   DeviceInfo d{};
   const auto& cfg = n.config();
   std::memcpy(d.mac, cfg.mac.b.data(), 6);
-  // Node GUID from the MAC, as mlx5 forms it (EUI-64).
-  const auto& m = cfg.mac.b;
-  d.node_guid = uint64_t(m[0]) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | uint64_t(0xff) << 32 |
-                uint64_t(0xfe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+  d.node_guid = n.node_guid();
   const auto& gids = n.gid_table();
   d.num_gids = uint16_t(std::min<size_t>(gids.size(), kMaxGids));
   for (size_t i = 0; i < d.num_gids; i++) {

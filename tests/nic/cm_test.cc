@@ -145,6 +145,7 @@ struct CmPair {
       return ip == pair->ip_a || ip == pair->ip_b ? pair->reach_answer : Reach::kPending;
     }
     void send_mad(const wire::IpAddr& dst, const Mad& mad, Time) override { pair->wire_.push_back({self, dst, mad}); }
+    uint8_t path_mtu() override { return IBV_MTU_4096; }
   } side_a, side_b;
 
   CmPair() {
