@@ -34,6 +34,16 @@ void Nic::make_cm() {
   cm_timer_.bind<&Nic::on_cm_timer>(this);
 }
 
+void Nic::report_cm_counters(CounterSink& sink) const {
+  const std::string scope = name() + "/cm";
+  const auto& c = cm_->counters();
+  sink.counter(scope, "mads_sent", c.mads_sent);
+  sink.counter(scope, "mads_received", c.mads_received);
+  sink.counter(scope, "mads_resent", c.mads_resent);
+  sink.counter(scope, "ids", cm_->ids());
+  sink.counter(scope, "listening", cm_->listening());
+}
+
 void Nic::rearm_cm(Time) {
   const Time at = cm_->next_deadline();
   if (cm_timer_.armed()) {
@@ -73,8 +83,9 @@ cm::Host::Reach Nic::reach(const wire::IpAddr& ip, Time now) {
   const wire::IpAddr hop = next_hop(ip);
   if (neighbor(hop)) return Reach::kReachable;
   if (!hop.is_v4()) return Reach::kUnknown;
+  // Asked again each second, as Linux retransmits ARP (retrans_time_ms).
   auto it = arp_pending_.find(hop);
-  if (it == arp_pending_.end() || now - it->second >= ms(1)) send_arp_request(hop, now);
+  if (it == arp_pending_.end() || now - it->second >= ms(1000)) send_arp_request(hop, now);
   return Reach::kPending;
 }
 

@@ -666,6 +666,7 @@ void Nic::report_counters(CounterSink& sink) const {
     for (size_t i = 0; i < NicPrioCounters::kCount; i++)
       sink.counter(name(), prio_counter_name(NicPrioCounters::kNames[i], p),
                    prio_counter(NicPrioCounters::Id(i), p, now));
+  report_cm_counters(sink);
   for (const auto& [qpn, qp] : qps_) {
     const std::string scope = name() + "/qp" + std::to_string(qpn);
     sink.counter(scope, "retransmitted_packets", qp->req.retransmitted);

@@ -254,6 +254,8 @@ class Nic final : public Node, private cm::Host {
   void send_mad(const wire::IpAddr& dst, const cm::Mad& mad, Time now) override;
   uint8_t path_mtu() override { return uint8_t(active_mtu()); }
   void make_cm();
+  // Under scope NIC/cm: MADs and the ids and listeners there are now.
+  void report_cm_counters(CounterSink& sink) const;
   void rearm_cm(Time now);
   void on_cm_timer(Time now);
   // ---- transmit scheduling (nic.cc; the lists in tx_scheduler.h) ----

@@ -952,6 +952,10 @@ void ConnectionManager::on_sidr_rep(const Mad& m, Time) {
 
 // -------------------------------------------------------------- timers ----
 
+size_t ConnectionManager::listening() const {
+  return size_t(std::count_if(ids_.begin(), ids_.end(), [](const auto& e) { return e.second->state == State::kListen; }));
+}
+
 Time ConnectionManager::next_deadline() const {
   Time t = Time::max();
   for (const auto& [h, id] : ids_) t = std::min(t, id->deadline);

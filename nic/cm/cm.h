@@ -53,7 +53,7 @@ struct CmConfig {
   // a packet life time of 16 give 2 * 2^8 + 2^12 ms; 15 retries).
   Duration mad_timeout = ms(4608);
   int max_mad_retries = 15;
-  Duration addr_retry = ms(1);     // how often an unresolved neighbour is asked again
+  Duration addr_retry = ms(10);    // how often the neighbour table is looked at while resolving
   uint64_t seed = 1;               // PSNs and communication IDs
 };
 
@@ -135,6 +135,7 @@ class ConnectionManager {
 
   // ---- introspection ----
   size_t ids() const { return ids_.size(); }
+  size_t listening() const;
   struct Counters {
     uint64_t mads_sent = 0, mads_received = 0, mads_resent = 0, mads_dropped = 0;
   };

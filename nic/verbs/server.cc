@@ -427,6 +427,7 @@ struct VerbsServer::Impl {
   void serve_cm(Session& s, const Request& req, Reply& rep, std::vector<int>& fds_out) {
     if (req.op == Op::kCmOpen) {
       rep.err = open_cm_channel(s, req, fds_out);
+      rep.u.cm_open.channel = s.cm_channel;
       return;
     }
     if (s.cm_channel == 0 || req.u.ucma.length > kUcmaMax) {

@@ -184,10 +184,11 @@ int serve_ucma(nic::Nic& nic, uint32_t channel, std::span<const uint8_t> cmd, Uc
         return cm.notify(channel, c.id, c.event, now);
       }
       case RDMA_USER_CM_CMD_MIGRATE_ID: {
-        // The provider put the engine's id of the new channel in `fd`.
+        // Written on the channel the id goes to; `fd` names the one it is
+        // on (the provider put that channel's engine id there).
         auto c = command_of<rdma_ucm_migrate_id>(cmd, hdr);
         rdma_ucm_migrate_resp r{};
-        if (int e = cm.migrate_id(channel, c.id, c.fd, r.events_reported); e != 0) return e;
+        if (int e = cm.migrate_id(c.fd, c.id, channel, r.events_reported); e != 0) return e;
         respond(out, c.response, r, hdr);
         return 0;
       }

@@ -185,7 +185,7 @@ ssize_t ucma_write(UcmaChannel& ch, const void* buf, size_t len) {
       std::memcpy(cmd + sizeof hdr + hdr.in, reinterpret_cast<const void*>(o.optval), o.optlen);
       cmd_len = sizeof hdr + hdr.in + o.optlen;
     } else if (hdr.cmd == RDMA_USER_CM_CMD_MIGRATE_ID && hdr.in >= sizeof(rdma_ucm_migrate_id)) {
-      // The new channel's descriptor means nothing to the engine: its id does.
+      // The id's present channel, named by descriptor: the engine knows it by its id.
       rdma_ucm_migrate_id m;
       std::memcpy(&m, cmd + sizeof hdr, sizeof m);
       auto to = channel_of(int(m.fd));
