@@ -62,7 +62,7 @@ struct ConnectionManager::Id {
   uint32_t events_reported = 0;
 };
 
-namespace {
+namespace cm_cc {
 
 using State = ConnectionManager::State;
 
@@ -112,7 +112,8 @@ bool connected(State s) {
 
 constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
 
-}  // namespace
+}  // namespace cm_cc
+using namespace cm_cc;
 
 ConnectionManager::ConnectionManager(CmConfig cfg, Host& host)
     : cfg_(cfg), host_(host), rng_(cfg.seed), next_comm_id_(uint32_t(rng_())) {}

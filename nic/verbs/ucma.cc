@@ -6,7 +6,7 @@
 #include <cstring>
 
 namespace rocemu::verbs {
-namespace {
+namespace ucma_cc {
 
 using nic::cm::ConnectionManager;
 
@@ -88,7 +88,8 @@ int set_option(ConnectionManager& cm, uint32_t channel, const rdma_ucm_set_optio
   return ENOSYS;  // RDMA_OPTION_IB_PATH: routes are resolved here
 }
 
-}  // namespace
+}  // namespace ucma_cc
+using namespace ucma_cc;
 
 int serve_ucma(nic::Nic& nic, uint32_t channel, std::span<const uint8_t> cmd, UcmaResponse& out, Time now) {
   rdma_ucm_cmd_hdr hdr;

@@ -9,7 +9,7 @@
 
 using namespace rocemu::test;
 
-namespace {
+namespace rdma_cm_test {
 
 constexpr const char* kServerIp = "10.0.2.1";  // h2
 
@@ -51,7 +51,8 @@ bool has_result_row(const std::string& out) {
   return false;
 }
 
-}  // namespace
+}  // namespace rdma_cm_test
+using namespace rdma_cm_test;
 
 TEST_CASE("rping -s / rping -c -C 100 -V: 100 pings, each checked, over rdma_cm", "[e2e][rdma_cm]") {
   Fabric f;

@@ -13,7 +13,7 @@
 using namespace rocemu;
 using namespace rocemu::nic::cm;
 
-namespace {
+namespace cm_test {
 
 int bits_set(const Mad& m) {
   int n = 0;
@@ -21,7 +21,8 @@ int bits_set(const Mad& m) {
   return n;
 }
 
-}  // namespace
+}  // namespace cm_test
+using namespace cm_test;
 
 TEST_CASE("CM MAD fields hold exactly their width, and nothing else moves", "[unit][cm]") {
   const Field fields[] = {req::kLocalCommId,  req::kServiceId,      req::kCaGuid,         req::kQkey,
@@ -121,7 +122,7 @@ TEST_CASE("The cma_hdr round-trips with the IPv4 address in its last 4 bytes", "
   CHECK_FALSE(CmaHeader::decode(out));
 }
 
-namespace {
+namespace cm_test {
 
 // Two CMs on one fake wire; MADs wait in `wire` until delivered.
 struct CmPair {
@@ -189,7 +190,7 @@ struct CmPair {
   }
 };
 
-}  // namespace
+}  // namespace cm_test
 
 TEST_CASE("rdma_cm connects, negotiates PSNs, QPNs and resources, and disconnects over CM MADs", "[unit][cm]") {
   CmPair p;

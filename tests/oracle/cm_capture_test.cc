@@ -15,7 +15,7 @@ using namespace rocemu;
 using namespace rocemu::test;
 using nic::cm::ConnectionManager;
 
-namespace {
+namespace cm_capture_test {
 
 // The next event of a channel, running virtual time until it comes.
 std::optional<nic::cm::EventResp> cm_event(TwoNics& f, nic::Nic& n, uint32_t ch) {
@@ -27,7 +27,8 @@ std::optional<nic::cm::EventResp> cm_event(TwoNics& f, nic::Nic& n, uint32_t ch)
   return ev;
 }
 
-}  // namespace
+}  // namespace cm_capture_test
+using namespace cm_capture_test;
 
 TEST_CASE("An rdma_cm connect and disconnect decodes in tshark as InfiniBand CM REQ, REP, RTU, DREQ, DREP",
           "[oracle][nic][cm]") {

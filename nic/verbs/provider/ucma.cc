@@ -35,7 +35,7 @@
 
 using namespace rocemu;
 
-namespace {
+namespace ucma_interpose {
 
 constexpr const char* kRdmaCmPath = "/dev/infiniband/rdma_cm";
 
@@ -133,7 +133,7 @@ int open_channel(int flags) {
 }
 
 // One command to the engine; the response lands where it points.
-int forward(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
+int forward_command(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   verbs::Request req;
   req.op = verbs::Op::kCmCommand;
   std::memcpy(req.u.ucma.bytes, cmd, len);
@@ -147,11 +147,11 @@ int forward(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
 
 // GET_EVENT: one count of the eventfd per event. A count whose event went
 // away (its id destroyed) finds none and the wait goes on.
-int get_event(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
+int wait_for_event(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   for (;;) {
     uint64_t one;
     if (libc_read(ch.events, &one, sizeof one) != ssize_t(sizeof one)) return errno;  // EAGAIN, EINTR
-    const int err = forward(ch, cmd, len);
+    const int err = forward_command(ch, cmd, len);
     if (err != EAGAIN) return err;
   }
 }
@@ -172,7 +172,7 @@ ssize_t ucma_write(UcmaChannel& ch, const void* buf, size_t len) {
   size_t cmd_len = len;
   int err;
   if (hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT) {
-    err = get_event(ch, cmd, cmd_len);
+    err = wait_for_event(ch, cmd, cmd_len);
   } else {
     if (hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && hdr.in >= sizeof(rdma_ucm_set_option)) {
       // The value is behind a pointer: it travels after the command.
@@ -196,7 +196,7 @@ ssize_t ucma_write(UcmaChannel& ch, const void* buf, size_t len) {
       m.fd = to->engine_id;
       std::memcpy(cmd + sizeof hdr, &m, sizeof m);
     }
-    err = forward(ch, cmd, cmd_len);
+    err = forward_command(ch, cmd, cmd_len);
   }
   if (err != 0) {
     errno = err;
@@ -219,7 +219,8 @@ mode_t mode_arg(int flags, va_list ap) {
   return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode_t(va_arg(ap, int)) : 0;
 }
 
-}  // namespace
+}  // namespace ucma_interpose
+using namespace ucma_interpose;
 
 extern "C" {
 
