@@ -78,15 +78,18 @@ TEST_CASE("rping -s / rping -c -C 100 -V: 100 pings, each checked, over rdma_cm"
       std::chrono::seconds(30)));
 }
 
-TEST_CASE("perftest over rdma_cm: ib_write_bw -R and ib_read_lat -R", "[e2e][rdma_cm][perftest]") {
+TEST_CASE("perftest over rdma_cm: ib_write_bw -R, ib_read_lat -R and ib_send_bw -R -c UD", "[e2e][rdma_cm][perftest]") {
   Fabric f;
-  for (const std::string tool : {"ib_write_bw", "ib_read_lat"}) {
+  for (const auto& tool :
+       {std::vector<std::string>{"ib_write_bw"}, {"ib_read_lat"}, {"ib_send_bw", "-c", "UD"}}) {
     const std::string port = std::to_string(pick_port());
-    std::vector<std::string> server = {tool, "-R", "-d", "rocemu0", "-p", port};
+    std::vector<std::string> server = tool;
+    for (const std::string a : {"-R", "-d", "rocemu0", "-p"}) server.push_back(a);
+    server.push_back(port);
     std::vector<std::string> client = server;
     client.push_back(kServerIp);
     const auto r = cm_pair(f, server, client, 120);
-    INFO(tool);
+    INFO(tool[0]);
     require_both_ok(r);
     CHECK(has_result_row(r.client_out));
   }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <bit>
 #include <deque>
 
@@ -177,6 +178,21 @@ struct CmPair {
       seen.push_back(f.mad.attr());
       if (drop_first > 0) {
         drop_first--;
+        continue;
+      }
+      (f.dst == ip_a ? *a : *b).on_mad(f.src, f.mad, now);
+    }
+    return seen;
+  }
+  // The same, losing the first MAD of each attribute in `lose`.
+  std::vector<Attr> deliver_losing(std::vector<Attr> lose) {
+    std::vector<Attr> seen;
+    while (!wire_.empty()) {
+      InFlight f = wire_.front();
+      wire_.pop_front();
+      seen.push_back(f.mad.attr());
+      if (auto it = std::find(lose.begin(), lose.end(), f.mad.attr()); it != lose.end()) {
+        lose.erase(it);
         continue;
       }
       (f.dst == ip_a ? *a : *b).on_mad(f.src, f.mad, now);
@@ -457,4 +473,52 @@ TEST_CASE("rdma_cm: ids bind to free ports only; destroying an id with events qu
   CHECK(reported == 0);
   CHECK(p.signals_a == 0);
   CHECK_FALSE(p.a->get_event(p.ch_a));
+}
+
+TEST_CASE("rdma_cm under loss: a lost REP, RTU, DREQ or DREP is made good by the side still waiting", "[unit][cm]") {
+  CmPair p;
+  uint32_t listen_id = 0, id = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, listen_id) == 0);
+  REQUIRE(p.b->bind(p.ch_b, listen_id, &p.ip_b, 7174) == 0);
+  REQUIRE(p.b->listen(p.ch_b, listen_id, 8) == 0);
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  CmPair::next(*p.a, p.ch_a);
+  CmPair::next(*p.a, p.ch_a);
+  auto tick = [&] {  // the earlier of the two timers
+    p.now = std::min(p.a->next_deadline(), p.b->next_deadline());
+    REQUIRE(p.now != Time::max());
+    p.a->on_timer(p.now);
+    p.b->on_timer(p.now);
+  };
+  ConnectionManager::ConnParam cp;
+  cp.qp_num = 0x111;
+  REQUIRE(p.a->connect(p.ch_a, id, cp, p.now) == 0);
+  p.deliver();
+  const uint32_t child = CmPair::next(*p.b, p.ch_b).id;
+  ConnectionManager::ConnParam ap;
+  ap.qp_num = 0x222;
+  REQUIRE(p.b->accept(p.ch_b, child, 0xb1, &ap, p.now) == 0);
+  CHECK(p.deliver(1) == std::vector<Attr>{Attr::kRep});  // lost
+  tick();  // both resend: the REQ (a duplicate, answered with the REP) and the REP
+  p.deliver();
+  CHECK(CmPair::next(*p.a, p.ch_a).event == RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CHECK_FALSE(p.a->get_event(p.ch_a));  // once only
+  REQUIRE(p.a->accept(p.ch_a, id, 0, nullptr, p.now) == 0);
+  CHECK(p.deliver(1) == std::vector<Attr>{Attr::kRtu});  // lost
+  tick();  // the REP again; the active side answers with its RTU again
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kRep, Attr::kRtu});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_ESTABLISHED);
+  REQUIRE(p.b->disconnect(p.ch_b, child, p.now) == 0);
+  CHECK(p.deliver(1) == std::vector<Attr>{Attr::kDreq});  // lost
+  tick();
+  CHECK(p.deliver_losing({Attr::kDrep}) == std::vector<Attr>{Attr::kDreq, Attr::kDrep});  // the DREP lost
+  CHECK(CmPair::next(*p.a, p.ch_a).event == RDMA_CM_EVENT_DISCONNECTED);
+  tick();
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kDreq, Attr::kDrep});  // answered from the DREP kept
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_DISCONNECTED);
+  CHECK_FALSE(p.a->get_event(p.ch_a));
+  CHECK(p.a->next_deadline() == Time::max());
+  CHECK(p.b->next_deadline() == Time::max());
 }
