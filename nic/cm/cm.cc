@@ -112,6 +112,10 @@ bool connected(State s) {
 
 constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
 
+// ucma's: a backlog of 0 (or beyond the maximum) means the maximum.
+constexpr int kMaxBacklog = 1024;
+int listen_backlog(int asked) { return asked > 0 && asked < kMaxBacklog ? asked : kMaxBacklog; }
+
 }  // namespace cm_cc
 using namespace cm_cc;
 
@@ -210,8 +214,18 @@ ConnectionManager::Id* ConnectionManager::listener_for(uint16_t ps, uint16_t por
   return nullptr;
 }
 
+bool ConnectionManager::backlog_full(const Id& listener) const {
+  auto it = channels_.find(listener.channel);
+  if (it == channels_.end()) return true;
+  const auto waiting = std::count_if(it->second.events.begin(), it->second.events.end(), [&](const auto& e) {
+    return e.first == listener.handle && e.second.event == RDMA_CM_EVENT_CONNECT_REQUEST;
+  });
+  return waiting >= listener.backlog;
+}
+
 int ConnectionManager::create_id(uint32_t channel, uint64_t uid, uint16_t ps, uint8_t qp_type, uint32_t& out) {
   if (!channels_.contains(channel)) return EINVAL;
+  if (ids_.size() >= cfg_.max_ids) return ENOMEM;
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IB && ps != RDMA_PS_IPOIB) return EINVAL;
   auto id = std::make_unique<Id>();
   id->handle = next_id_++;
@@ -329,7 +343,7 @@ int ConnectionManager::listen(uint32_t channel, uint32_t handle, int backlog) {
   Id* id = find(channel, handle);
   if (id == nullptr) return EINVAL;
   if (id->state == State::kListen) {
-    id->backlog = backlog;
+    id->backlog = listen_backlog(backlog);
     return 0;
   }
   if (id->state != State::kIdle) return EINVAL;
@@ -337,7 +351,7 @@ int ConnectionManager::listen(uint32_t channel, uint32_t handle, int backlog) {
     if (int e = bind(channel, handle, nullptr, 0); e != 0) return e;
   }
   id->state = State::kListen;
-  id->backlog = backlog;
+  id->backlog = listen_backlog(backlog);
   return 0;
 }
 
@@ -754,6 +768,12 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejInvalidServiceId, {}, now);
     return;
   }
+  // As many connection requests wait unfetched as the backlog allows
+  // (ucma's): beyond it the consumer turns them down.
+  if (backlog_full(*listener) || ids_.size() >= cfg_.max_ids) {
+    send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejConsumerDefined, {}, now);
+    return;
+  }
   auto child = std::make_unique<Id>();
   Id& c = *child;
   c.handle = next_id_++;
@@ -879,7 +899,8 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   const auto hdr = CmaHeader::decode(m.bytes(sidr_req::kPrivateData));
   Id* listener = nullptr;
   if ((sid >> 32) == 0 && hdr) listener = listener_for(service_ps(sid), service_port(sid), from_cma_addr(hdr->dst, hdr->ip_version));
-  if (listener == nullptr || listener->qp_type != IBV_QPT_UD) {
+  if (listener == nullptr || listener->qp_type != IBV_QPT_UD || backlog_full(*listener) ||
+      ids_.size() >= cfg_.max_ids) {
     Mad r(Attr::kSidrRep, request_id);
     r.set(sidr_rep::kRequestId, request_id);
     r.set(sidr_rep::kStatus, kSidrUnsupported);

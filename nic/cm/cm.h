@@ -55,6 +55,7 @@ struct CmConfig {
   int max_mad_retries = 15;
   Duration addr_retry = ms(10);    // how often the neighbour table is looked at while resolving
   uint64_t seed = 1;               // PSNs and communication IDs
+  size_t max_ids = 65536;          // ids of all programs together: create_id gives ENOMEM beyond
 };
 
 using EventResp = rdma_ucm_event_resp;
@@ -154,6 +155,7 @@ class ConnectionManager {
   Id* find(uint32_t channel, uint32_t id);
   Id* by_local_comm_id(uint32_t comm_id);
   Id* listener_for(uint16_t ps, uint16_t port, const wire::IpAddr& dst);
+  bool backlog_full(const Id& listener) const;
   void queue_event(Id& id, uint32_t event, int32_t status);
   void queue_event(Id& id, EventResp ev);
   void drop_events(uint32_t id);

@@ -522,3 +522,31 @@ TEST_CASE("rdma_cm under loss: a lost REP, RTU, DREQ or DREP is made good by the
   CHECK(p.a->next_deadline() == Time::max());
   CHECK(p.b->next_deadline() == Time::max());
 }
+
+TEST_CASE("rdma_cm: connection requests beyond the listen backlog are turned down until the program takes one",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t listen_id = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, listen_id) == 0);
+  REQUIRE(p.b->bind(p.ch_b, listen_id, &p.ip_b, 7174) == 0);
+  REQUIRE(p.b->listen(p.ch_b, listen_id, 2) == 0);
+  auto connect_one = [&](uint64_t uid) {
+    uint32_t id = 0;
+    REQUIRE(p.a->create_id(p.ch_a, uid, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+    REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+    REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+    CmPair::next(*p.a, p.ch_a);
+    CmPair::next(*p.a, p.ch_a);
+    REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+    return p.deliver();
+  };
+  CHECK(connect_one(1) == std::vector<Attr>{Attr::kReq});
+  CHECK(connect_one(2) == std::vector<Attr>{Attr::kReq});
+  CHECK(connect_one(3) == std::vector<Attr>{Attr::kReq, Attr::kRej});
+  EventResp rej = CmPair::next(*p.a, p.ch_a);
+  CHECK(rej.event == RDMA_CM_EVENT_REJECTED);
+  CHECK(rej.uid == 3);
+  CHECK(rej.status == kRejConsumerDefined);
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);  // one taken: room again
+  CHECK(connect_one(4) == std::vector<Attr>{Attr::kReq});
+}
