@@ -135,3 +135,23 @@ TEST_CASE("rdma_cm errors: a port nobody listens on is REJECTED (8), an address 
   finish(lo, std::chrono::seconds(30));
   CHECK_THAT(lo.output, Catch::Contains("RDMA_CM_EVENT_ADDR_ERROR, error -19"));
 }
+
+TEST_CASE("rdma_cm over a lossy link: a lost REQ is sent again 4.6 s later; rping -V under 1% loss", "[e2e][rdma_cm]") {
+  Fabric f;
+  // The first MAD h1 sends (the REQ: QP1) never arrives.
+  auto [rc, out] = f.rocemu({"fault", "add", "h1", "out", "drop", "match", "qpn=1", "times=1"});
+  REQUIRE(rc == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "10"},
+                   {"rping", "-c", "-a", kServerIp, "-V", "-C", "10"});
+  require_both_ok(r);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(4608));
+  CHECK(counter_at(f.counters(), "h1/cm mads_resent") >= 1);
+
+  std::tie(rc, out) = f.rocemu({"fault", "add", "h1", "loss", "1%"});
+  REQUIRE(rc == 0);
+  r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "100"},
+              {"rping", "-c", "-a", kServerIp, "-V", "-v", "-C", "100"}, 120);
+  require_both_ok(r);
+  CHECK_THAT(r.client_out, Catch::Contains("rdma-ping-99: "));
+}
