@@ -2,6 +2,8 @@
 // `rocemu exec`: librdmacm talks to /dev/infiniband/rdma_cm as to the
 // kernel, the connection is made with CM MADs across the fabric. The
 // built-in topology: h1 10.0.1.1 and h2 10.0.2.1, each behind sw1.
+#include <signal.h>
+
 #include <regex>
 #include <sstream>
 
@@ -154,4 +156,40 @@ TEST_CASE("rdma_cm over a lossy link: a lost REQ is sent again 4.6 s later; rpin
               {"rping", "-c", "-a", kServerIp, "-V", "-v", "-C", "100"}, 120);
   require_both_ok(r);
   CHECK_THAT(r.client_out, Catch::Contains("rdma-ping-99: "));
+}
+
+TEST_CASE("rdma_cm with the link going down mid-connection: the client gets its error and ends; after link up a new "
+          "connection works",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  const uint64_t before = counter_at(f.counters(), "h2/cm listening");
+  // ib_write_bw always has WRITEs outstanding, so the sender learns of the
+  // link at once (rping's client may be waiting for a receive then, and
+  // waits on as it would on Linux).
+  const std::string port = std::to_string(pick_port());
+  Process s = f.exec("h2", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20"});
+  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > before; }, std::chrono::seconds(30),
+                     {&s}));
+  Process c = f.exec("h1", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20", kServerIp});
+  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h1 tx_roce_packets") > 20000; }, std::chrono::seconds(30),
+                     {&c, &s}));
+  auto [rc, out] = f.rocemu({"fault", "add", "h1", "link", "down"});
+  REQUIRE(rc == 0);
+  // RC retries run out (timeout 14, 7 retries: about half a second), the
+  // completion fails and ib_write_bw ends with an error: no hang.
+  const auto t0 = std::chrono::steady_clock::now();
+  const int client_rc = finish(c, std::chrono::seconds(60));
+  INFO(c.output);
+  CHECK(client_rc != 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));  // well before its 20 s
+  CHECK_THAT(c.output, Catch::Contains("Completion with error"));
+  // The server heard nothing (the DREQ was lost with the link, as on
+  // Linux): it is ended here.
+  kill(s.pid, SIGTERM);
+  finish(s, std::chrono::seconds(10));
+  std::tie(rc, out) = f.rocemu({"fault", "add", "h1", "link", "up"});
+  REQUIRE(rc == 0);
+  const auto r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "10"},
+                         {"rping", "-c", "-a", kServerIp, "-V", "-C", "10"});
+  require_both_ok(r);
 }
