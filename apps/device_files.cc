@@ -134,6 +134,7 @@ Status lay_out(const verbs::SysfsFile& f) {
   const int fd = open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
   if (fd < 0) return sys_error("create " + f.path);
   const bool ok = write(fd, f.content.data(), f.content.size()) == ssize_t(f.content.size());
+  if (under(f.path, verbs::kDevIbRoot)) fchmod(fd, 0666);  // as udev makes the rdma_cm node
   close(fd);
   return ok ? Status{} : sys_error("write " + f.path);
 }

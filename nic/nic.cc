@@ -11,9 +11,6 @@
 namespace rocemu::nic {
 
 namespace {
-constexpr uint16_t kWirePort = 0;
-constexpr uint16_t kLoopbackTx = 1;
-constexpr uint16_t kLoopbackRx = 2;
 constexpr uint32_t kPumpBudget = 64;
 }  // namespace
 
@@ -47,6 +44,7 @@ Nic::Nic(std::string name, NicConfig cfg) : Node(std::move(name), 3), cfg_(std::
   unpause_timer_.bind<&Nic::on_unpause>(this);
   cc_ = cc::make_algorithm(cfg_.cc);
   if (cc_ == nullptr) cc_ = cc::make_algorithm(cc::CcConfig{"none", "", {}});
+  make_cm();
 }
 
 Status Nic::set_cc_knobs(const YAML::Node& knobs) {
@@ -277,6 +275,7 @@ RxDisposition Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now)
   const bool ce = v.ecn == wire::Ecn::kCe;
   if (ce) counters_[NicCounters::np_ecn_marked_roce_packets]++;
   const wire::Bth& bth = v.bth();
+  if (bth.dest_qp() == cm::kGsiQpn) return handle_gsi(v, now);
   Qp* qp = find_qp(bth.dest_qp());
   const bool live = qp != nullptr && qp->ctx != nullptr && !qp->ctx->dead;
   if (v.opcode == wire::op::kCnp) {
@@ -415,6 +414,16 @@ void Nic::learn_neighbor(const wire::IpAddr& ip, const wire::MacAddr& mac) {
   arp_order_.push_back(ip);
 }
 
+wire::IpAddr Nic::next_hop(const wire::IpAddr& dst) const {
+  if (cfg_.gateway && dst.is_v4() && !cfg_.ips.empty() && cfg_.ips.front().is_v4()) {
+    const uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~0u << (32 - cfg_.prefix_len);
+    if ((dst.v4_host_order() & mask) != (cfg_.ips.front().v4_host_order() & mask)) return *cfg_.gateway;
+  } else if (cfg_.gateway && !dst.is_v4()) {
+    return *cfg_.gateway;
+  }
+  return dst;
+}
+
 bool Nic::resolve_neighbor(Qp& qp, Time now) {
   if (is_local_ip(qp.dst_ip)) {
     qp.path.dst_mac = cfg_.mac;
@@ -423,14 +432,8 @@ bool Nic::resolve_neighbor(Qp& qp, Time now) {
     return true;
   }
   qp.egress_port = kWirePort;
-  wire::IpAddr next_hop = qp.dst_ip;
-  if (cfg_.gateway && qp.dst_ip.is_v4() && !cfg_.ips.empty() && cfg_.ips.front().is_v4()) {
-    const uint32_t mask = cfg_.prefix_len == 0 ? 0 : ~0u << (32 - cfg_.prefix_len);
-    if ((qp.dst_ip.v4_host_order() & mask) != (cfg_.ips.front().v4_host_order() & mask)) next_hop = *cfg_.gateway;
-  } else if (cfg_.gateway && !qp.dst_ip.is_v4()) {
-    next_hop = *cfg_.gateway;
-  }
-  if (auto mac = neighbor(next_hop)) {
+  const wire::IpAddr hop = next_hop(qp.dst_ip);
+  if (auto mac = neighbor(hop)) {
     qp.path.dst_mac = *mac;
     qp.neighbor_ok = true;
     return true;
@@ -438,11 +441,11 @@ bool Nic::resolve_neighbor(Qp& qp, Time now) {
   qp.neighbor_ok = false;
   if (std::find(waiting_for_arp_.begin(), waiting_for_arp_.end(), &qp) == waiting_for_arp_.end())
     waiting_for_arp_.push_back(&qp);
-  if (next_hop.is_v4()) {
-    auto it = arp_pending_.find(next_hop);
-    if (it == arp_pending_.end() || now - it->second >= ms(1)) send_arp_request(next_hop, now);
+  if (hop.is_v4()) {
+    auto it = arp_pending_.find(hop);
+    if (it == arp_pending_.end() || now - it->second >= ms(1)) send_arp_request(hop, now);
   } else {
-    log_->warn("{}: no neighbour entry for {}; add it under neighbors in the topology", name(), next_hop.str());
+    log_->warn("{}: no neighbour entry for {}; add it under neighbors in the topology", name(), hop.str());
   }
   if (!arp_timer_.armed()) timers().schedule(arp_timer_, now + ms(1));
   return false;
@@ -663,6 +666,7 @@ void Nic::report_counters(CounterSink& sink) const {
     for (size_t i = 0; i < NicPrioCounters::kCount; i++)
       sink.counter(name(), prio_counter_name(NicPrioCounters::kNames[i], p),
                    prio_counter(NicPrioCounters::Id(i), p, now));
+  report_cm_counters(sink);
   for (const auto& [qpn, qp] : qps_) {
     const std::string scope = name() + "/qp" + std::to_string(qpn);
     sink.counter(scope, "retransmitted_packets", qp->req.retransmitted);

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/wire/packet.h"
 #include "nic/cc/cc.h"
+#include "nic/cm/cm.h"
 #include "nic/counters.h"
 #include "nic/loss_recovery.h"
 #include "nic/objects.h"
@@ -100,7 +101,7 @@ struct GidEntry {
   ibv_gid_type type;  // IBV_GID_TYPE_ROCE_V1 or IBV_GID_TYPE_ROCE_V2
 };
 
-class Nic final : public Node {
+class Nic final : public Node, private cm::Host {
  public:
   Nic(std::string name, NicConfig cfg);
   ~Nic() override;
@@ -131,6 +132,8 @@ class Nic final : public Node {
   // cc_params do: every QP uses them from its next event on. The algorithm
   // itself is chosen when the NIC is built. On error nothing changes.
   Status set_cc_knobs(const YAML::Node& knobs);
+  // The node GUID (from the MAC, EUI-64, as mlx5 forms it), host order.
+  uint64_t node_guid() const;
   // Every QP, in QPN order.
   template <typename F>
   void for_each_qp(F&& f) const {
@@ -205,6 +208,22 @@ class Nic final : public Node {
   int destroy_ah(HostContext* ctx, uint32_t handle);
   Qp* find_qp(uint32_t qpn) const;
 
+  // ---- connection manager (cm_port.cc; the protocol in cm/) ----
+  // Runs f(cm) on the NIC's connection manager and re-arms its timer after
+  // it: the control path's way in (engine thread).
+  template <typename F>
+  auto with_cm(Time now, F&& f) {
+    if constexpr (std::is_void_v<decltype(f(*cm_))>) {
+      f(*cm_);
+      rearm_cm(now);
+    } else {
+      auto r = f(*cm_);
+      rearm_cm(now);
+      return r;
+    }
+  }
+  const cm::ConnectionManager& connection_manager() const { return *cm_; }
+
   // ---- data path doorbells ----
   void sq_doorbell(Qp& qp, Time now);
   // New receive WQEs (a QP's own RQ or an SRQ); lets an RNR-stalled
@@ -226,6 +245,21 @@ class Nic final : public Node {
   void send_arp_request(const wire::IpAddr& ip, Time now);
   bool is_local_ip(const wire::IpAddr& ip) const;
   void activate(Qp& qp, Time now);
+  // Where a packet to `dst` goes first: the gateway if off-subnet.
+  wire::IpAddr next_hop(const wire::IpAddr& dst) const;
+  static constexpr uint16_t kWirePort = 0;
+  static constexpr uint16_t kLoopbackTx = 1;
+  static constexpr uint16_t kLoopbackRx = 2;
+  // ---- cm_port.cc: CM MADs on QP1, the CM's neighbours and timer ----
+  RxDisposition handle_gsi(const wire::PacketView& v, Time now);
+  Reach reach(const wire::IpAddr& ip, Time now) override;
+  void send_mad(const wire::IpAddr& dst, const cm::Mad& mad, Time now) override;
+  uint8_t path_mtu() override { return uint8_t(active_mtu()); }
+  void make_cm();
+  // Under scope NIC/cm: MADs and the ids and listeners there are now.
+  void report_cm_counters(CounterSink& sink) const;
+  void rearm_cm(Time now);
+  void on_cm_timer(Time now);
   // ---- transmit scheduling (nic.cc; the lists in tx_scheduler.h) ----
   void pump(Time now);
   void on_pump(Time now) { pump(now); }
@@ -474,6 +508,12 @@ class Nic final : public Node {
   std::vector<Qp*> waiting_for_arp_;
   Timer arp_timer_;
   void on_arp_timer(Time now);
+
+  // connection manager
+  std::unique_ptr<cm::ConnectionManager> cm_;
+  Timer cm_timer_;
+  std::map<wire::IpAddr, wire::MacAddr> cm_peers_;  // source MACs of CM MADs received: where replies go
+  uint32_t gsi_psn_ = 0;
 
   // transmit scheduling
   TxScheduler sched_;

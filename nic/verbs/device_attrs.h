@@ -21,6 +21,7 @@ inline constexpr const char* kBoardId = "ROCEMU_0001";
 inline constexpr const char* kHcaType = "rocemu";
 // The uverbs node of the only device: the kernel's major 231, minor 192.
 inline constexpr const char* kUverbsName = "uverbs0";
+inline constexpr const char* kRdmaCmName = "rdma_cm";
 inline constexpr unsigned kUverbsMajor = 231;
 inline constexpr unsigned kUverbsMinor = 192;
 

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 9;
+inline constexpr uint32_t kProtocolVersion = 10;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -49,7 +49,14 @@ enum class Op : uint32_t {
   kCli,            // a CLI command (words separated by NUL); the reply's text follows in a second message
   kServeSysfs,     // request fd: /dev/fuse of a mount of a NIC's /sys/class/infiniband (nic/verbs/sysfs_fuse.h)
   kReregMr,
+  // /dev/infiniband/rdma_cm (nic/verbs/ucma.h): a connection of its own per
+  // open of the device. kCmOpen names the node; reply fd: an eventfd
+  // (semaphore) counting the channel's queued events, the application's
+  // descriptor for the device.
+  kCmOpen,
+  kCmCommand,  // a ucma command as written; reply: the response and where it goes
 };
+inline constexpr size_t kUcmaMax = 512;
 inline constexpr size_t kCliMax = 2048;
 
 struct GidRow {
@@ -143,6 +150,13 @@ struct Request {
       char node[64];
     } serve_sysfs;
     struct {
+      char node[64];
+    } cm_open;
+    struct {
+      uint32_t length;
+      uint8_t bytes[kUcmaMax];
+    } ucma;
+    struct {
       uint32_t key;
       uint32_t flags;   // enum ibv_rereg_mr_flags
       uint32_t pd;      // with IBV_REREG_MR_CHANGE_PD
@@ -189,6 +203,14 @@ struct Reply {
     struct {
       uint64_t length;      // bytes of text in the next message
     } cli;
+    struct {
+      uint32_t channel;
+    } cm_open;
+    struct {
+      uint64_t address;     // where the response goes in the application (0: none)
+      uint32_t length;
+      uint8_t bytes[kUcmaMax];
+    } ucma;
   } u{};
 };
 

@@ -28,6 +28,7 @@
 #include "nic/verbs/pinning.h"
 #include "nic/verbs/sysfs.h"
 #include "nic/verbs/sysfs_fuse.h"
+#include "nic/verbs/ucma.h"
 
 namespace rocemu::verbs {
 
@@ -349,6 +350,8 @@ struct VerbsServer::Impl {
       cli_text = serve_cli(req, rep);
     } else if (req.op == Op::kServeSysfs) {
       rep.err = serve_sysfs(req, fds_in);
+    } else if (req.op == Op::kCmOpen || req.op == Op::kCmCommand) {
+      serve_cm(*s, req, rep, fds_out);
     } else if (req.op != Op::kHello && s->ctx == nullptr) {
       rep.err = EPROTO;
     } else {
@@ -419,6 +422,58 @@ struct VerbsServer::Impl {
   }
 
   void handle(Session& s, const Request& req, const std::vector<int>& fds_in, Reply& rep, std::vector<int>& fds_out);
+
+  // ---- /dev/infiniband/rdma_cm (ucma.h): a session that is one channel ----
+  void serve_cm(Session& s, const Request& req, Reply& rep, std::vector<int>& fds_out) {
+    if (req.op == Op::kCmOpen) {
+      rep.err = open_cm_channel(s, req, fds_out);
+      rep.u.cm_open.channel = s.cm_channel;
+      return;
+    }
+    if (s.cm_channel == 0 || req.u.ucma.length > kUcmaMax) {
+      rep.err = EPROTO;
+      return;
+    }
+    UcmaResponse out;
+    rep.err = on_engine([&] {
+      return serve_ucma(*s.nic, s.cm_channel, {req.u.ucma.bytes, req.u.ucma.length}, out, engine.now());
+    });
+    rep.u.ucma.address = out.address;
+    rep.u.ucma.length = uint32_t(std::min(out.bytes.size(), kUcmaMax));
+    std::memcpy(rep.u.ucma.bytes, out.bytes.data(), rep.u.ucma.length);
+  }
+
+  int open_cm_channel(Session& s, const Request& req, std::vector<int>& fds_out) {
+    if (s.ctx != nullptr || s.cm_channel != 0) return EEXIST;
+    char node[65] = {};
+    std::memcpy(node, req.u.cm_open.node, 64);
+    // Counts the channel's events: the application polls and reads it.
+    // Both hold one open file, so the engine only adds to it (a read here
+    // could block or steal the application's wake-up); the provider skips
+    // a count whose event went away with its id.
+    const int events = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+    if (events < 0) return errno;
+    const int err = on_engine([&]() -> int {
+      auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
+      if (n == nullptr) return ENODEV;
+      s.nic = n;
+      s.cm_channel = n->with_cm(engine.now(), [&](nic::cm::ConnectionManager& cm) {
+        return cm.open_channel(s.owner, [events](int added) {
+          if (added <= 0) return;
+          const uint64_t v = uint64_t(added);
+          [[maybe_unused]] ssize_t r = write(events, &v, sizeof v);
+        });
+      });
+      return 0;
+    });
+    if (err != 0) {
+      close(events);
+      return err;
+    }
+    s.cm_events = events;
+    fds_out.push_back(events);
+    return 0;
+  }
 
   // ---- the /sys/class/infiniband trees of `rocemu exec` (sysfs_fuse.h) ----
   // Control thread only. A mount lives until the kernel says it is gone
@@ -501,6 +556,13 @@ struct VerbsServer::Impl {
       sock = std::move(sockets[fd]);
       sockets.erase(fd);
     }
+    if (s->cm_channel != 0) {
+      Session* raw = s.get();
+      on_engine([this, raw] {
+        raw->nic->with_cm(engine.now(), [&](nic::cm::ConnectionManager& cm) { cm.close_channel(raw->cm_channel, engine.now()); });
+        return 0;
+      });
+    }
     if (s->ctx != nullptr) {
       log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
       Session* raw = s.get();
@@ -522,6 +584,8 @@ struct VerbsServer::Impl {
     s.proc_dir = -1;
     if (s.pidfd >= 0) close(s.pidfd);
     s.pidfd = -1;
+    if (s.cm_events >= 0) close(s.cm_events);  // after close_channel(): nothing signals it
+    s.cm_events = -1;
     if (s.wake >= 0) close(s.wake);  // after detach(): the engine no longer watches it
     s.wake = -1;
   }
@@ -540,10 +604,7 @@ DeviceInfo device_info(const nic::Nic& n) {
   DeviceInfo d{};
   const auto& cfg = n.config();
   std::memcpy(d.mac, cfg.mac.b.data(), 6);
-  // Node GUID from the MAC, as mlx5 forms it (EUI-64).
-  const auto& m = cfg.mac.b;
-  d.node_guid = uint64_t(m[0]) << 56 | uint64_t(m[1]) << 48 | uint64_t(m[2]) << 40 | uint64_t(0xff) << 32 |
-                uint64_t(0xfe) << 24 | uint64_t(m[3]) << 16 | uint64_t(m[4]) << 8 | m[5];
+  d.node_guid = n.node_guid();
   const auto& gids = n.gid_table();
   d.num_gids = uint16_t(std::min<size_t>(gids.size(), kMaxGids));
   for (size_t i = 0; i < d.num_gids; i++) {
@@ -992,6 +1053,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kCli:  // served before a session is needed
     case Op::kServeSysfs:
+    case Op::kCmOpen:  // served by serve_cm
+    case Op::kCmCommand:
       rep.err = EPROTO;
       return;
     case Op::kGetAsyncEvent:

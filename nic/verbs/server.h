@@ -66,6 +66,9 @@ struct Session {
   std::vector<int> hand_over;             // fds of the reply being sent, closed once it is
   std::map<uint32_t, uint32_t> cq_channel;  // CQ handle -> the channel it reports to
   uint32_t next_channel = 1;
+  // A session that is an rdma_cm channel (kCmOpen) has no context.
+  uint32_t cm_channel = 0;
+  int cm_events = -1;                     // the channel's eventfd (the application holds the same file)
 };
 
 // What the provider reports for a NIC (ibv_query_device, ibv_query_port)

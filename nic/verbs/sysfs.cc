@@ -127,6 +127,9 @@ std::vector<SysfsFile> sysfs_tree(const std::string& node, const DeviceInfo& dev
   const std::string devno = std::to_string(kUverbsMajor) + ":" + std::to_string(kUverbsMinor);
   file(uv + "/dev", devno);
   files.push_back({SysfsFile::Kind::kCharDevice, std::string(kDevIbRoot) + "/" + kUverbsName, devno});
+  // The rdma_cm device: the provider answers its open() (provider/ucma.cc),
+  // so a plain file marks the place; no device number is made for it.
+  files.push_back({SysfsFile::Kind::kFile, std::string(kDevIbRoot) + "/" + kRdmaCmName, ""});
   return files;
 }
 

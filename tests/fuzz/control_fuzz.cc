@@ -1,5 +1,7 @@
 #include "tests/fuzz/control_fuzz.h"
 
+#include <netinet/in.h>
+#include <rdma/rdma_user_cm.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -25,7 +27,7 @@ using verbs::Reply;
 using verbs::Request;
 
 constexpr int kReplyMs = 2000;
-constexpr uint32_t kOps = uint32_t(Op::kReregMr) + 1;  // every op, and one that is none
+constexpr uint32_t kOps = uint32_t(Op::kCmCommand) + 1;  // every op, and one that is none
 
 // The server, made once per process: an engine that is not running (the
 // control requests run on the server's thread) with one NIC, h1.
@@ -79,7 +81,7 @@ struct Input {
 
 // What the server handed out in this session, to be named again.
 struct Known {
-  std::vector<uint32_t> pds, cqs, qps, mrs, mws, srqs, ahs, channels;
+  std::vector<uint32_t> pds, cqs, qps, mrs, mws, srqs, ahs, channels, cm_ids;
   static uint32_t pick(const std::vector<uint32_t>& v, Input& in) {
     const uint8_t b = in.byte();
     if (v.empty() || b < 64) return in.u32();  // anything at all
@@ -172,6 +174,25 @@ Request make_request(Input& in, Known& k, World& w) {
       break;
     }
     case Op::kServeSysfs: std::snprintf(r.u.serve_sysfs.node, sizeof r.u.serve_sysfs.node, "h1"); break;
+    case Op::kCmOpen:
+      std::snprintf(r.u.cm_open.node, sizeof r.u.cm_open.node, "%s", in.byte() & 1 ? "h1" : "nope");
+      break;
+    case Op::kCmCommand: {
+      // A ucma command: header, then the command's words (ids the engine
+      // gave or anything), sometimes a length that lies.
+      auto& u = r.u.ucma;
+      u.length = in.byte() & 1 ? in.u32() % (verbs::kUcmaMax + 64) : 8 + in.byte() % 300;
+      rdma_ucm_cmd_hdr hdr{};
+      hdr.cmd = in.byte() % 24;
+      hdr.in = uint16_t(in.byte() & 1 ? in.u32() : std::min<uint32_t>(u.length, verbs::kUcmaMax) - 8);
+      hdr.out = uint16_t(in.byte() & 1 ? in.u32() : 512);
+      std::memcpy(u.bytes, &hdr, sizeof hdr);
+      for (size_t i = sizeof hdr; i + 4 <= verbs::kUcmaMax; i += 4) {
+        const uint32_t word = (in.byte() & 3) == 0 ? k.pick(k.cm_ids, in) : in.u32();
+        std::memcpy(u.bytes + i, &word, 4);
+      }
+      break;
+    }
     case Op::kHello: std::snprintf(r.u.hello.node, sizeof r.u.hello.node, "%s", in.byte() & 1 ? "h1" : "nope"); break;
     default: break;
   }
@@ -206,6 +227,13 @@ void remember(const Request& r, const Reply& rep, Known& k) {
     case Op::kCreateSrq: k.srqs.push_back(rep.u.ring.handle); break;
     case Op::kCreateQp: k.qps.push_back(rep.u.qp.qpn); break;
     case Op::kCreateAh: k.ahs.push_back(rep.u.handle.handle); break;
+    case Op::kCmCommand:
+      if (rep.u.ucma.length >= 4) {
+        uint32_t id;
+        std::memcpy(&id, rep.u.ucma.bytes, 4);
+        k.cm_ids.push_back(id);
+      }
+      break;
     default: break;
   }
 }

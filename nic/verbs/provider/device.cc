@@ -54,21 +54,6 @@ void make_device() {
   g_device = d;
 }
 
-int connect_engine(const std::string& path) {
-  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    const int e = errno;
-    close(fd);
-    errno = e;
-    return -1;
-  }
-  return fd;
-}
-
 void fill_port(const Context& c, ibv_port_attr& a) {
   std::memset(&a, 0, sizeof a);
   a.state = ibv_port_state(c.port.state);

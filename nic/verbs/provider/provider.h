@@ -136,6 +136,11 @@ struct Context {
 // errno value (the reply's, or EIO/EPIPE if the engine went away).
 int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in = {},
          std::vector<int>* fds_out = nullptr);
+// The same on any connection to the engine (an rdma_cm channel's).
+int call(int sock, std::mutex& rpc, std::atomic<bool>& dead, verbs::Request& req, verbs::Reply& rep,
+         const std::vector<int>& fds_in = {}, std::vector<int>* fds_out = nullptr);
+// A new connection to the engine's socket, or -1 (errno).
+int connect_engine(const std::string& path);
 // Rings the doorbell of a QP.
 void ring_doorbell(Context& c, uint32_t entry);
 // True once the engine is gone (socket hung up); checked cheaply.

@@ -2,9 +2,11 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,11 +30,31 @@ int rpc_timeout_ms() {
 
 }  // namespace
 
+int connect_engine(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
 int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<int>& fds_in, std::vector<int>* fds_out) {
-  std::lock_guard lock(c.rpc);
+  return call(c.sock, c.rpc, c.dead, req, rep, fds_in, fds_out);
+}
+
+int call(int sock, std::mutex& rpc, std::atomic<bool>& dead, verbs::Request& req, verbs::Reply& rep,
+         const std::vector<int>& fds_in, std::vector<int>* fds_out) {
+  std::lock_guard lock(rpc);
   // Checked under the lock: a call that timed out while this one waited
   // for the lock left its late reply on the socket, which is not ours.
-  if (c.dead.load(std::memory_order_relaxed)) return EIO;
+  if (dead.load(std::memory_order_relaxed)) return EIO;
   req.version = verbs::kProtocolVersion;
   iovec iov{&req, sizeof req};
   msghdr msg{};
@@ -50,10 +72,10 @@ int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<i
   }
   ssize_t n;
   do {
-    n = sendmsg(c.sock, &msg, MSG_NOSIGNAL);
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   if (n != ssize_t(sizeof req)) {
-    c.dead = true;
+    dead = true;
     return EIO;
   }
   iovec riov{&rep, sizeof rep};
@@ -63,21 +85,21 @@ int call(Context& c, verbs::Request& req, verbs::Reply& rep, const std::vector<i
   char rbuf[CMSG_SPACE(sizeof(int) * 4)];
   rmsg.msg_control = rbuf;
   rmsg.msg_controllen = sizeof rbuf;
-  pollfd p{c.sock, POLLIN, 0};
+  pollfd p{sock, POLLIN, 0};
   int ready;
   do {
     ready = ::poll(&p, 1, rpc_timeout_ms());
   } while (ready < 0 && errno == EINTR);
   if (ready == 0) {
-    c.dead = true;
-    shutdown(c.sock, SHUT_RDWR);  // a late reply goes nowhere; the engine sees us gone
+    dead = true;
+    shutdown(sock, SHUT_RDWR);  // a late reply goes nowhere; the engine sees us gone
     return ETIMEDOUT;
   }
   do {
-    n = recvmsg(c.sock, &rmsg, MSG_CMSG_CLOEXEC);
+    n = recvmsg(sock, &rmsg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   if (n != ssize_t(sizeof rep)) {
-    c.dead = true;
+    dead = true;
     return EIO;
   }
   for (cmsghdr* cm = CMSG_FIRSTHDR(&rmsg); cm != nullptr; cm = CMSG_NXTHDR(&rmsg, cm)) {

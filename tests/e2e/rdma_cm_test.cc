@@ -1,0 +1,195 @@
+// Debian's unmodified rdma_cm programs (rdmacm-utils, perftest -R) under
+// `rocemu exec`: librdmacm talks to /dev/infiniband/rdma_cm as to the
+// kernel, the connection is made with CM MADs across the fabric. The
+// built-in topology: h1 10.0.1.1 and h2 10.0.2.1, each behind sw1.
+#include <signal.h>
+
+#include <regex>
+#include <sstream>
+
+#include "tests/e2e/fabric.h"
+
+using namespace rocemu::test;
+
+namespace rdma_cm_test {
+
+constexpr const char* kServerIp = "10.0.2.1";  // h2
+
+// The server on h2 (once its rdma_cm id listens: the engine counts
+// listening ids under h2/cm), then the client on h1; both must end.
+PairResult cm_pair(const Fabric& f, const std::vector<std::string>& server_argv,
+                   const std::vector<std::string>& client_argv, int seconds = 90) {
+  PairResult r;
+  const uint64_t before = counter_at(f.counters(), "h2/cm listening");
+  Process s = f.exec("h2", server_argv);
+  const bool ready =
+      wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > before; }, std::chrono::seconds(30), {&s});
+  if (!ready) {
+    r.server = finish(s, std::chrono::seconds(5));
+    r.server_out = s.output + "\n[test: the server never listened]";
+    return r;
+  }
+  Process c = f.exec("h1", client_argv);
+  r.client = finish(c, std::chrono::seconds(seconds));
+  r.server = finish(s, std::chrono::seconds(seconds));
+  r.client_out = c.output;
+  r.server_out = s.output;
+  return r;
+}
+
+void require_both_ok(const PairResult& r) {
+  INFO("--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+  REQUIRE(r.client == 0);
+  REQUIRE(r.server == 0);
+}
+
+// The perftest result rows ("  65536  5000  9316.06  868.12  0.013890").
+bool has_result_row(const std::string& out) {
+  static const std::regex row(R"(^\s*\d+\s+\d+\s+[\d.]+\s+[\d.]+.*)");
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (std::regex_match(line, row)) return true;
+  return false;
+}
+
+}  // namespace rdma_cm_test
+using namespace rdma_cm_test;
+
+TEST_CASE("rping -s / rping -c -C 100 -V: 100 pings, each checked, over rdma_cm", "[e2e][rdma_cm]") {
+  Fabric f;
+  const auto r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "100"},
+                         {"rping", "-c", "-a", kServerIp, "-V", "-v", "-C", "100"});
+  require_both_ok(r);
+  size_t pings = 0;
+  for (size_t at = r.client_out.find("ping data: rdma-ping-"); at != std::string::npos;
+       at = r.client_out.find("ping data: rdma-ping-", at + 1))
+    pings++;
+  CHECK(pings == 100);
+  CHECK_THAT(r.client_out, Catch::Contains("rdma-ping-99: "));
+  // The connection was made with CM MADs on the wire, and torn down.
+  const auto c = f.counters();
+  CHECK(counter_at(c, "h1/cm mads_sent") >= 3);  // REQ, RTU, DREQ or DREP
+  CHECK(counter_at(c, "h2/cm mads_received") >= 3);
+  // The programs are gone: their channels closed, so did their ids.
+  CHECK(wait_until(
+      [&] {
+        const auto now = f.counters();
+        return counter_at(now, "h1/cm ids") == 0 && counter_at(now, "h2/cm ids") == 0;
+      },
+      std::chrono::seconds(30)));
+}
+
+TEST_CASE("perftest over rdma_cm: ib_write_bw -R, ib_read_lat -R and ib_send_bw -R -c UD", "[e2e][rdma_cm][perftest]") {
+  Fabric f;
+  for (const auto& tool :
+       {std::vector<std::string>{"ib_write_bw"}, {"ib_read_lat"}, {"ib_send_bw", "-c", "UD"}}) {
+    const std::string port = std::to_string(pick_port());
+    std::vector<std::string> server = tool;
+    for (const std::string a : {"-R", "-d", "rocemu0", "-p"}) server.push_back(a);
+    server.push_back(port);
+    std::vector<std::string> client = server;
+    client.push_back(kServerIp);
+    const auto r = cm_pair(f, server, client, 120);
+    INFO(tool[0]);
+    require_both_ok(r);
+    CHECK(has_result_row(r.client_out));
+  }
+}
+
+TEST_CASE("ucmatose, rdma_server/rdma_client and udaddy (UD, SIDR) connect and exchange data", "[e2e][rdma_cm]") {
+  Fabric f;
+  SECTION("ucmatose") {
+    const auto r = cm_pair(f, {"ucmatose", "-b", kServerIp, "-c", "2"}, {"ucmatose", "-s", kServerIp, "-c", "2"});
+    require_both_ok(r);
+    CHECK_THAT(r.client_out, Catch::Contains("test complete"));
+    CHECK_THAT(r.server_out, Catch::Contains("test complete"));
+  }
+  SECTION("rdma_server / rdma_client") {
+    const auto r = cm_pair(f, {"rdma_server", "-s", kServerIp}, {"rdma_client", "-s", kServerIp});
+    require_both_ok(r);
+    CHECK_THAT(r.client_out, Catch::Contains("rdma_client: end 0"));
+    CHECK_THAT(r.server_out, Catch::Contains("rdma_server: end 0"));
+  }
+  SECTION("udaddy") {
+    const auto r = cm_pair(f, {"udaddy", "-b", kServerIp}, {"udaddy", "-s", kServerIp});
+    require_both_ok(r);
+    CHECK_THAT(r.client_out, Catch::Contains("data transfers complete"));
+  }
+}
+
+TEST_CASE("rdma_cm errors: a port nobody listens on is REJECTED (8), an address nobody has ADDR_ERROR", "[e2e][rdma_cm]") {
+  Fabric f;
+  Process rej = f.exec("h1", {"rping", "-c", "-a", kServerIp, "-p", "9999", "-C", "1"});
+  finish(rej, std::chrono::seconds(30));
+  CHECK_THAT(rej.output, Catch::Contains("RDMA_CM_EVENT_REJECTED, error 8"));
+  Process tose = f.exec("h1", {"ucmatose", "-s", kServerIp, "-p", "9999"});
+  finish(tose, std::chrono::seconds(30));
+  CHECK_THAT(tose.output, Catch::Contains("RDMA_CM_EVENT_REJECTED, error: 8"));
+  // On h1's subnet, but nobody answers ARP: rping's 2 s resolve timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  Process addr = f.exec("h1", {"rping", "-c", "-a", "10.0.1.99", "-C", "1"});
+  finish(addr, std::chrono::seconds(30));
+  CHECK_THAT(addr.output, Catch::Contains("RDMA_CM_EVENT_ADDR_ERROR, error -110"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  // Loopback: RDMA does not run on lo.
+  Process lo = f.exec("h1", {"rping", "-c", "-a", "127.0.0.1", "-C", "1"});
+  finish(lo, std::chrono::seconds(30));
+  CHECK_THAT(lo.output, Catch::Contains("RDMA_CM_EVENT_ADDR_ERROR, error -19"));
+}
+
+TEST_CASE("rdma_cm over a lossy link: a lost REQ is sent again 4.6 s later; rping -V under 1% loss", "[e2e][rdma_cm]") {
+  Fabric f;
+  // The first MAD h1 sends (the REQ: QP1) never arrives.
+  auto [rc, out] = f.rocemu({"fault", "add", "h1", "out", "drop", "match", "qpn=1", "times=1"});
+  REQUIRE(rc == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "10"},
+                   {"rping", "-c", "-a", kServerIp, "-V", "-C", "10"});
+  require_both_ok(r);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(4608));
+  CHECK(counter_at(f.counters(), "h1/cm mads_resent") >= 1);
+
+  std::tie(rc, out) = f.rocemu({"fault", "add", "h1", "loss", "1%"});
+  REQUIRE(rc == 0);
+  r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "100"},
+              {"rping", "-c", "-a", kServerIp, "-V", "-v", "-C", "100"}, 120);
+  require_both_ok(r);
+  CHECK_THAT(r.client_out, Catch::Contains("rdma-ping-99: "));
+}
+
+TEST_CASE("rdma_cm with the link going down mid-connection: the client gets its error and ends; after link up a new "
+          "connection works",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  const uint64_t before = counter_at(f.counters(), "h2/cm listening");
+  // ib_write_bw always has WRITEs outstanding, so the sender learns of the
+  // link at once (rping's client may be waiting for a receive then, and
+  // waits on as it would on Linux).
+  const std::string port = std::to_string(pick_port());
+  Process s = f.exec("h2", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20"});
+  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > before; }, std::chrono::seconds(30),
+                     {&s}));
+  Process c = f.exec("h1", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20", kServerIp});
+  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h1 tx_roce_packets") > 20000; }, std::chrono::seconds(30),
+                     {&c, &s}));
+  auto [rc, out] = f.rocemu({"fault", "add", "h1", "link", "down"});
+  REQUIRE(rc == 0);
+  // RC retries run out (timeout 14, 7 retries: about half a second), the
+  // completion fails and ib_write_bw ends with an error: no hang.
+  const auto t0 = std::chrono::steady_clock::now();
+  const int client_rc = finish(c, std::chrono::seconds(60));
+  INFO(c.output);
+  CHECK(client_rc != 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));  // well before its 20 s
+  CHECK_THAT(c.output, Catch::Contains("Completion with error"));
+  // The server heard nothing (the DREQ was lost with the link, as on
+  // Linux): it is ended here.
+  kill(s.pid, SIGTERM);
+  finish(s, std::chrono::seconds(10));
+  std::tie(rc, out) = f.rocemu({"fault", "add", "h1", "link", "up"});
+  REQUIRE(rc == 0);
+  const auto r = cm_pair(f, {"rping", "-s", "-a", kServerIp, "-V", "-C", "10"},
+                         {"rping", "-c", "-a", kServerIp, "-V", "-C", "10"});
+  require_both_ok(r);
+}
