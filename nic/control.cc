@@ -205,13 +205,14 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
   if (grows || ((new_access ^ mr->access) & ~kAccessChangedInPlace)) {
     // A new mkey: a new key; what the old one named (and windows bound to
     // it) is gone.
-    const auto in = mrs_.insert(std::make_unique<Mr>(*mr));
+    auto copy = std::make_unique<Mr>(*mr);
+    copy->windows = {};  // the old MR's windows stay on its list until unbound
+    const auto in = mrs_.insert(std::move(copy));
     if (!in) return ENOMEM;
     unbind_windows(*mr);
     mrs_.erase(key);
     mr = in->obj;
     mr->key = in->key;
-    mr->windows = {};
     if (grows) mr->pages = pages_spanned(addr, length);
   } else if (flags & (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD)) {
     // The same key over other memory or in another PD: the windows were
