@@ -40,6 +40,7 @@ void Nic::report_cm_counters(CounterSink& sink) const {
   sink.counter(scope, "mads_sent", c.mads_sent);
   sink.counter(scope, "mads_received", c.mads_received);
   sink.counter(scope, "mads_resent", c.mads_resent);
+  sink.counter(scope, "no_listener", c.no_listener);
   sink.counter(scope, "ids", cm_->ids());
   sink.counter(scope, "listening", cm_->listening());
 }

@@ -765,6 +765,7 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
   Id* listener = nullptr;
   if ((sid >> 32) == 0 && hdr) listener = listener_for(service_ps(sid), service_port(sid), from_cma_addr(hdr->dst, hdr->ip_version));
   if (listener == nullptr) {
+    counters_.no_listener++;
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejInvalidServiceId, {}, now);
     return;
   }
@@ -901,6 +902,7 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   if ((sid >> 32) == 0 && hdr) listener = listener_for(service_ps(sid), service_port(sid), from_cma_addr(hdr->dst, hdr->ip_version));
   if (listener == nullptr || listener->qp_type != IBV_QPT_UD || backlog_full(*listener) ||
       ids_.size() >= cfg_.max_ids) {
+    if (listener == nullptr) counters_.no_listener++;
     Mad r(Attr::kSidrRep, request_id);
     r.set(sidr_rep::kRequestId, request_id);
     r.set(sidr_rep::kStatus, kSidrUnsupported);

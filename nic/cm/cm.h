@@ -139,6 +139,7 @@ class ConnectionManager {
   size_t listening() const;
   struct Counters {
     uint64_t mads_sent = 0, mads_received = 0, mads_resent = 0, mads_dropped = 0;
+    uint64_t no_listener = 0;  // REQs and SIDR_REQs for a service nobody listens on
   };
   const Counters& counters() const { return counters_; }
 

@@ -15,26 +15,71 @@ namespace rdma_cm_test {
 
 constexpr const char* kServerIp = "10.0.2.1";  // h2
 
-// The server on h2 (once its rdma_cm id listens: the engine counts
-// listening ids under h2/cm), then the client on h1; both must end.
-PairResult cm_pair(const Fabric& f, const std::vector<std::string>& server_argv,
-                   const std::vector<std::string>& client_argv, int seconds = 90) {
+// perftest -R connects twice to the server's port: a control connection,
+// then, after the server destroyed that listener and listened anew, the
+// test's. A client whose second REQ comes before the new listener gets
+// REJECTED 8 (on Linux too), and perftest 4.5-0.17's retry then reuses the
+// ids it destroyed and crashes. Such a run (the client's output says so,
+// the server waits for ever) is repeated, up to 3 runs in all, nothing else.
+bool perftest_relisten_race(const std::string& client_out) {
+  return client_out.find("Event: RDMA_CM_EVENT_REJECTED; error: 8.") != std::string::npos ||
+         client_out.find("Event: RDMA_CM_EVENT_UNREACHABLE; error: 1.") != std::string::npos;
+}
+
+// The previous pair's ids are gone (its programs' channels closed), so a
+// listener counted is the next server's.
+void wait_no_ids(const Fabric& f) {
+  REQUIRE(wait_until(
+      [&] {
+        const auto c = f.counters();
+        return counter_at(c, "h1/cm ids") == 0 && counter_at(c, "h2/cm ids") == 0;
+      },
+      std::chrono::seconds(30)));
+}
+
+// Starts `argv` on h2 and waits until its rdma_cm id listens (the engine
+// counts listening ids under h2/cm); false if it never does.
+bool start_server(const Fabric& f, Process& s, const std::vector<std::string>& argv) {
+  wait_no_ids(f);
+  s = f.exec("h2", argv);
+  return wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > 0; }, std::chrono::seconds(30), {&s});
+}
+
+PairResult cm_pair_once(const Fabric& f, const std::vector<std::string>& server_argv,
+                        const std::vector<std::string>& client_argv, int seconds) {
   PairResult r;
-  const uint64_t before = counter_at(f.counters(), "h2/cm listening");
-  Process s = f.exec("h2", server_argv);
-  const bool ready =
-      wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > before; }, std::chrono::seconds(30), {&s});
-  if (!ready) {
+  Process s;
+  if (!start_server(f, s, server_argv)) {
     r.server = finish(s, std::chrono::seconds(5));
     r.server_out = s.output + "\n[test: the server never listened]";
     return r;
   }
   Process c = f.exec("h1", client_argv);
   r.client = finish(c, std::chrono::seconds(seconds));
+  if (r.client != 0 && perftest_relisten_race(c.output)) kill(s.pid, SIGTERM);
   r.server = finish(s, std::chrono::seconds(seconds));
   r.client_out = c.output;
   r.server_out = s.output;
+  if (r.client != 0 || r.server != 0) {  // what the managers saw, for the failure's message
+    for (const auto& [k, v] : f.counters())
+      if (k.find("/cm ") != std::string::npos) r.client_out += "\n[test: " + k + " " + std::to_string(v) + "]";
+  }
   return r;
+}
+
+// The server on h2, then the client on h1; both must end.
+PairResult cm_pair(const Fabric& f, const std::vector<std::string>& server_argv,
+                   const std::vector<std::string>& client_argv, int seconds = 90) {
+  std::string earlier;
+  for (int attempt = 1;; attempt++) {
+    PairResult r = cm_pair_once(f, server_argv, client_argv, seconds);
+    if (attempt == 3 || r.client == 0 || !perftest_relisten_race(r.client_out)) {
+      r.client_out = earlier + r.client_out;
+      return r;
+    }
+    WARN("[test: attempt " << attempt << " met perftest's re-listen race, run again]\n" << r.client_out);
+    earlier += "[test: attempt " + std::to_string(attempt) + " met perftest's re-listen race]\n";
+  }
 }
 
 void require_both_ok(const PairResult& r) {
@@ -162,17 +207,26 @@ TEST_CASE("rdma_cm with the link going down mid-connection: the client gets its 
           "connection works",
           "[e2e][rdma_cm]") {
   Fabric f;
-  const uint64_t before = counter_at(f.counters(), "h2/cm listening");
   // ib_write_bw always has WRITEs outstanding, so the sender learns of the
   // link at once (rping's client may be waiting for a receive then, and
   // waits on as it would on Linux).
-  const std::string port = std::to_string(pick_port());
-  Process s = f.exec("h2", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20"});
-  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > before; }, std::chrono::seconds(30),
-                     {&s}));
-  Process c = f.exec("h1", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20", kServerIp});
-  REQUIRE(wait_until([&] { return counter_at(f.counters(), "h1 tx_roce_packets") > 20000; }, std::chrono::seconds(30),
-                     {&c, &s}));
+  Process s, c;
+  bool running = false;
+  for (int attempt = 1; attempt <= 3 && !running; attempt++) {
+    const std::string port = std::to_string(pick_port());
+    REQUIRE(start_server(f, s, {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20"}));
+    c = f.exec("h1", {"ib_write_bw", "-R", "-d", "rocemu0", "-p", port, "-D", "20", kServerIp});
+    const uint64_t sent = counter_at(f.counters(), "h1 tx_roce_packets");
+    running = wait_until([&] { return counter_at(f.counters(), "h1 tx_roce_packets") > sent + 20000; },
+                         std::chrono::seconds(30), {&c, &s});
+    if (running) break;
+    INFO(c.output);
+    REQUIRE((c.done && perftest_relisten_race(c.output)));
+    kill(s.pid, SIGTERM);
+    finish(s, std::chrono::seconds(10));
+    finish(c, std::chrono::seconds(10));
+  }
+  REQUIRE(running);
   auto [rc, out] = f.rocemu({"fault", "add", "h1", "link", "down"});
   REQUIRE(rc == 0);
   // RC retries run out (timeout 14, 7 retries: about half a second), the

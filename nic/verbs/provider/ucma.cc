@@ -14,6 +14,7 @@
 // Every other path and descriptor goes to the C library untouched.
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>  // before the kernel header: glibc owns the in6 structs
 #include <rdma/rdma_user_cm.h>
 #include <sys/socket.h>
@@ -89,9 +90,9 @@ bool is_rdma_cm(const char* path) { return path != nullptr && std::strcmp(path, 
 int open_channel(int flags) {
   const char* node = std::getenv(verbs::kNodeEnv);
   const char* path = std::getenv(verbs::kSocketEnv);
-  if (node == nullptr || path == nullptr) {
-    errno = ENODEV;
-    return -1;
+  if (node == nullptr || path == nullptr) {  // not under rocemu exec: the file system's answer
+    static const OpenFn f = libc<OpenFn>("open");
+    return f(kRdmaCmPath, flags);
   }
   auto ch = std::make_shared<UcmaChannel>();
   ch->sock = provider::connect_engine(path);
@@ -149,8 +150,19 @@ int forward_command(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
 // away (its id destroyed) finds none and the wait goes on.
 int wait_for_event(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   for (;;) {
+    // A blocking wait also watches the connection: an engine that went
+    // away fails the call instead of leaving it blocked for ever.
+    if (!(fcntl(ch.events, F_GETFL) & O_NONBLOCK)) {
+      pollfd p[2] = {{ch.events, POLLIN, 0}, {ch.sock, POLLRDHUP, 0}};
+      if (::poll(p, 2, -1) < 0) return errno;  // EINTR
+      if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) return EIO;
+      if (!(p[0].revents & POLLIN)) continue;
+    }
     uint64_t one;
-    if (libc_read(ch.events, &one, sizeof one) != ssize_t(sizeof one)) return errno;  // EAGAIN, EINTR
+    if (libc_read(ch.events, &one, sizeof one) != ssize_t(sizeof one)) {
+      if (errno == EAGAIN && !(fcntl(ch.events, F_GETFL) & O_NONBLOCK)) continue;  // another thread took it
+      return errno;  // EAGAIN (non-blocking), EINTR
+    }
     const int err = forward_command(ch, cmd, len);
     if (err != EAGAIN) return err;
   }
