@@ -236,7 +236,19 @@ using namespace ucma_interpose;
 
 extern "C" {
 
-int open(const char* path, int flags, ...) {
+// The interposed calls whose names the C library's headers may redirect
+// are defined under their symbol names (asm labels): with
+// _FILE_OFFSET_BITS=64 (meson's default) <fcntl.h> makes `open` a name
+// for open64 and <sys/stat.h> `fstat` one for fstat64, and defining both
+// under their C names would define each 64-bit symbol twice.
+int ucma_open(const char* path, int flags, ...) __asm__("open");
+int ucma_open64(const char* path, int flags, ...) __asm__("open64");
+int ucma_openat(int dirfd, const char* path, int flags, ...) __asm__("openat");
+int ucma_openat64(int dirfd, const char* path, int flags, ...) __asm__("openat64");
+int ucma_fstat(int fd, struct stat* st) __asm__("fstat");
+int ucma_fstat64(int fd, struct stat64* st) __asm__("fstat64");
+
+int ucma_open(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   const mode_t mode = mode_arg(flags, ap);
@@ -244,7 +256,7 @@ int open(const char* path, int flags, ...) {
   return open_common(path, flags, mode, false, AT_FDCWD);
 }
 
-int open64(const char* path, int flags, ...) {
+int ucma_open64(const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   const mode_t mode = mode_arg(flags, ap);
@@ -252,7 +264,7 @@ int open64(const char* path, int flags, ...) {
   return open_common(path, flags, mode, false, AT_FDCWD);
 }
 
-int openat(int dirfd, const char* path, int flags, ...) {
+int ucma_openat(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   const mode_t mode = mode_arg(flags, ap);
@@ -260,7 +272,7 @@ int openat(int dirfd, const char* path, int flags, ...) {
   return open_common(path, flags, mode, true, dirfd);
 }
 
-int openat64(int dirfd, const char* path, int flags, ...) {
+int ucma_openat64(int dirfd, const char* path, int flags, ...) {
   va_list ap;
   va_start(ap, flags);
   const mode_t mode = mode_arg(flags, ap);
@@ -300,7 +312,7 @@ int close(int fd) {
   return libc_close(fd);
 }
 
-int fstat(int fd, struct stat* st) {
+int ucma_fstat(int fd, struct stat* st) {
   static const FstatFn f = libc<FstatFn>("fstat");
   const int r = f(fd, st);
   if (r == 0 && channel_of(fd) != nullptr) {
@@ -310,7 +322,7 @@ int fstat(int fd, struct stat* st) {
   return r;
 }
 
-int fstat64(int fd, struct stat64* st) {
+int ucma_fstat64(int fd, struct stat64* st) {
   static const auto f = libc<int (*)(int, struct stat64*)>("fstat64");
   const int r = f(fd, st);
   if (r == 0 && channel_of(fd) != nullptr) {
