@@ -375,6 +375,8 @@ int ConnectionManager::migrate_id(uint32_t channel, uint32_t handle, uint32_t to
   auto to_it = channels_.find(to);
   if (id == nullptr || from_it == channels_.end() || to_it == channels_.end()) return EINVAL;
   if (from_it->second.owner != to_it->second.owner) return EINVAL;
+  events_reported = id->events_reported;
+  if (to == channel) return 0;  // as the kernel: the same file, nothing moves
   id->channel = to;
   // Its queued events move with it.
   auto& from_q = from_it->second.events;

@@ -550,3 +550,23 @@ TEST_CASE("rdma_cm: connection requests beyond the listen backlog are turned dow
   CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);  // one taken: room again
   CHECK(connect_one(4) == std::vector<Attr>{Attr::kReq});
 }
+
+TEST_CASE("rdma_cm: MIGRATE_ID onto the channel the id is on changes nothing; onto another moves its events",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t z = 0, reported = 7;
+  REQUIRE(p.a->create_id(p.ch_a, 3, RDMA_PS_TCP, IBV_QPT_RC, z) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, z, nullptr, p.ip_b, 7471, 2000, p.now) == 0);
+  REQUIRE(p.signals_a == 1);  // ADDR_RESOLVED queued, not fetched
+  // As the kernel's ucma_migrate_id: the same file, nothing moves.
+  CHECK(p.a->migrate_id(p.ch_a, z, p.ch_a, reported) == 0);
+  CHECK(reported == 0);
+  CHECK(p.signals_a == 1);
+  int signals_c = 0;
+  const uint32_t ch_c = p.a->open_channel(1, [&](int n) { signals_c += n; });
+  CHECK(p.a->migrate_id(p.ch_a, z, ch_c, reported) == 0);
+  CHECK(p.signals_a == 0);
+  CHECK(signals_c == 1);
+  CHECK_FALSE(p.a->get_event(p.ch_a));
+  CHECK(p.a->get_event(ch_c));
+}
