@@ -407,6 +407,18 @@ int ConnectionManager::destroy_id(uint32_t channel, uint32_t handle, uint32_t& e
 }
 
 void ConnectionManager::destroy(Id& id, Time now) {
+  // A listener's connection requests the program has not fetched go with
+  // it, each turned down (the kernel's ucma_cleanup_ctx_events destroys
+  // their ids; the IB CM rejects them).
+  if (id.state == State::kListen) {
+    std::vector<uint32_t> unfetched;
+    if (auto ch = channels_.find(id.channel); ch != channels_.end())
+      for (const auto& [for_id, ev] : ch->second.events)
+        if (for_id == id.handle && ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && ev.id != id.handle)
+          unfetched.push_back(ev.id);
+    for (uint32_t child : unfetched)
+      if (auto it = ids_.find(child); it != ids_.end()) destroy(*it->second, now);
+  }
   // What the peer is told (kernel cm.c cm_destroy_id).
   switch (id.state) {
     case State::kReqSent:
@@ -754,6 +766,25 @@ void ConnectionManager::on_mad(const wire::IpAddr& src, const Mad& mad, Time now
   counters_.mads_dropped++;
 }
 
+// A passive side's id for a request to `listener`, waiting for the
+// program's accept or reject.
+std::unique_ptr<ConnectionManager::Id> ConnectionManager::new_child(const Id& listener, uint16_t port,
+                                                                   const wire::IpAddr& src, uint16_t src_port) {
+  auto c = std::make_unique<Id>();
+  c->handle = next_id_++;
+  c->channel = listener.channel;
+  c->ps = listener.ps;
+  c->qp_type = listener.qp_type;
+  c->state = State::kReqRcvd;
+  c->has_device = true;
+  c->src_ip = cfg_.ip;
+  c->src_port = port;
+  c->dst_ip = src;
+  c->dst_port = src_port;
+  c->dst_set = true;
+  return c;
+}
+
 void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) {
   const uint32_t remote_comm_id = uint32_t(m.get(req::kLocalCommId));
   // A REQ sent again: answer with what was answered.
@@ -777,19 +808,8 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejConsumerDefined, {}, now);
     return;
   }
-  auto child = std::make_unique<Id>();
+  auto child = new_child(*listener, service_port(sid), src, hdr->src_port);
   Id& c = *child;
-  c.handle = next_id_++;
-  c.channel = listener->channel;
-  c.ps = listener->ps;
-  c.qp_type = listener->qp_type;
-  c.state = State::kReqRcvd;
-  c.has_device = true;
-  c.src_ip = cfg_.ip;
-  c.src_port = service_port(sid);
-  c.dst_ip = src;
-  c.dst_port = hdr->src_port;
-  c.dst_set = true;
   c.local_comm_id = next_comm_id_++;
   c.remote_comm_id = remote_comm_id;
   c.remote_qpn = uint32_t(m.get(req::kQpn));
@@ -912,19 +932,8 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
     send_once(src, r, now);
     return;
   }
-  auto child = std::make_unique<Id>();
+  auto child = new_child(*listener, service_port(sid), src, hdr->src_port);
   Id& c = *child;
-  c.handle = next_id_++;
-  c.channel = listener->channel;
-  c.ps = listener->ps;
-  c.qp_type = listener->qp_type;
-  c.state = State::kReqRcvd;
-  c.has_device = true;
-  c.src_ip = cfg_.ip;
-  c.src_port = service_port(sid);
-  c.dst_ip = src;
-  c.dst_port = hdr->src_port;
-  c.dst_set = true;
   c.remote_comm_id = request_id;
   EventResp ev{};
   ev.uid = listener->uid;

@@ -166,6 +166,7 @@ class ConnectionManager {
   void release_port(Id& id);
   int allocate_port(Id& id, uint16_t port);
   void destroy(Id& id, Time now);
+  std::unique_ptr<Id> new_child(const Id& listener, uint16_t port, const wire::IpAddr& src, uint16_t src_port);
   Mad make_req(Id& id);
   Mad make_rep(Id& id);
   void send_rej(const wire::IpAddr& dst, uint32_t local, uint32_t remote, uint8_t msg, uint16_t reason,

@@ -570,3 +570,27 @@ TEST_CASE("rdma_cm: MIGRATE_ID onto the channel the id is on changes nothing; on
   CHECK_FALSE(p.a->get_event(p.ch_a));
   CHECK(p.a->get_event(ch_c));
 }
+
+TEST_CASE("rdma_cm: destroying a listener turns down the requests the program has not fetched, and frees their ids",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t listen_id = 0, id = 0, reported = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, listen_id) == 0);
+  REQUIRE(p.b->bind(p.ch_b, listen_id, nullptr, 7000) == 0);
+  REQUIRE(p.b->listen(p.ch_b, listen_id, 8) == 0);
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7000, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  CmPair::next(*p.a, p.ch_a);
+  CmPair::next(*p.a, p.ch_a);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+  REQUIRE(p.b->ids() == 2);  // the listener and the request's id
+  REQUIRE(p.b->destroy_id(p.ch_b, listen_id, reported, p.now) == 0);
+  CHECK(p.b->ids() == 0);
+  CHECK(p.signals_b == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kRej});
+  EventResp rej = CmPair::next(*p.a, p.ch_a);
+  CHECK(rej.event == RDMA_CM_EVENT_REJECTED);
+  CHECK(rej.status == kRejConsumerDefined);
+}
