@@ -176,7 +176,7 @@ EventResp ConnectionManager::conn_event(const Id& id, uint32_t event, int32_t st
   c.retry_count = id.retry_count;
   c.rnr_retry_count = id.rnr_retry;
   const size_t n = std::min(data.size(), sizeof c.private_data);
-  std::memcpy(c.private_data, data.data(), n);
+  if (n != 0) std::memcpy(c.private_data, data.data(), n);
   c.private_data_len = uint8_t(n);
   return ev;
 }
@@ -496,7 +496,8 @@ int ConnectionManager::connect(uint32_t channel, uint32_t handle, const ConnPara
   h.dst = cma_addr(id->dst_ip);
   std::array<uint8_t, 232> data{};
   h.encode(std::span<uint8_t, CmaHeader::kSize>(data.data(), CmaHeader::kSize));
-  std::memcpy(data.data() + CmaHeader::kSize, p.private_data.data(), p.private_data.size());
+  if (!p.private_data.empty())
+    std::memcpy(data.data() + CmaHeader::kSize, p.private_data.data(), p.private_data.size());
   if (ud) {
     Mad m(Attr::kSidrReq, id->local_comm_id);
     m.set(sidr_req::kRequestId, id->local_comm_id);
@@ -942,7 +943,7 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   auto& ud = ev.param.ud;
   const auto data = m.bytes(sidr_req::kPrivateData).subspan(CmaHeader::kSize);
   const size_t n = std::min(data.size(), sizeof ud.private_data);
-  std::memcpy(ud.private_data, data.data(), n);
+  if (n != 0) std::memcpy(ud.private_data, data.data(), n);
   ud.private_data_len = uint8_t(n);
   std::memcpy(ud.ah_attr.grh.dgid, src.b.data(), 16);
   ud.ah_attr.grh.sgid_index = cfg_.sgid_index;
@@ -974,7 +975,7 @@ void ConnectionManager::on_sidr_rep(const Mad& m, Time) {
   ud.qp_num = uint32_t(m.get(sidr_rep::kQpn));
   ud.qkey = uint32_t(m.get(sidr_rep::kQkey));
   const auto data = m.bytes(sidr_rep::kPrivateData);
-  std::memcpy(ud.private_data, data.data(), data.size());
+  if (!data.empty()) std::memcpy(ud.private_data, data.data(), data.size());
   ud.private_data_len = uint8_t(data.size());
   std::memcpy(ud.ah_attr.grh.dgid, id->dst_ip.b.data(), 16);
   ud.ah_attr.grh.sgid_index = cfg_.sgid_index;

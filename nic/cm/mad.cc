@@ -64,7 +64,7 @@ void Mad::set(Field f, uint64_t v) {
 void Mad::set_bytes(Bytes b, std::span<const uint8_t> src) {
   uint8_t* dst = message() + b.offset;
   std::memset(dst, 0, b.length);
-  std::memcpy(dst, src.data(), std::min<size_t>(src.size(), b.length));
+  if (!src.empty()) std::memcpy(dst, src.data(), std::min<size_t>(src.size(), b.length));
 }
 
 void CmaHeader::encode(std::span<uint8_t, kSize> out) const {
