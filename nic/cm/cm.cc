@@ -116,6 +116,17 @@ constexpr uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY
 constexpr int kMaxBacklog = 1024;
 int listen_backlog(int asked) { return asked > 0 && asked < kMaxBacklog ? asked : kMaxBacklog; }
 
+// The address vector of the peer at `dst` as librdmacm reads it: a global
+// route to its GID (the IPv4-mapped address) from GID index `sgid`.
+void peer_ah(ib_uverbs_ah_attr& ah, const wire::IpAddr& dst, uint8_t sgid, uint8_t tos) {
+  std::memcpy(ah.grh.dgid, dst.b.data(), 16);
+  ah.grh.sgid_index = sgid;
+  ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = tos;
+  ah.is_global = 1;
+  ah.port_num = 1;
+}
+
 }  // namespace cm_cc
 using namespace cm_cc;
 
@@ -660,12 +671,7 @@ int ConnectionManager::init_qp_attr(uint32_t channel, uint32_t handle, uint32_t 
       if (!connected(id->state)) return EINVAL;
       out.qp_attr_mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
                           IBV_QP_MIN_RNR_TIMER;
-      std::memcpy(out.ah_attr.grh.dgid, id->dst_ip.b.data(), 16);
-      out.ah_attr.grh.sgid_index = cfg_.sgid_index;
-      out.ah_attr.grh.hop_limit = 64;
-      out.ah_attr.grh.traffic_class = id->tos;
-      out.ah_attr.is_global = 1;
-      out.ah_attr.port_num = 1;
+      peer_ah(out.ah_attr, id->dst_ip, cfg_.sgid_index, id->tos);
       out.path_mtu = id->path_mtu;
       out.dest_qp_num = id->remote_qpn;
       out.rq_psn = id->psn;
@@ -945,11 +951,7 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   const size_t n = std::min(data.size(), sizeof ud.private_data);
   if (n != 0) std::memcpy(ud.private_data, data.data(), n);
   ud.private_data_len = uint8_t(n);
-  std::memcpy(ud.ah_attr.grh.dgid, src.b.data(), 16);
-  ud.ah_attr.grh.sgid_index = cfg_.sgid_index;
-  ud.ah_attr.grh.hop_limit = 64;
-  ud.ah_attr.is_global = 1;
-  ud.ah_attr.port_num = 1;
+  peer_ah(ud.ah_attr, src, cfg_.sgid_index, 0);
   ids_[c.handle] = std::move(child);
   queue_event(*listener, ev);
 }
@@ -977,12 +979,7 @@ void ConnectionManager::on_sidr_rep(const Mad& m, Time) {
   const auto data = m.bytes(sidr_rep::kPrivateData);
   if (!data.empty()) std::memcpy(ud.private_data, data.data(), data.size());
   ud.private_data_len = uint8_t(data.size());
-  std::memcpy(ud.ah_attr.grh.dgid, id->dst_ip.b.data(), 16);
-  ud.ah_attr.grh.sgid_index = cfg_.sgid_index;
-  ud.ah_attr.grh.hop_limit = 64;
-  ud.ah_attr.grh.traffic_class = id->tos;
-  ud.ah_attr.is_global = 1;
-  ud.ah_attr.port_num = 1;
+  peer_ah(ud.ah_attr, id->dst_ip, cfg_.sgid_index, id->tos);
   queue_event(*id, ev);
 }
 
