@@ -292,10 +292,13 @@ int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAdd
   Id* id = find(channel, handle);
   if (id == nullptr) return EINVAL;
   if (id->bound || id->state != State::kIdle) return EINVAL;
-  const bool any = ip == nullptr || is_any(*ip);
-  if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address (loopback included)
+  // A loopback address binds as the wildcard does (the kernel's
+  // cma_any_addr): no device, and a listener there hears every address.
+  // libfabric's verbs provider binds 127.0.0.1 to learn that much.
+  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip);
+  if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address
   id->has_device = !any;
-  id->src_ip = any ? wire::IpAddr::v4(0) : cfg_.ip;
+  id->src_ip = ip == nullptr ? wire::IpAddr::v4(0) : any ? *ip : cfg_.ip;
   return allocate_port(*id, port);
 }
 

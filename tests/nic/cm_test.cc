@@ -361,6 +361,32 @@ TEST_CASE("rdma_cm: an address nobody answers gives ADDR_ERROR at the timeout; l
   CHECK(p.a->bind(p.ch_a, other, &foreign, 0) == ENODEV);
 }
 
+TEST_CASE("rdma_cm: a bind to 127.0.0.1 is a wildcard bind (no device), and a listener there hears the NIC's address",
+          "[unit][cm]") {
+  // The kernel's cma_any_addr takes a loopback address for the wildcard;
+  // libfabric's verbs provider binds 127.0.0.1 and looks for no device.
+  CmPair p;
+  uint32_t lo = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, lo) == 0);
+  const wire::IpAddr loopback = wire::IpAddr::v4(0x7f000001);
+  REQUIRE(p.b->bind(p.ch_b, lo, &loopback, 7174) == 0);
+  rdma_ucm_query_route_resp route{};
+  REQUIRE(p.b->query_route(p.ch_b, lo, route) == 0);
+  CHECK(route.node_guid == 0);  // librdmacm's id->verbs stays NULL
+  const auto* src = reinterpret_cast<const sockaddr_in*>(&route.src_addr);
+  CHECK(src->sin_family == AF_INET);
+  CHECK(ntohl(src->sin_addr.s_addr) == 0x7f000001);
+  CHECK(ntohs(src->sin_port) == 7174);
+  REQUIRE(p.b->listen(p.ch_b, lo, 8) == 0);
+  uint32_t id = 0;
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+}
+
 TEST_CASE("rdma_cm: a lost REQ is sent again on its timeout; 15 losses later UNREACHABLE", "[unit][cm]") {
   CmPair p;
   uint32_t listen_id = 0;
