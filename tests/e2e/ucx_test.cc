@@ -44,6 +44,7 @@ TEST_CASE("ucx_info -d lists rocemu0:1 with rc_verbs and ud_verbs", "[e2e][ucx]"
   CHECK_THAT(dom, Catch::Contains("Transport: ud_verbs"));
   CHECK_THAT(dom, Catch::Contains("Device: rocemu0:1"));
   CHECK_THAT(dom, Catch::Contains("atomic_fadd: 64 bit"));
+  CHECK_THAT(p.output, Catch::Contains("# Connection manager: rdmacm"));  // UCX's client/server over rdma_cm
 }
 
 TEST_CASE("ucx_perftest's UCT tests run over rc_verbs and ud_verbs", "[e2e][ucx]") {
