@@ -58,6 +58,10 @@ TEST_CASE("libfabric's verbs provider: fi_info lists rocemu0 (msg, rdm over ofi_
     WARN("SKIPPED: the NICs' addresses on an interface need a network namespace (root)");
     return;
   }
+  if (!sh("command -v ip >/dev/null")) {
+    WARN("SKIPPED: no 'ip' command (iproute2)");
+    return;
+  }
   if (!sh("command -v fi_pingpong >/dev/null")) {
     WARN("SKIPPED: no fi_pingpong (Debian's libfabric-bin; scripts/setup.sh installs it)");
     return;
