@@ -125,6 +125,25 @@ int ibv_dealloc_pd(ibv_pd* pd) {
   return e;
 }
 
+// ibv_import_pd(3): the PD `pd_handle` of the context (which another
+// process shares with ibv_import_device), ENOENT if it has none, as the
+// kernel's lookup of an unknown handle. Unimport frees only this process's
+// object; ibv_dealloc_pd of an imported PD destroys the PD for all.
+ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  if (context == nullptr) return fail<ibv_pd>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kImportPd;
+  req.u.handle.handle = pd_handle;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(context), req, rep); e != 0) return fail<ibv_pd>(e);
+  auto* p = new Pd();
+  p->pd.context = context;
+  p->pd.handle = p->handle = pd_handle;
+  return &p->pd;
+}
+
+void ibv_unimport_pd(ibv_pd* pd) { delete reinterpret_cast<Pd*>(pd); }
+
 #undef ibv_reg_mr
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   return reg(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
@@ -177,6 +196,31 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   return 0;
 }
 
+// ibv_import_mr(3): the MR `mr_handle` of the context, with its keys and
+// length; addr is NULL (ibv_cmd_query_mr). Its bytes stay the registering
+// process's: this process reaches them through the NIC, by their I/O
+// addresses, as the owner does.
+ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  if (pd == nullptr) return fail<ibv_mr>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kImportMr;
+  req.u.handle.handle = mr_handle;
+  verbs::Reply rep;
+  if (int e = call(ctx_of(pd), req, rep); e != 0) return fail<ibv_mr>(e);
+  auto* m = new Mr();
+  m->imported = true;
+  std::memset(&m->mr, 0, sizeof m->mr);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = nullptr;
+  m->mr.length = rep.u.imported_mr.length;
+  m->mr.handle = mr_handle;
+  m->mr.lkey = m->mr.rkey = rep.u.imported_mr.key;
+  return &m->mr;
+}
+
+void ibv_unimport_mr(ibv_mr* mr) { delete reinterpret_cast<Mr*>(mr); }
+
 // EIO: the engine is gone, and with it the MR (as for the other objects).
 int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
@@ -188,7 +232,7 @@ int ibv_dereg_mr(ibv_mr* mr) {
     std::lock_guard lock(c.mrs_lock);
     c.mrs.erase(m);
   }
-  unshare_pages(m->pages);
+  if (!m->imported) unshare_pages(m->pages);
   delete m;
   return 0;
 }

@@ -50,6 +50,7 @@ void unshare_pages(const SharedPages& p);
 struct Mr {
   ibv_mr mr;
   SharedPages pages;
+  bool imported = false;  // ibv_import_mr: another process's pages, none shared from here
 };
 
 // Memory windows (objects.cc); bound through the send queue (datapath.cc).
