@@ -44,7 +44,8 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
   req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
   req.u.reg_mr.length = length;
   req.u.reg_mr.iova = iova;
-  // An ODP MR may see its mappings changed under it at will: never moved.
+  // An ODP MR (the engine refuses it: no on-demand paging) is not moved
+  // meanwhile: an implicit one names the whole address space.
   const SharedPages pages = share_pages(req.u.reg_mr.addr, length, !(access & IBV_ACCESS_ON_DEMAND));
   std::vector<int> fds;
   if (pages.fd >= 0) {
