@@ -210,6 +210,7 @@ ibv_context* attach_context(verbs::Request& req, int cmd_fd) {
   c->vctx.query_port = query_port_ex;
   c->vctx.query_device_ex = query_device_ex;
   init_context_ops(*c);
+  init_domain_ops(*c);
   return &ctx;
 }
 
