@@ -357,7 +357,8 @@ struct VerbsServer::Impl {
     } else {
       handle(*s, req, fds_in, rep, fds_out);
     }
-    // Nothing the application sends is kept (no request takes an fd).
+    // No descriptor the application sends is kept (kRegMr maps its memfd,
+    // kImportContext looks at which file it is).
     for (int f : fds_in) close(f);
     iovec out{&rep, sizeof rep};
     msghdr m2{};
