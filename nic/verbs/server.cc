@@ -665,6 +665,9 @@ struct VerbsServer::Impl {
     std::erase(sc.sessions, &s);
     if (!sc.sessions.empty()) {
       destroy_queues(s);
+      // The opener's provider moves its MRs' pages back to private memory
+      // as it closes: the others reach them with system calls from now on.
+      if (!s.imported) s.memory->remove_windows(0, UINT64_MAX);
       return false;
     }
     s.nic->close_context(sc.ctx);
