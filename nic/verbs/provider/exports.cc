@@ -131,20 +131,7 @@ void ibv_register_driver(const char*, void*) {}
 
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) { return EOPNOTSUPP; }
 
-ibv_context* ibv_import_device(int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_pd(ibv_pd*) {}
-ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_mr(ibv_mr*) {}
+// No device memory (max_dm_size 0): none to import.
 ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
   errno = EOPNOTSUPP;
   return nullptr;
