@@ -58,12 +58,11 @@ ibv_send_wr atomic_write_wr(ibv_sge* s, uint64_t remote, uint32_t rkey, uint64_t
 
 }  // namespace atomic_write_test
 
-using namespace atomic_write_test;
 
 TEST_CASE("ATOMIC WRITE: stored once, answered by an empty READ response, a duplicate answered again", "[protocol][nic]") {
   test::ProbeBench b;
-  const auto payload = value_bytes(kValue);
-  b.deliver({b.packet(atomic_write(0, b.addr(64), b.rkey), payload)});
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
+  b.deliver({b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey), payload)});
   auto r = b.replies();
   REQUIRE(r.size() == 1);
   CHECK(r[0].opcode == wire::op::kReadRespOnly);
@@ -74,15 +73,15 @@ TEST_CASE("ATOMIC WRITE: stored once, answered by an empty READ response, a dupl
   CHECK(r[0].aeth().msn() == 1);
   uint64_t stored = 0;
   std::memcpy(&stored, b.mem.data() + 64, 8);
-  CHECK(stored == kValue);
-  CHECK(all_zero(b.mem.data(), 64));
-  CHECK(all_zero(b.mem.data() + 72, b.mem.size() - 72));
+  CHECK(stored == atomic_write_test::kValue);
+  CHECK(atomic_write_test::all_zero(b.mem.data(), 64));
+  CHECK(atomic_write_test::all_zero(b.mem.data() + 72, b.mem.size() - 72));
   CHECK(b.nic->counters()[NicCounters::rx_atomic_write_requests] == 1);
 
   // The same request again (its answer lost): answered again, not stored
   // again -- the application changed the word meanwhile and keeps it.
   std::memset(b.mem.data() + 64, 0x44, 8);
-  b.deliver({b.packet(atomic_write(0, b.addr(64), b.rkey), payload)});
+  b.deliver({b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey), payload)});
   r = b.replies();
   REQUIRE(r.size() == 1);
   CHECK(r[0].opcode == wire::op::kReadRespOnly);
@@ -96,7 +95,7 @@ TEST_CASE("ATOMIC WRITE: stored once, answered by an empty READ response, a dupl
   // A WRITE then an ATOMIC WRITE over its middle, in one burst: the store
   // comes after the WRITE's bytes, never under them.
   b.deliver({b.packet(b.write(wire::op::kWriteOnly, 1, false, b.addr(1000), 24), std::vector<uint8_t>(24, 0x77)),
-             b.packet(atomic_write(2, b.addr(1008), b.rkey), payload)});
+             b.packet(atomic_write_test::atomic_write(2, b.addr(1008), b.rkey), payload)});
   r = b.replies();
   // (The WRITE's own ACK may follow: responses go out before ACKs.)
   REQUIRE(!r.empty());
@@ -104,14 +103,14 @@ TEST_CASE("ATOMIC WRITE: stored once, answered by an empty READ response, a dupl
   CHECK(r[0].bth().psn() == 2);
   CHECK(r[0].payload_len == 0);
   std::memcpy(&stored, b.mem.data() + 1008, 8);
-  CHECK(stored == kValue);
+  CHECK(stored == atomic_write_test::kValue);
   CHECK(b.mem[1007] == 0x77);
   CHECK(b.mem[1016] == 0x77);
 }
 
 TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol][nic]") {
   test::ProbeBench b;
-  const auto payload = value_bytes(kValue);
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
   // Memory a peer may read and use atomics on, but not write.
   std::vector<uint8_t> no_write(4096, 0);
   const uint32_t no_write_key =
@@ -122,32 +121,33 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
   const char* what = "";
   SECTION("misaligned address") {
     what = "misaligned";
-    frame = b.packet(atomic_write(0, b.addr(68), b.rkey), payload);
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(68), b.rkey), payload);
     nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
   }
   SECTION("MR without remote write access (remote atomic is not enough)") {
     what = "no remote write";
-    frame = b.packet(atomic_write(0, reinterpret_cast<uint64_t>(no_write.data()) + 64, no_write_key), payload);
+    const uint64_t va = reinterpret_cast<uint64_t>(no_write.data()) + 64;
+    frame = b.packet(atomic_write_test::atomic_write(0, va, no_write_key), payload);
     nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
   }
   SECTION("past the end of the MR") {
     what = "out of bounds";
-    frame = b.packet(atomic_write(0, b.addr(b.mem.size() - 4), b.rkey), payload);
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(b.mem.size() - 4), b.rkey), payload);
     nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
   }
   SECTION("wrong rkey") {
     what = "wrong rkey";
-    frame = b.packet(atomic_write(0, b.addr(64), b.rkey ^ 0x100), payload);
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey ^ 0x100), payload);
     nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
   }
   SECTION("RETH announces other than 8 bytes") {
     what = "dma length 4";
-    frame = b.packet(atomic_write(0, b.addr(64), b.rkey, 4), payload);
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey, 4), payload);
     nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
   }
   SECTION("payload other than 8 bytes") {
     what = "payload 4";
-    frame = b.packet(atomic_write(0, b.addr(64), b.rkey), std::vector<uint8_t>(4, 0x55));
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey), std::vector<uint8_t>(4, 0x55));
     nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
   }
   INFO(what);
@@ -158,15 +158,16 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
   CHECK(r[0].aeth().syndrome() == nak);
   CHECK(r[0].bth().psn() == 0);
   CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
-  CHECK(all_zero(b.mem.data(), b.mem.size()));
-  CHECK(all_zero(no_write.data(), no_write.size()));
+  CHECK(atomic_write_test::all_zero(b.mem.data(), b.mem.size()));
+  CHECK(atomic_write_test::all_zero(no_write.data(), no_write.size()));
 }
 
 TEST_CASE("ATOMIC WRITE is RC only: to a UC QP it is dropped", "[protocol][nic]") {
   test::ProbeBench b(0, QpType::kUc);
-  b.deliver({b.packet(atomic_write(0, b.addr(64), b.rkey), value_bytes(kValue))});
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
+  b.deliver({b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey), payload)});
   CHECK(b.replies().empty());
-  CHECK(all_zero(b.mem.data(), b.mem.size()));
+  CHECK(atomic_write_test::all_zero(b.mem.data(), b.mem.size()));
   CHECK(b.nic->counters()[NicCounters::rx_atomic_write_requests] == 0);
 }
 
@@ -185,10 +186,10 @@ TEST_CASE("ATOMIC WRITE request on the wire: RETH, the 8 bytes, an ACK request",
   b.engine->run_for(us(5));
   b.probe->got.clear();
   // Two of them with max_rd_atomic 1: the second waits for the first's answer.
-  uint64_t value = kValue;
+  uint64_t value = atomic_write_test::kValue;
   ibv_sge s{reinterpret_cast<uint64_t>(&value), 8, 0};
-  ibv_send_wr w1 = atomic_write_wr(&s, 0x7000000000000040ull, 0xabcdef01u, 1);
-  ibv_send_wr w2 = atomic_write_wr(&s, 0x7000000000000048ull, 0xabcdef01u, 2);
+  ibv_send_wr w1 = atomic_write_test::atomic_write_wr(&s, 0x7000000000000040ull, 0xabcdef01u, 1);
+  ibv_send_wr w2 = atomic_write_test::atomic_write_wr(&s, 0x7000000000000048ull, 0xabcdef01u, 2);
   w1.next = &w2;
   REQUIRE(b.host->post_send(b.qp, &w1) == 0);
   value = 0;  // taken at the post
@@ -205,7 +206,7 @@ TEST_CASE("ATOMIC WRITE request on the wire: RETH, the 8 bytes, an ACK request",
   CHECK(v.reth().rkey.get() == 0xabcdef01u);
   CHECK(v.reth().dma_length.get() == 8);
   REQUIRE(v.payload_len == 8);
-  CHECK(std::memcmp(v.data + v.payload_off, value_bytes(kValue).data(), 8) == 0);
+  CHECK(std::memcmp(v.data + v.payload_off, atomic_write_test::value_bytes(atomic_write_test::kValue).data(), 8) == 0);
   // IPv4 + UDP + BTH + RETH + 8 + ICRC.
   CHECK(v.payload_off + 8u + 4u == b.probe->got[0].bytes.size());
   CHECK(b.qp->nic_qp->req.rd_atomic_outstanding == 1);
@@ -237,12 +238,12 @@ TEST_CASE("ATOMIC WRITE between two NICs: 8 bytes land, IBV_WC_ATOMIC_WRITE", "[
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessRw);  // no remote atomic: not needed
   std::vector<uint8_t> src(32, 0x5c);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
-  uint64_t value = kValue;
+  uint64_t value = atomic_write_test::kValue;
   ibv_sge vs{reinterpret_cast<uint64_t>(&value), 8, 0};
   ibv_sge ws = sge(src.data(), 32, lkey);
   // A WRITE of 32 bytes, then an ATOMIC WRITE into its middle.
   ibv_send_wr w = test::rdma_wr(&ws, uint64_t(dst.data()) + 64, rkey, 1);
-  ibv_send_wr aw = atomic_write_wr(&vs, uint64_t(dst.data()) + 72, rkey, 2);
+  ibv_send_wr aw = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()) + 72, rkey, 2);
   w.next = &aw;
   REQUIRE(f.h1->post_send(p.q1, &w) == 0);
   value = 0;
@@ -256,7 +257,7 @@ TEST_CASE("ATOMIC WRITE between two NICs: 8 bytes land, IBV_WC_ATOMIC_WRITE", "[
   CHECK(wc[1].wr_id == 2);
   std::vector<uint8_t> want(256, 0);
   std::fill(want.begin() + 64, want.begin() + 96, 0x5c);
-  std::memcpy(want.data() + 72, value_bytes(kValue).data(), 8);
+  std::memcpy(want.data() + 72, atomic_write_test::value_bytes(atomic_write_test::kValue).data(), 8);
   CHECK(dst == want);  // every byte
   CHECK(f.n2->counters()[NicCounters::rx_atomic_write_requests] == 1);
   CHECK(f.n1->counters()[NicCounters::req_cqe_error] == 0);
@@ -269,7 +270,7 @@ TEST_CASE("ATOMIC WRITE errors reach the requester as completions", "[sim][nic][
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   const uint32_t nw_key = f.h2->reg_mr(no_write.data(), no_write.size(),
                                        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-  uint64_t value = kValue;
+  uint64_t value = atomic_write_test::kValue;
   ibv_sge vs{reinterpret_cast<uint64_t>(&value), 8, 0};
   ibv_send_wr wr{};
   ibv_wc_status want = IBV_WC_SUCCESS;
@@ -277,24 +278,24 @@ TEST_CASE("ATOMIC WRITE errors reach the requester as completions", "[sim][nic][
   uint64_t invalid_request = 0, access = 0;
   SECTION("misaligned: NAK Invalid Request") {
     what = "misaligned";
-    wr = atomic_write_wr(&vs, uint64_t(dst.data()) + 4, rkey, 1);
+    wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()) + 4, rkey, 1);
     want = IBV_WC_REM_INV_REQ_ERR;
     invalid_request = 1;
   }
   SECTION("no remote write access: NAK Remote Access Error") {
     what = "no remote write";
-    wr = atomic_write_wr(&vs, uint64_t(no_write.data()), nw_key, 1);
+    wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(no_write.data()), nw_key, 1);
     want = IBV_WC_REM_ACCESS_ERR;
     access = 1;
   }
   SECTION("out of bounds: NAK Remote Access Error") {
     what = "out of bounds";
-    wr = atomic_write_wr(&vs, uint64_t(dst.data()) + 256, rkey, 1);
+    wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()) + 256, rkey, 1);
     want = IBV_WC_REM_ACCESS_ERR;
     access = 1;
   }
   INFO(what);
-  ibv_send_wr after = atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 2);
+  ibv_send_wr after = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 2);
   wr.next = &after;
   REQUIRE(f.h1->post_send(p.q1, &wr) == 0);
   auto wc = test::wait_cqes(f, *f.h1, p.cq1, 2);
@@ -305,8 +306,8 @@ TEST_CASE("ATOMIC WRITE errors reach the requester as completions", "[sim][nic][
   CHECK(f.n1->counters()[NicCounters::req_remote_invalid_request] == invalid_request);
   CHECK(f.n1->counters()[NicCounters::req_remote_access_errors] == access);
   CHECK(p.q2->nic_qp->state == IBV_QPS_ERR);
-  CHECK(all_zero(dst.data(), dst.size()));
-  CHECK(all_zero(no_write.data(), no_write.size()));
+  CHECK(atomic_write_test::all_zero(dst.data(), dst.size()));
+  CHECK(atomic_write_test::all_zero(no_write.data(), no_write.size()));
 }
 
 TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at the post", "[sim][nic]") {
@@ -316,13 +317,13 @@ TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at th
   const ibv_qp_cap cap{16, 16, 1, 1, 0};
   std::vector<uint8_t> dst(64, 0);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
-  uint64_t value = kValue;
+  uint64_t value = atomic_write_test::kValue;
   ibv_sge vs{reinterpret_cast<uint64_t>(&value), 8, 0};
   SECTION("UC") {
     auto* q1 = f.h1->create_qp(QpType::kUc, cq1, cq1, cap);
     auto* q2 = f.h2->create_qp(QpType::kUc, cq2, cq2, cap);
     REQUIRE(SimHost::connect(*f.h1, q1, *f.h2, q2) == 0);
-    ibv_send_wr wr = atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 5);
+    ibv_send_wr wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 5);
     REQUIRE(f.h1->post_send(q1, &wr) == 0);
     auto wc = test::wait_cqes(f, *f.h1, cq1, 1);
     REQUIRE(wc.size() == 1);
@@ -332,7 +333,7 @@ TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at th
   SECTION("UD") {
     auto* u1 = f.h1->create_qp(QpType::kUd, cq1, cq1, cap);
     REQUIRE(f.h1->activate_ud(u1, 0x1111) == 0);
-    ibv_send_wr wr = atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 6);
+    ibv_send_wr wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 6);
     REQUIRE(f.h1->post_send(u1, &wr) == 0);
     auto wc = test::wait_cqes(f, *f.h1, cq1, 1);
     REQUIRE(wc.size() == 1);
@@ -342,7 +343,7 @@ TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at th
   SECTION("RC, 4 or 12 bytes") {
     auto p = test::connect_rc(f);
     vs.length = 4;
-    ibv_send_wr wr = atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 7);
+    ibv_send_wr wr = atomic_write_test::atomic_write_wr(&vs, uint64_t(dst.data()), rkey, 7);
     CHECK(f.h1->post_send(p.q1, &wr) == EINVAL);
     uint64_t two[2] = {1, 2};
     ibv_sge s12{reinterpret_cast<uint64_t>(two), 12, 0};
@@ -352,5 +353,5 @@ TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at th
     CHECK(f.n1->counters()[NicCounters::tx_roce_packets] == 0);
   }
   CHECK(f.n2->counters()[NicCounters::rx_atomic_write_requests] == 0);
-  CHECK(all_zero(dst.data(), dst.size()));
+  CHECK(atomic_write_test::all_zero(dst.data(), dst.size()));
 }
