@@ -56,7 +56,7 @@ void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
   cqe.wr_id = w.wr_id;
   cqe.status = status;
   cqe.opcode = wc_opcode(w.opcode);
-  cqe.byte_len = (w.is_read() || w.is_atomic() || w.is_atomic_write()) ? w.length : 0;  // 8 for both atomics, as rxe
+  cqe.byte_len = (w.is_read() || w.is_atomic() || w.is_atomic_write()) ? w.length : 0;  // atomics: 8, as rxe
   cqe.qp_num = qp.qpn;
   cqe.is_send = 1;
   cqe.wqe_index = w.index;
@@ -284,10 +284,10 @@ CompState Nic::check_response_trimmed(Response& r) {
       break;
     }
   }
-  const uint32_t expected_len =
-      awaiting == nullptr            ? kUnknownLength
-      : awaiting->is_atomic_write() ? 0  // its answer is empty
-                                    : std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu));
+  uint32_t expected_len = kUnknownLength;
+  if (awaiting != nullptr && awaiting->is_atomic_write()) expected_len = 0;  // its answer is empty
+  else if (awaiting != nullptr)
+    expected_len = std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu));
   if (!is_trimmed(qp, r.v, expected_len)) return CompState::kCheckAck;
   // A READ response whose payload a switch cut: lost, ask again at once.
   counters_[NicCounters::rx_trimmed]++;

@@ -355,3 +355,56 @@ TEST_CASE("ATOMIC WRITE on UC and UD fails locally; not 8 bytes is refused at th
   CHECK(f.n2->counters()[NicCounters::rx_atomic_write_requests] == 0);
   CHECK(atomic_write_test::all_zero(dst.data(), dst.size()));
 }
+
+TEST_CASE("ATOMIC WRITEs under loss: resent and answered again, each word as last written, every completion once",
+          "[sim][nic][rc]") {
+  const auto mode = GENERATE(LossRecovery::kGoBackN, LossRecovery::kSelectiveRepeat);
+  INFO((mode == LossRecovery::kGoBackN ? "go-back-N" : "selective repeat"));
+  test::TwoNics f(31, mode);
+  FaultConfig fc;
+  fc.loss = 0.05;
+  f.link->set_faults(0, fc);
+  f.link->set_faults(1, fc);
+  auto p = test::connect_rc(f);
+  constexpr uint32_t kWords = 32, kRounds = 6;
+  std::vector<uint8_t> dst(kWords * 8 + 64, 0);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessRw);
+  std::vector<uint64_t> values(kWords * kRounds);
+  std::vector<ibv_sge> sges(values.size());
+  std::vector<ibv_send_wr> wrs(values.size());
+  // Round r writes every word once; a word's last value is round kRounds-1's.
+  for (uint32_t i = 0; i < values.size(); i++) {
+    const uint32_t word = i % kWords;
+    values[i] = 0x5100000000000000ull | (uint64_t(i / kWords) << 32) | (word * 0x01010101u);
+    sges[i] = {reinterpret_cast<uint64_t>(&values[i]), 8, 0};
+    wrs[i] = atomic_write_test::atomic_write_wr(&sges[i], uint64_t(dst.data()) + 8 * word, rkey, i);
+    wrs[i].send_flags = i % 3 == 2 || i + 1 == values.size() ? IBV_SEND_SIGNALED : 0;
+    if (i > 0) wrs[i - 1].next = &wrs[i];
+  }
+  // The send queue holds 64: post in chunks of 48 as completions come.
+  uint32_t posted = 0, signaled = 0;
+  std::vector<ibv_wc> wcs;
+  while (posted < values.size()) {
+    const uint32_t n = std::min<uint32_t>(48, uint32_t(values.size()) - posted);
+    wrs[posted + n - 1].next = nullptr;
+    wrs[posted + n - 1].send_flags = IBV_SEND_SIGNALED;
+    for (uint32_t i = posted; i < posted + n; i++) signaled += (wrs[i].send_flags & IBV_SEND_SIGNALED) ? 1 : 0;
+    REQUIRE(f.h1->post_send(p.q1, &wrs[posted]) == 0);
+    posted += n;
+    auto got = test::wait_cqes(f, *f.h1, p.cq1, signaled - wcs.size(), ms(2000));
+    wcs.insert(wcs.end(), got.begin(), got.end());
+    REQUIRE(wcs.size() == signaled);
+  }
+  for (const ibv_wc& w : wcs) {
+    CHECK(w.status == IBV_WC_SUCCESS);
+    CHECK(w.opcode == IBV_WC_ATOMIC_WRITE);
+  }
+  for (uint32_t word = 0; word < kWords; word++) {
+    uint64_t got = 0;
+    std::memcpy(&got, dst.data() + 8 * word, 8);
+    CHECK(got == values[(kRounds - 1) * kWords + word]);
+  }
+  CHECK(atomic_write_test::all_zero(dst.data() + kWords * 8, 64));
+  CHECK(f.n1->counters()[NicCounters::retransmitted_packets] > 0);
+  CHECK(f.n2->counters()[NicCounters::duplicate_request] > 0);  // some answered again, not stored again
+}
