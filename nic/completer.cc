@@ -22,6 +22,8 @@ ibv_wc_opcode wc_opcode(uint8_t wr_opcode) {
       return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return IBV_WC_FETCH_ADD;
+    case IBV_WR_ATOMIC_WRITE:
+      return IBV_WC_ATOMIC_WRITE;
     case IBV_WR_BIND_MW:
       return IBV_WC_BIND_MW;
     case IBV_WR_LOCAL_INV:
@@ -54,7 +56,7 @@ void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
   cqe.wr_id = w.wr_id;
   cqe.status = status;
   cqe.opcode = wc_opcode(w.opcode);
-  cqe.byte_len = (w.is_read() || w.is_atomic()) ? w.length : 0;
+  cqe.byte_len = (w.is_read() || w.is_atomic() || w.is_atomic_write()) ? w.length : 0;  // atomics: 8, as rxe
   cqe.qp_num = qp.qpn;
   cqe.is_send = 1;
   cqe.wqe_index = w.index;
@@ -277,15 +279,15 @@ CompState Nic::check_response_trimmed(Response& r) {
   for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
     if (!w.started) break;
-    if (w.is_read() && !w.done && r.psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
+    if ((w.is_read() || w.is_atomic_write()) && !w.done && r.psn == wire::psn_add(w.first_psn, w.resp_pkts)) {
       awaiting = &w;
       break;
     }
   }
-  const uint32_t expected_len =
-      awaiting != nullptr
-          ? std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu))
-          : kUnknownLength;
+  uint32_t expected_len = kUnknownLength;
+  if (awaiting != nullptr && awaiting->is_atomic_write()) expected_len = 0;  // its answer is empty
+  else if (awaiting != nullptr)
+    expected_len = std::min(qp.mtu, awaiting->length - std::min(awaiting->length, awaiting->resp_pkts * qp.mtu));
   if (!is_trimmed(qp, r.v, expected_len)) return CompState::kCheckAck;
   // A READ response whose payload a switch cut: lost, ask again at once.
   counters_[NicCounters::rx_trimmed]++;
@@ -380,7 +382,9 @@ CompState Nic::find_response_wqe(Response& r) {
   if (r.wqe == nullptr || wire::psn_lt(r.psn, r.wqe->first_psn) || wire::psn_gt(r.psn, r.wqe->last_psn()))
     return CompState::kDone;  // stale or duplicate
   if (r.v.opcode == wire::op::kAtomicAck) return r.wqe->is_atomic() ? CompState::kAtomicAck : CompState::kErrBadResponse;
-  return r.wqe->is_read() ? CompState::kCheckReadPsn : CompState::kErrBadResponse;
+  // An ATOMIC WRITE is answered by an empty READ response ONLY (rxe's
+  // check_ack: COMPST_WRITE_SEND for it).
+  return r.wqe->is_read() || r.wqe->is_atomic_write() ? CompState::kCheckReadPsn : CompState::kErrBadResponse;
 }
 
 CompState Nic::on_atomic_ack(Response& r) {
@@ -425,7 +429,8 @@ CompState Nic::check_read_shape(Response& r) {
   const wire::OpcodeInfo& info = r.v.op();
   const uint32_t offset = w.resp_pkts * r.qp.mtu;
   const bool last = info.any(wire::kOpLast);
-  const uint32_t remaining = w.length - std::min(w.length, offset);
+  const uint32_t expected = w.is_atomic_write() ? 0 : w.length;  // nothing comes back for an ATOMIC WRITE
+  const uint32_t remaining = expected - std::min(expected, offset);
   const uint32_t len = r.v.payload_len;
   if ((last && len != remaining) || (!last && len != r.qp.mtu) || len > remaining ||
       (w.resp_pkts == 0 && !info.any(wire::kOpFirst)))

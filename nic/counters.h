@@ -29,6 +29,7 @@ namespace rocemu::nic {
   X(rx_write_requests, "responder: RDMA WRITE requests received")                                         \
   X(rx_read_requests, "responder: RDMA READ requests received")                                           \
   X(rx_atomic_requests, "responder: atomic requests received")                                            \
+  X(rx_atomic_write_requests, "responder: RDMA ATOMIC WRITE requests received (no mlx5 name)")        \
   X(rx_dct_connect, "always 0: no DC transport")                                                          \
   X(roce_adp_retrans, "requester: retransmission episodes (a timeout or NAK that resent packets)")       \
   X(roce_adp_retrans_to, "requester: retransmission episodes started by the timer")                       \

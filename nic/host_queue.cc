@@ -27,6 +27,25 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
       hdr.compare_add = wr.wr.atomic.compare_add;
       hdr.swap = wr.wr.atomic.swap;
       break;
+    case IBV_WR_ATOMIC_WRITE: {
+      // The 8 bytes are taken now, as inline data is (rxe's
+      // ibv_wr_atomic_write copies them at the call too).
+      uint32_t total = 0;
+      for (int i = 0; i < wr.num_sge; i++) total += wr.sg_list[i].length;
+      if (wr.num_sge < 0 || total != 8) return EINVAL;
+      uint8_t value[8];
+      uint8_t* p = value;
+      for (int i = 0; i < wr.num_sge; i++) {
+        std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+        p += wr.sg_list[i].length;
+      }
+      hdr.remote_addr = wr.wr.rdma.remote_addr;
+      hdr.rkey = wr.wr.rdma.rkey;
+      std::memcpy(&hdr.compare_add, value, 8);
+      std::memcpy(e, &hdr, sizeof hdr);
+      sq.tail++;
+      return 0;
+    }
     case IBV_WR_BIND_MW: {
       if (wr.bind_mw.mw == nullptr) return EINVAL;
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;

@@ -446,6 +446,7 @@ class Nic final : public Node, private cm::Host {
   RespState execute(Request& r);
   RespState execute_read(Request& r);
   RespState execute_atomic(Request& r);
+  RespState execute_atomic_write(Request& r);
   RespState execute_write(Request& r);
   RespState execute_send(Request& r);
   RespState replay_duplicate(Request& r);

@@ -72,7 +72,10 @@ struct SendWork {
   bool is_atomic() const {
     return opcode == IBV_WR_ATOMIC_CMP_AND_SWP || opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
   }
-  bool needs_response() const { return is_read() || is_atomic(); }
+  // RDMA ATOMIC WRITE: 8 bytes (carried as inline data) stored at once;
+  // answered like a READ of nothing, and counted as one (rxe).
+  bool is_atomic_write() const { return opcode == IBV_WR_ATOMIC_WRITE; }
+  bool needs_response() const { return is_read() || is_atomic() || is_atomic_write(); }
   // A bind or local invalidate: done inside the NIC, no packet, no PSN.
   bool is_local() const { return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV; }
   bool signaled(bool sig_all) const { return sig_all || (flags & IBV_SEND_SIGNALED); }
@@ -91,10 +94,12 @@ struct ResponderTask {
   uint64_t orig = 0;       // atomic result
 };
 
-// A READ or atomic the responder accepted, kept so a duplicate of it can be
-// answered again (IBA 9.7.5.1.3; rxe's "resources"): a duplicate READ
-// re-reads only bytes of the READ it repeats, a duplicate atomic gets the
-// saved result. A duplicate that matches none is not answered.
+// A READ, atomic or ATOMIC WRITE the responder accepted, kept so a
+// duplicate of it can be answered again (IBA 9.7.5.1.3; rxe's "resources"):
+// a duplicate READ re-reads only bytes of the READ it repeats, a duplicate
+// atomic gets the saved result, a duplicate ATOMIC WRITE its empty READ
+// response (not stored again). A duplicate that matches none is not
+// answered.
 struct RdAtomicReplay {
   bool valid = false;
   bool atomic = false;
@@ -104,6 +109,7 @@ struct RdAtomicReplay {
   uint32_t length = 0;  // READ: bytes; atomic: 8
   uint32_t rkey = 0;
   uint64_t orig = 0;    // atomic result
+  bool atomic_write = false;  // an ATOMIC WRITE (atomic too: executed once, answered by an empty READ response)
 };
 
 enum class QpType : uint8_t { kRc, kUc, kUd };

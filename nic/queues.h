@@ -46,6 +46,8 @@ static_assert(sizeof(Sge) == 16);
 // window's rkey now, rkey its new one, remote_addr and compare_add the
 // window's address and length, swap its access flags and ud_ah the MR's
 // lkey (0: no MR). IBV_WR_LOCAL_INV: imm is the rkey to invalidate.
+// IBV_WR_ATOMIC_WRITE has neither either: compare_add holds the 8 bytes to
+// store, as they were in the application's memory when it posted.
 struct SendWqe {
   uint64_t wr_id;
   uint8_t opcode;       // enum ibv_wr_opcode

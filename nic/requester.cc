@@ -27,6 +27,7 @@ bool opcode_allowed(QpType t, uint8_t opcode) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    case IBV_WR_ATOMIC_WRITE:
       return t == QpType::kRc;
     default:
       return false;
@@ -105,6 +106,14 @@ bool Nic::fetch_send_wqes(Qp& qp, Time now) {
       continue;
     }
     if (w.is_local()) continue;  // no data: the bind's fields say it all
+    if (w.is_atomic_write()) {
+      // Its 8 bytes came in the WQE: sent as inline data. An unaligned
+      // address goes out as it is; the responder NAKs it (as rxe's does).
+      w.is_inline = true;
+      w.length = 8;
+      std::memcpy(w.inline_data.data(), &hdr.compare_add, 8);
+      continue;
+    }
     if (w.flags & IBV_SEND_INLINE) {
       if (hdr.inline_len > qp.cap.max_inline_data || hdr.inline_len > kMaxInline ||
           sizeof(SendWqe) + hdr.inline_len > qp.sq.stride() || w.needs_response()) {
@@ -359,6 +368,14 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
       f.atomic_rkey = w.rkey;
       f.atomic_swap_add = cas ? w.swap : w.compare_add;
       f.atomic_compare = cas ? w.compare_add : 0;
+      break;
+    }
+    case IBV_WR_ATOMIC_WRITE: {
+      f.opcode = wire::op::kAtomicWrite;
+      f.reth_va = w.remote_addr;
+      f.reth_rkey = w.rkey;
+      f.reth_len = len = 8;
+      f.ack_req = true;  // its only packet, as rxe sends it
       break;
     }
     default: {

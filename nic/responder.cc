@@ -213,6 +213,7 @@ struct Nic::Request {
   const wire::OpcodeInfo& info() const { return v.op(); }
   bool read() const { return info().any(wire::kOpRead); }
   bool atomic() const { return info().any(wire::kOpAtomic); }
+  bool atomic_write() const { return info().any(wire::kOpAtomicWrite); }
   bool write() const { return is_write(v.opcode); }
 };
 
@@ -314,6 +315,7 @@ uint32_t Nic::request_length(const Qp& qp, const wire::PacketView& v, int32_t d)
   const bool first = info.any(wire::kOpFirst), last = info.any(wire::kOpLast);
   if (info.any(wire::kOpMiddle) || (first && !last)) return qp.mtu;
   if (first && last && is_write(v.opcode)) return std::min(v.reth().dma_length.get(), qp.mtu);
+  if (info.any(wire::kOpAtomicWrite)) return 8;
   if (last && d == 0 && qp.resp.in_message && is_write(v.opcode) && is_write(qp.resp.last_req_opcode))
     return uint32_t(std::min<uint64_t>(qp.resp.write_remaining, qp.mtu));
   return kUnknownLength;
@@ -322,7 +324,7 @@ uint32_t Nic::request_length(const Qp& qp, const wire::PacketView& v, int32_t d)
 RespState Nic::check_duplicate(Request& r) {
   Qp& qp = r.qp;
   counters_[NicCounters::duplicate_request]++;
-  if (!r.read() && !r.atomic()) {
+  if (!r.read() && !r.atomic() && !r.atomic_write()) {
     // SEND/WRITE: acknowledge again, up to what has arrived.
     if (r.v.bth().ack_req() || r.last) schedule_ack(qp, wire::aeth_ack(), wire::psn_add(qp.resp.epsn, -1), r.now);
     return RespState::kDone;
@@ -336,13 +338,18 @@ RespState Nic::check_duplicate(Request& r) {
   // not). Its answer takes the place of one to the same request
   // still owed (and, go-back-N, of those to later ones: they all come
   // again).
-  const bool atomic = r.atomic();
+  // (An ATOMIC WRITE is an atomic here: executed once, then only answered.)
+  const bool atomic_write = r.atomic_write(), atomic = r.atomic() || atomic_write;
   const uint32_t psn = r.psn;
   const auto it = std::find_if(qp.resp.rd_atomic_log.begin(), qp.resp.rd_atomic_log.end(), [&](const RdAtomicReplay& a) {
-    return a.valid && a.atomic == atomic && wire::psn_ge(psn, a.psn) && wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
+    return a.valid && a.atomic == atomic && a.atomic_write == atomic_write && wire::psn_ge(psn, a.psn) &&
+           wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
   });
   if (it == qp.resp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
-  if (atomic) {
+  if (atomic_write) {
+    const wire::Reth& reth = r.v.reth();
+    if (reth.rkey.get() != it->rkey || reth.va.get() != it->va) return RespState::kDone;  // not that ATOMIC WRITE
+  } else if (atomic) {
     const wire::AtomicEth& a = r.v.atomic_eth();
     if (a.rkey.get() != it->rkey || a.va.get() != it->va) return RespState::kDone;  // not that atomic
   } else {
@@ -383,6 +390,10 @@ RespState Nic::check_length(Request& r) {
     if (r.v.reth().dma_length.get() > 0x80000000u) return RespState::kErrLength;
   } else if (r.atomic()) {
     counters_[NicCounters::rx_atomic_requests]++;
+  } else if (r.atomic_write()) {
+    // Exactly 8 bytes, announced and carried (IBA 1.5 9.4.7).
+    counters_[NicCounters::rx_atomic_write_requests]++;
+    if (r.v.reth().dma_length.get() != 8 || payload != 8) return RespState::kErrLength;
   } else if (r.write()) {
     // A WRITE's packets carry exactly the bytes its RETH announced.
     if (r.first) counters_[NicCounters::rx_write_requests]++;
@@ -408,6 +419,13 @@ RespState Nic::check_request_rkey(Request& r) {
     if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
     if ((r.mr = check_rkey(qp, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
       return RespState::kErrRkey;
+  } else if (r.atomic_write()) {
+    // Remote write access, as a WRITE (rxe); then the alignment, as rxe's
+    // atomic_write_reply checks it after the key.
+    const wire::Reth& reth = r.v.reth();
+    if ((r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+      return RespState::kErrRkey;
+    if ((reth.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
   } else if (r.write()) {
     if (r.first) {
       const wire::Reth& reth = r.v.reth();
@@ -424,11 +442,11 @@ RespState Nic::check_request_rkey(Request& r) {
 }
 
 RespState Nic::check_resources(Request& r) {
-  // READs and atomics owed: at most max_dest_rd_atomic. A SEND's first
-  // packet and a WRITE with immediate's last take a receive WQE -- before
-  // memory is touched, so an RNR retry finds things unchanged.
+  // READs, atomics and ATOMIC WRITEs owed: at most max_dest_rd_atomic. A
+  // SEND's first packet and a WRITE with immediate's last take a receive
+  // WQE -- before memory is touched, so an RNR retry finds things unchanged.
   Qp& qp = r.qp;
-  if (r.read() || r.atomic()) {
+  if (r.read() || r.atomic() || r.atomic_write()) {
     if (qp.resp.tasks.size() >= std::max<uint32_t>(qp.max_dest_rd_atomic, 1)) return RespState::kErrTooManyRdAtomic;
   } else if (r.write()) {
     if (r.last && r.imm) {
@@ -454,6 +472,7 @@ RespState Nic::execute(Request& r) {
   if (r.first) start_message(r.qp, r.psn);
   if (r.read()) return execute_read(r);
   if (r.atomic()) return execute_atomic(r);
+  if (r.atomic_write()) return execute_atomic_write(r);
   if (r.write()) return execute_write(r);
   return execute_send(r);
 }
@@ -462,7 +481,9 @@ RespState Nic::replay_duplicate(Request& r) {
   Qp& qp = r.qp;
   const RdAtomicReplay& a = *r.replay;
   ResponderTask task;
-  if (a.atomic) {
+  if (a.atomic_write) {
+    task = {ResponderTask::kReadResponse, r.psn, a.psn, 0, 0, 0, true, 0};  // empty: nothing is read
+  } else if (a.atomic) {
     task = {ResponderTask::kAtomicAck, r.psn, a.psn, 0, 0, 0, true, a.orig};
   } else {
     const wire::Reth& reth = r.v.reth();
@@ -507,6 +528,25 @@ RespState Nic::execute_atomic(Request& r) {
   if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
   qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
   qp.resp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
+  qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
+  qp.lr.nak_sent = false;
+  activate(qp, r.now);
+  return RespState::kDone;
+}
+
+RespState Nic::execute_atomic_write(Request& r) {
+  // One aligned 8-byte store, after everything before it has landed (the
+  // store flushes the deferred writes first); answered by a READ response
+  // without payload (IBA 1.5, rxe's send_read_response_ack).
+  Qp& qp = r.qp;
+  const wire::Reth& reth = r.v.reth();
+  const uint64_t va = reth.va.get();
+  uint64_t value;
+  std::memcpy(&value, r.v.data + r.v.payload_off, 8);
+  if (!qp.ctx->memory->store64(r.mr->host(va), value)) return RespState::kErrRemoteOp;
+  qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, reth.rkey.get(), 0,
+                                                                         true};
+  qp.resp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, 0, 0, 0, true, 0});
   qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
   qp.lr.nak_sent = false;
   activate(qp, r.now);

@@ -57,6 +57,8 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
   t[op::kFetchAdd] = make("RC_FETCH_ADD", kOpRequest | kOpAtomic | kOnly, atm);
   t[op::kSendLastInv] = make("RC_SEND_LAST_WITH_INVALIDATE", kReqSend | kOpLast | kOpInv, ieth);
   t[op::kSendOnlyInv] = make("RC_SEND_ONLY_WITH_INVALIDATE", kReqSend | kOnly | kOpInv, ieth);
+  // IBA 1.5 (rxe since Linux 6.2): answered by a READ response without payload.
+  t[op::kAtomicWrite] = make("RC_RDMA_ATOMIC_WRITE", kOpRequest | kOpPayload | kOpAtomicWrite | kOnly, reth);
   t[op::ud(op::kSendOnly)] = make("UD_SEND_ONLY", kReqSend | kOnly, deth);
   t[op::ud(op::kSendOnlyImm)] = make("UD_SEND_ONLY_WITH_IMMEDIATE", kReqSend | kOnly | kOpImm, uint8_t(deth | imm));
   t[op::kCnp] = make("CNP", kOpCnp, 0);
@@ -87,6 +89,8 @@ static_assert(kOpcodeTableBuilt[op::kCmpSwap].ext_len == 28);
 static_assert(kOpcodeTableBuilt[op::ud(op::kSendOnlyImm)].ext_len == 12);
 static_assert(kOpcodeTableBuilt[op::uc(op::kWriteOnly)].ext_len == 16);
 static_assert(kOpcodeTableBuilt[op::kSendOnlyInv].ext_len == 4);
+static_assert(kOpcodeTableBuilt[op::kAtomicWrite].ext_len == 16);
+static_assert(!kOpcodeTableBuilt[op::uc(op::kAtomicWrite)].valid());
 static_assert(!kOpcodeTableBuilt[0x15].valid() && !kOpcodeTableBuilt[op::uc(op::kReadRequest)].valid());
 
 }  // namespace

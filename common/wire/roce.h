@@ -151,6 +151,7 @@ enum OpFlag : uint16_t {
   kOpImm = 1 << 11,
   kOpInv = 1 << 12,
   kOpCnp = 1 << 13,
+  kOpAtomicWrite = 1 << 14,  // RDMA ATOMIC WRITE (IBA 1.5): RETH + 8 bytes stored at once
 };
 
 struct OpcodeInfo {
@@ -174,7 +175,7 @@ inline constexpr uint8_t kSendFirst = 0x00, kSendMiddle = 0x01, kSendLast = 0x02
                          kReadRequest = 0x0c, kReadRespFirst = 0x0d, kReadRespMiddle = 0x0e,
                          kReadRespLast = 0x0f, kReadRespOnly = 0x10, kAck = 0x11,
                          kAtomicAck = 0x12, kCmpSwap = 0x13, kFetchAdd = 0x14,
-                         kSendLastInv = 0x16, kSendOnlyInv = 0x17;
+                         kSendLastInv = 0x16, kSendOnlyInv = 0x17, kAtomicWrite = 0x1d;
 inline constexpr uint8_t kCnp = 0x81;
 constexpr uint8_t rc(uint8_t o) { return o; }
 constexpr uint8_t uc(uint8_t o) { return uint8_t(0x20 | o); }

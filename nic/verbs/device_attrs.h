@@ -25,6 +25,11 @@ inline constexpr const char* kRdmaCmName = "rdma_cm";
 inline constexpr unsigned kUverbsMajor = 231;
 inline constexpr unsigned kUverbsMinor = 192;
 
+// ibv_device_attr_ex.device_cap_flags_ex: the device executes RDMA ATOMIC
+// WRITE (IB_UVERBS_DEVICE_ATOMIC_WRITE of Linux 6.2's uapi, which rxe sets;
+// Debian 12's headers predate it).
+inline constexpr uint64_t kDeviceCapAtomicWrite = 1ull << 40;
+
 // IB speed and width codes for an Ethernet rate (how mlx5 reports them).
 struct SpeedWidth {
   uint8_t speed;  // ibv_port_attr.active_speed: 1 SDR ... 32 EDR, 64 HDR, 128 NDR

@@ -193,6 +193,16 @@ bool ProcessMemory::write(uint64_t addr, const void* src, size_t len) {
   return true;
 }
 
+bool ProcessMemory::store64(uint64_t addr, uint64_t value) {
+  flush();
+  if (uint8_t* to = local_of(addr, 8); to != nullptr && (reinterpret_cast<uintptr_t>(to) & 7) == 0) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(to), value, __ATOMIC_RELEASE);
+    copies_++;
+    return true;
+  }
+  return write(addr, &value, 8);
+}
+
 bool ProcessMemory::add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) {
   if (local_.size() == kMaxIov || remote_.size() == kMaxIov) flush();
   local_.push_back({const_cast<void*>(src), len});

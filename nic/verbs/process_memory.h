@@ -55,6 +55,8 @@ class ProcessMemory final : public nic::HostMemory {
 
   bool read(uint64_t addr, void* dst, size_t len) override;
   bool write(uint64_t addr, const void* src, size_t len) override;
+  // Atomic in a window (the shared pages); elsewhere process_vm_writev's copy.
+  bool store64(uint64_t addr, uint64_t value) override;
   bool readv(const nic::HostPiece* pieces, size_t n, void* dst) override;
   bool readv_scatter(const nic::HostPiece* pieces, size_t n, const iovec* dst, size_t nd) override;
   bool write_deferred(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) override;

@@ -133,7 +133,14 @@ TEST_CASE("Opcode table drives the extension headers", "[unit][wire]") {
   CHECK(opcode_info(op::kCnp).valid());
   int valid = 0;
   for (int i = 0; i < 256; i++) valid += opcode_info(uint8_t(i)).valid();
-  CHECK(valid == 23 + 12 + 2 + 1);  // RC, UC, UD, CNP
+  CHECK(valid == 24 + 12 + 2 + 1);  // RC, UC, UD, CNP
+  // RDMA ATOMIC WRITE (IBA 1.5, 0x1D): RETH then 8 bytes of payload, RC only.
+  CHECK(opcode_info(op::kAtomicWrite).name == "RC_RDMA_ATOMIC_WRITE");
+  CHECK(opcode_info(op::kAtomicWrite).has(kExtReth));
+  CHECK(opcode_info(op::kAtomicWrite).ext_len == 16);
+  CHECK(opcode_info(op::kAtomicWrite).is(kOpRequest | kOpPayload | kOpFirst | kOpLast | kOpAtomicWrite));
+  CHECK_FALSE(opcode_info(op::kAtomicWrite).any(kOpWrite | kOpAtomic | kOpRead));
+  CHECK_FALSE(opcode_info(op::uc(op::kAtomicWrite)).valid());
 }
 
 TEST_CASE("ICRC known answers", "[unit][wire]") {

@@ -125,6 +125,18 @@ TEST_CASE("Memory windows of type 1 and 2: bound, reached by the peer byte for b
   CHECK_THAT(p.output, Catch::Contains("all good"));
 }
 
+TEST_CASE("RDMA ATOMIC WRITE through the provider: advertised, RC only, 8 bytes land whole behind earlier writes, "
+          "refused as rxe refuses",
+          "[e2e][verify][atomic_write]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--atomic-write"});
+  const int st = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("ATOMIC WRITE checked"));
+  CHECK_THAT(p.output, Catch::Contains("all good"));
+}
+
 TEST_CASE("An application killed mid-transfer: resources freed, the peer sees errors, others carry on",
           "[e2e][robustness]") {
   Fabric f;

@@ -15,6 +15,10 @@
 //                                              refused outside, after invalidation and once
 //                                              unbound by rereg/destroy_qp; dereg refused
 //                                              under a bound window (README)
+//   rocemu-verify --atomic-write               RDMA ATOMIC WRITE: the device cap, RC only,
+//                                              ibv_wr_atomic_write and ibv_post_send, every
+//                                              byte of the target; misaligned, no remote
+//                                              write, past the MR refused as rxe refuses
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   rocemu-verify --import HOST                the active side of a pair split over two
@@ -923,6 +927,197 @@ int run_mw(const Options& o) {
 // Takes every kind of object into every state and then leaves without
 // freeing anything (or, with --wait, waits to be killed): what the engine
 // must clean up after an application that dies.
+// RDMA ATOMIC WRITE (ibv_wr_atomic_write; IBV_WR_ATOMIC_WRITE through
+// ibv_post_send): the device says it has it (device_cap_flags_ex bit 40,
+// IB_UVERBS_DEVICE_ATOMIC_WRITE), QPs ask for it at creation (RC only),
+// the 8 bytes are taken at the call and land whole behind what was posted
+// before; every byte of the target checked. Misaligned, no remote write
+// access, past the MR: the completion status rxe gives.
+constexpr uint64_t kAtomicWriteCap = 1ull << 40;
+constexpr size_t kAwBytes = 4096;
+
+// An RC QP made by ibv_create_qp_ex with these send ops, in place of the
+// one setup() made.
+void use_qp_ex(Side& s, uint64_t send_ops) {
+  CHECKV(ibv_destroy_qp(s.qp) == 0, "destroy_qp");
+  ibv_qp_init_attr_ex ix{};
+  ix.send_cq = ix.recv_cq = s.cq;
+  ix.qp_type = IBV_QPT_RC;
+  ix.cap = {256, 256, 4, 4, 0};
+  ix.pd = s.pd;
+  ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  ix.send_ops_flags = send_ops;
+  s.qp = ibv_create_qp_ex(s.ctx, &ix);
+  CHECKV(s.qp != nullptr, "create_qp_ex: %s", std::strerror(errno));
+  if (s.qp == nullptr) std::exit(1);
+  s.local.qpn = s.qp->qp_num;
+}
+
+// Two connected sides of one process: `from` with ATOMIC WRITE, `to` the
+// target (its memory 0xee, an MR with `to_access`).
+struct AwPair {
+  Side from, to;
+};
+void aw_pair(AwPair& a, ibv_context* ctx, ibv_pd* pd, const Options& o, uint32_t psn, int to_access) {
+  setup(a.from, ctx, pd, kAwBytes, o.gid, psn);
+  setup(a.to, ctx, pd, kAwBytes, o.gid, psn + 1);
+  use_qp_ex(a.from, IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_WRITE);
+  std::memset(a.to.buf.data(), 0xee, kAwBytes);
+  if (to_access != -1) {
+    CHECKV(ibv_dereg_mr(a.to.mr) == 0, "dereg_mr");
+    a.to.mr = ibv_reg_mr(pd, a.to.buf.data(), kAwBytes, to_access);
+    CHECKV(a.to.mr != nullptr, "reg_mr: %s", std::strerror(errno));
+    a.to.local.rkey = a.to.mr->rkey;
+  }
+  CHECKV(connect_qp(a.from, a.to.local) == 0 && connect_qp(a.to, a.from.local) == 0, "connect");
+}
+
+// ibv_wr_atomic_write of `value` to offset `off` of the target; the caller's
+// copy is clobbered right after the call (the provider took it then).
+int atomic_write_ex(AwPair& a, size_t off, uint64_t value, uint64_t id) {
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(a.from.qp);
+  ibv_wr_start(x);
+  x->wr_id = id;
+  x->wr_flags = IBV_SEND_SIGNALED;
+  uint64_t v = value;
+  ibv_wr_atomic_write(x, a.to.local.rkey, a.to.local.addr + off, &v);
+  v = ~value;
+  return ibv_wr_complete(x);
+}
+
+// Every byte of the target: `want` where it was written, 0xee elsewhere.
+void check_target(const AwPair& a, const std::vector<uint8_t>& want, const char* what) {
+  for (size_t i = 0; i < kAwBytes; i++)
+    if (a.to.buf[i] != want[i]) {
+      CHECKV(false, "%s: byte %zu is 0x%02x, want 0x%02x", what, i, a.to.buf[i], want[i]);
+      return;
+    }
+}
+
+void check_atomic_write_refused(ibv_context* ctx, ibv_pd* pd, const Options& o, uint32_t psn, int to_access,
+                                size_t off, ibv_wc_status want, const char* what) {
+  AwPair a;
+  aw_pair(a, ctx, pd, o, psn, to_access);
+  CHECKV(atomic_write_ex(a, off, 0x1122334455667788ull, 0xbad) == 0, "%s: wr_complete", what);
+  const ibv_wc wc = wait(a.from, 1)[0];
+  CHECKV(wc.status == want && wc.wr_id == 0xbad, "%s: %s, want %s", what, ibv_wc_status_str(wc.status),
+         ibv_wc_status_str(want));
+  check_target(a, std::vector<uint8_t>(kAwBytes, 0xee), what);
+}
+
+int run_atomic_write(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_device_attr_ex dx{};
+  CHECKV(ibv_query_device_ex(ctx, nullptr, &dx) == 0, "query_device_ex");
+  CHECKV(dx.device_cap_flags_ex & kAtomicWriteCap, "device_cap_flags_ex 0x%llx: no ATOMIC WRITE",
+         static_cast<unsigned long long>(dx.device_cap_flags_ex));
+  CHECKV((dx.device_cap_flags_ex & 0xffffffffull) == uint32_t(dx.orig_attr.device_cap_flags),
+         "device_cap_flags_ex does not hold device_cap_flags");
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+
+  // RC only: a UC QP asking for it is not made.
+  {
+    ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    ibv_qp_init_attr_ex ix{};
+    ix.send_cq = ix.recv_cq = cq;
+    ix.qp_type = IBV_QPT_UC;
+    ix.cap = {16, 16, 1, 1, 0};
+    ix.pd = pd;
+    ix.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ix.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_WRITE;
+    errno = 0;
+    ibv_qp* uc = ibv_create_qp_ex(ctx, &ix);
+    CHECKV(uc == nullptr && errno == EOPNOTSUPP, "UC QP with ATOMIC WRITE: %p, errno %d", static_cast<void*>(uc),
+           errno);
+    ibv_destroy_cq(cq);
+  }
+
+  AwPair a;
+  aw_pair(a, ctx, pd, o, 0x200, -1);
+  std::vector<uint8_t> want(kAwBytes, 0xee);
+  auto expect_value = [&](size_t off, uint64_t v) { std::memcpy(want.data() + off, &v, 8); };
+  // One, alone.
+  CHECKV(atomic_write_ex(a, 64, 0x0123456789abcdefull, 1) == 0, "wr_complete");
+  ibv_wc wc = wait(a.from, 1)[0];
+  CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_ATOMIC_WRITE && wc.byte_len == 8 && wc.wr_id == 1,
+         "ATOMIC WRITE: %s, opcode %d, byte_len %u", ibv_wc_status_str(wc.status), wc.opcode, wc.byte_len);
+  expect_value(64, 0x0123456789abcdefull);
+  check_target(a, want, "one ATOMIC WRITE");
+
+  // A batch: a WRITE of 256 bytes, then ATOMIC WRITEs over its words and
+  // past it; each store lands behind the WRITE.
+  {
+    for (size_t i = 0; i < 256; i++) a.from.buf[i] = pattern(7, i);
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(a.from.qp);
+    ibv_wr_start(x);
+    x->wr_id = 10;
+    x->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_rdma_write(x, a.to.local.rkey, a.to.local.addr + 1024);
+    ibv_wr_set_sge(x, a.from.mr->lkey, reinterpret_cast<uint64_t>(a.from.buf.data()), 256);
+    std::memcpy(want.data() + 1024, a.from.buf.data(), 256);
+    for (uint64_t k = 0; k < 40; k++) {
+      x->wr_id = 11 + k;
+      const uint64_t v = 0xa5a5000000000000ull | (k * 0x10001);
+      ibv_wr_atomic_write(x, a.to.local.rkey, a.to.local.addr + 1024 + k * 8, &v);
+      expect_value(1024 + k * 8, v);
+    }
+    CHECKV(ibv_wr_complete(x) == 0, "wr_complete of the batch");
+    auto wcs = wait(a.from, 41);
+    for (size_t i = 0; i < wcs.size(); i++)
+      CHECKV(wcs[i].status == IBV_WC_SUCCESS && wcs[i].wr_id == 10 + i &&
+                 wcs[i].opcode == (i == 0 ? IBV_WC_RDMA_WRITE : IBV_WC_ATOMIC_WRITE),
+             "batch completion %zu: %s, wr_id %llu, opcode %d", i, ibv_wc_status_str(wcs[i].status),
+             static_cast<unsigned long long>(wcs[i].wr_id), wcs[i].opcode);
+    check_target(a, want, "WRITE then ATOMIC WRITEs");
+  }
+
+  // ibv_post_send with IBV_WR_ATOMIC_WRITE: the 8 bytes from the SGE list,
+  // taken at the post; not 8 bytes is EINVAL.
+  {
+    uint64_t v = 0xfeedfacecafebeefull;
+    ibv_sge sge{reinterpret_cast<uint64_t>(&v), 8, 0};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 99;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_ATOMIC_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    wr.wr.rdma.remote_addr = a.to.local.addr + 2048;
+    wr.wr.rdma.rkey = a.to.local.rkey;
+    sge.length = 4;
+    CHECKV(ibv_post_send(a.from.qp, &wr, &bad) == EINVAL && bad == &wr, "post_send of a 4-byte ATOMIC WRITE");
+    sge.length = 8;
+    CHECKV(ibv_post_send(a.from.qp, &wr, &bad) == 0, "post_send(ATOMIC_WRITE)");
+    v = 0;
+    wc = wait(a.from, 1)[0];
+    CHECKV(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_ATOMIC_WRITE && wc.wr_id == 99,
+           "post_send ATOMIC WRITE: %s, opcode %d", ibv_wc_status_str(wc.status), wc.opcode);
+    expect_value(2048, 0xfeedfacecafebeefull);
+    check_target(a, want, "ibv_post_send ATOMIC WRITE");
+  }
+
+  // A QP created without it: ibv_wr_atomic_write fails the batch.
+  {
+    AwPair b;
+    aw_pair(b, ctx, pd, o, 0x300, -1);
+    use_qp_ex(b.from, IBV_QP_EX_WITH_RDMA_WRITE);
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(b.from.qp);
+    ibv_wr_start(x);
+    uint64_t v = 1;
+    ibv_wr_atomic_write(x, b.to.local.rkey, b.to.local.addr, &v);
+    CHECKV(ibv_wr_complete(x) == EOPNOTSUPP, "ibv_wr_atomic_write on a QP created without it");
+  }
+
+  // Refusals, each on a fresh pair (a refusal takes both QPs to ERR).
+  check_atomic_write_refused(ctx, pd, o, 0x400, -1, 68, IBV_WC_REM_INV_REQ_ERR, "misaligned");
+  check_atomic_write_refused(ctx, pd, o, 0x500,
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 64,
+                             IBV_WC_REM_ACCESS_ERR, "an MR without remote write access");
+  check_atomic_write_refused(ctx, pd, o, 0x600, -1, kAwBytes, IBV_WC_REM_ACCESS_ERR, "past the MR");
+  if (g_failures == 0) std::printf("rocemu-verify: ATOMIC WRITE checked\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int run_leave(const Options& o, bool wait_to_be_killed) {
   ibv_context* ctx = open_device();
   ibv_pd* pd = ibv_alloc_pd(ctx);
@@ -1348,7 +1543,8 @@ int run_parent_domain(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false;
+  bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false,
+       atomic_write = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1360,6 +1556,7 @@ int main(int argc, char** argv) {
     else if (a == "--misuse") o.misuse = true;
     else if (a == "--api") api = true;
     else if (a == "--mw") mw = true;
+    else if (a == "--atomic-write") atomic_write = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -1376,7 +1573,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --import HOST | --misuse | "
-                   "--api | --mw | --parent-domain | --leave [--wait] [options]\n");
+                   "--api | --mw | --parent-domain | --atomic-write | --leave [--wait] [options]\n");
       return 2;
     }
   }
@@ -1387,6 +1584,7 @@ int main(int argc, char** argv) {
   else if (mw) rc = run_mw(o);
   else if (import) rc = run_import(o);
   else if (parent) rc = run_parent_domain(o);
+  else if (atomic_write) rc = run_atomic_write(o);
   else if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);
   else rc = run_pair(o);

@@ -155,6 +155,7 @@ void expect_roce(OracleFrame& o) {
     e.push_back(F::num("infiniband.deth.q_key", f.deth_qkey));
     e.push_back(F::num("infiniband.deth.srcqp", f.deth_src_qp));
   }
+  if (info.any(kOpAtomicWrite)) return;  // see atomic_write_blob()
   if (info.has(kExtReth)) {
     e.push_back(F::num("infiniband.reth.va", f.reth_va));
     e.push_back(F::num("infiniband.reth.r_key", f.reth_rkey));
@@ -201,6 +202,21 @@ void expect_roce(OracleFrame& o) {
   }
 }
 
+// Wireshark 4.0 does not know opcode 0x1D, RDMA ATOMIC WRITE (IBA 1.5,
+// 2021): it shows "Opcode: Unknown (29)" and what follows the BTH as one
+// vendor-specific blob (as for a CNP). The blob must be the IBA layout,
+// written out here independently of our encoder -- RETH (VA 8 bytes, R_Key
+// 4, DMA length 4, all big-endian), the 8 bytes of payload -- and then the
+// ICRC as sent, which scapy recomputes.
+std::string atomic_write_blob(const OracleFrame& o, const std::vector<uint8_t>& payload) {
+  const RoceFields& f = o.fields;
+  const uint8_t va[8] = {uint8_t(f.reth_va >> 56), uint8_t(f.reth_va >> 48), uint8_t(f.reth_va >> 40),
+                         uint8_t(f.reth_va >> 32), uint8_t(f.reth_va >> 24), uint8_t(f.reth_va >> 16),
+                         uint8_t(f.reth_va >> 8),  uint8_t(f.reth_va)};
+  return hex(va, 8) + be32_hex(f.reth_rkey) + be32_hex(f.reth_len) + hex(payload.data(), payload.size()) +
+         hex(&o.bytes[o.bytes.size() - kIcrcLen], kIcrcLen);
+}
+
 OracleFrame roce_frame(std::string name, const PathHeaders& path, const RoceFields& f, uint32_t payload_len,
                        uint32_t k) {
   OracleFrame o;
@@ -216,6 +232,10 @@ OracleFrame roce_frame(std::string name, const PathHeaders& path, const RoceFiel
   if (len != o.bytes.size()) throw std::logic_error("encode_roce: unexpected length for " + o.name);
   expect_path(o);
   expect_roce(o);
+  if (opcode_info(f.opcode).any(kOpAtomicWrite)) {
+    o.expect.push_back(FieldExpect::str("infiniband.vendor", atomic_write_blob(o, payload)).at(1));
+    return o;
+  }
   // Wireshark 4.0 hands the payload and the pad bytes to the data dissector.
   const uint8_t pad = pad_for(payload_len);
   if (payload_len > 0) {
@@ -325,6 +345,14 @@ std::vector<OracleFrame> oracle_frames() {
           out.push_back(roce_frame(name + suffix, make_path(pv, k), f, 0, k));
           k++;
         }
+        continue;
+      }
+      if (info.any(kOpAtomicWrite)) {  // always RETH + 8 bytes
+        RoceFields f = make_fields(opcode, k);
+        f.reth_va &= ~uint64_t(7);
+        f.reth_len = 8;
+        out.push_back(roce_frame(name, path, f, 8, k));
+        k++;
         continue;
       }
       const uint32_t payload_len = info.any(kOpPayload) ? kPayloadLens[k % std::size(kPayloadLens)] : 0;

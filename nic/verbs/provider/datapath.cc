@@ -138,12 +138,21 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   return 0;
 }
 
+void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, const void* atomic_wr);
+
 ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
   if (a == nullptr || !(a->comp_mask & IBV_QP_INIT_ATTR_PD)) {
     errno = EINVAL;
     return nullptr;
   }
   if (a->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  // ATOMIC WRITE on RC QPs only (rxe's RXE_SUP_RC_QP_SEND_OPS_FLAGS).
+  const bool atomic_write =
+      (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE);
+  if (atomic_write && a->qp_type != IBV_QPT_RC) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -156,7 +165,9 @@ ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
   init.qp_type = a->qp_type;
   init.sq_sig_all = a->sq_sig_all;
   ibv_qp* qp = ibv_create_qp(a->pd, &init);
-  if (qp != nullptr) a->cap = init.cap;
+  if (qp == nullptr) return nullptr;
+  a->cap = init.cap;
+  if (atomic_write) qp_of(qp).qpx.wr_atomic_write = wr_atomic_write;  // else it refuses (init_qp_ex)
   return qp;
 }
 
@@ -312,6 +323,15 @@ void wr_unsupported_tso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { qp_of(qpx).
 void wr_unsupported_xrc(ibv_qp_ex* qpx, uint32_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
 void wr_unsupported_atomic_write(ibv_qp_ex* qpx, uint32_t, uint64_t, const void*) {
   qp_of(qpx).pending_error = EOPNOTSUPP;
+}
+// The 8 bytes are copied now, as rxe's provider does: the caller's buffer
+// may change once the call returns. They travel as the WR's inline data.
+void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  auto& p = begin(qpx, IBV_WR_ATOMIC_WRITE);
+  p.wr.wr.rdma.rkey = rkey;
+  p.wr.wr.rdma.remote_addr = addr;
+  const auto* b = static_cast<const uint8_t*>(atomic_wr);
+  p.inline_data.assign(b, b + 8);
 }
 
 }  // namespace

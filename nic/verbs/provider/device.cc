@@ -131,6 +131,8 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   if (input != nullptr && input->comp_mask != 0) return EINVAL;
   ibv_device_attr_ex a{};
   fill_device(*Context::of(ctx), a.orig_attr);
+  // The 64-bit set the kernel reports: the 32 bits above and what does not fit there.
+  a.device_cap_flags_ex = uint32_t(a.orig_attr.device_cap_flags) | verbs::kDeviceCapAtomicWrite;
   a.max_dm_size = 0;
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
