@@ -181,8 +181,20 @@ class Nic final : public Node, private cm::Host {
   int create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle);
   int destroy_cq(HostContext* ctx, uint32_t handle);
   Cq* find_cq(HostContext* ctx, uint32_t handle) const;
+  // `xrcd` (an XRC domain handle of ctx, with `cq`): an XRC SRQ (IBV_SRQT_XRC),
+  // numbered for XRC requests to name (srq_number).
   int create_srq(HostContext* ctx, uint32_t pd, void* ring, uint32_t entries, uint32_t max_sge, uint32_t limit,
-                 uint32_t& handle);
+                 uint32_t& handle, uint32_t xrcd = 0, uint32_t cq = 0);
+  // ibv_get_srq_num: the XRC SRQ's number; EINVAL for another SRQ.
+  int srq_number(HostContext* ctx, uint32_t handle, uint32_t& srqn) const;
+  // ibv_open_xrcd: with a file (inode_dev, inode not both 0) the domain
+  // every opener of that file shares: created with O_CREAT (else EAGAIN),
+  // EINVAL with O_EXCL if it exists (the kernel's ib_uverbs_open_xrcd);
+  // without one, a domain of its own. Each open is closed on its own.
+  int open_xrcd(HostContext* ctx, uint64_t inode_dev, uint64_t inode, int oflags, uint32_t& handle);
+  // ibv_close_xrcd: EBUSY while SRQs or target QPs created through this
+  // open are there.
+  int close_xrcd(HostContext* ctx, uint32_t handle);
   int modify_srq(HostContext* ctx, uint32_t handle, uint32_t limit);
   int destroy_srq(HostContext* ctx, uint32_t handle);
   Srq* find_srq(HostContext* ctx, uint32_t handle) const;
@@ -190,6 +202,7 @@ class Nic final : public Node, private cm::Host {
   struct QpInit {
     QpType type = QpType::kRc;
     uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+    uint32_t xrcd = 0;  // kXrcRecv: its XRC domain (no PD, CQs or rings)
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
     void* sq_ring = nullptr;  // ring_bytes(sq_entries, send_wqe_stride(cap))
@@ -201,6 +214,14 @@ class Nic final : public Node, private cm::Host {
                             uint32_t& rq_entries, uint32_t& rq_stride);
   int check_qp_caps(const ibv_qp_cap& cap) const;
   int create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time now);
+  // The parts of create_qp: what each QP type needs and must not have.
+  struct QpRefs {
+    Pd* pd = nullptr;
+    Cq *send_cq = nullptr, *recv_cq = nullptr;
+    Srq* srq = nullptr;
+    XrcdRef* xrcd = nullptr;
+  };
+  int find_qp_refs(HostContext* ctx, const QpInit& init, QpRefs& refs) const;
   int modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now);
   int query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const;
   int destroy_qp(HostContext* ctx, uint32_t qpn);
@@ -425,6 +446,7 @@ class Nic final : public Node, private cm::Host {
   struct Request;
   RespState run_request(Request& r, RespState from);
   RespState check_psn(Request& r);
+  RespState check_xrc_srq(Request& r);
   RespState check_op_seq(Request& r);
   RespState check_length(Request& r);
   RespState check_request_rkey(Request& r);
@@ -497,6 +519,14 @@ class Nic final : public Node, private cm::Host {
   uint8_t mw_key_byte_ = 0;  // the key byte a new window starts with
   KeyedTable<Cq> cqs_;
   KeyedTable<Srq> srqs_;
+  // XRC: domains (each with its opens), and XRC SRQs by number.
+  std::vector<std::unique_ptr<Xrcd>> xrcds_;
+  KeyedTable<XrcdRef> xrcd_refs_;
+  std::map<uint32_t, Srq*> xrc_srqs_;
+  uint32_t next_srqn_ = 1;
+  XrcdRef* find_xrcd(HostContext* ctx, uint32_t handle) const;
+  // An SRQ goes: XRC targets delivering to it stop, its number is free.
+  void forget_srq(Srq& srq);
   KeyedTable<Ah> ahs_;
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
   uint32_t next_qpn_ = kFirstQpn;

@@ -58,6 +58,7 @@ struct SendWork {
   std::array<Sge, kMaxSge> sge{};
   std::array<uint8_t, kMaxInline> inline_data{};
   uint32_t ud_ah = 0, ud_remote_qpn = 0, ud_remote_qkey = 0;
+  uint32_t xrc_remote_srqn = 0;  // XRC initiator: the SRQ at the target
 
   // transport progress
   bool started = false;
@@ -106,7 +107,11 @@ struct RdAtomicReplay {
   uint64_t orig = 0;    // atomic result
 };
 
-enum class QpType : uint8_t { kRc, kUc, kUd };
+// kXrcSend: an XRC initiator (INI, IBV_QPT_XRC_SEND): a send queue only,
+// its requests name the target's SRQ. kXrcRecv: an XRC target (TGT,
+// IBV_QPT_XRC_RECV) in an XRC domain: no queues of its own, it delivers
+// each request to the SRQ the request names.
+enum class QpType : uint8_t { kRc, kUc, kUd, kXrcSend, kXrcRecv };
 class Nic;
 
 // Payload read ahead into frames, for hosts where each read is a system
@@ -133,7 +138,8 @@ struct Qp {
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
-  Srq* srq = nullptr;
+  Srq* srq = nullptr;     // XRC target: the SRQ of the message in progress (set per request)
+  XrcdRef* xrcd = nullptr;  // XRC target: its domain
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
@@ -249,6 +255,19 @@ struct Qp {
   std::unique_ptr<cc::Flow> cc;  // opened on first use
 
   bool is_rc() const { return type == QpType::kRc; }
+  // Where the responder's data goes and comes from: the host of the SRQ an
+  // XRC target delivers to now (it may be another process sharing the
+  // XRC domain), else the QP's own.
+  HostMemory* responder_memory() const {
+    return xrcd != nullptr && srq != nullptr ? srq->pd->ctx->memory : ctx->memory;
+  }
+  bool is_xrc() const { return type == QpType::kXrcSend || type == QpType::kXrcRecv; }
+  // Reliable connected: ACKs, retransmission, READs and atomics (RC and XRC).
+  bool reliable() const { return type == QpType::kRc || is_xrc(); }
+  // The transport bits of its opcodes (IBA table 38).
+  uint8_t opcode_transport() const {
+    return type == QpType::kUc ? 0x20 : type == QpType::kUd ? 0x60 : is_xrc() ? 0xa0 : 0x00;
+  }
   bool is_ud() const { return type == QpType::kUd; }
   SendWork& work(uint32_t index) { return swq[index & (swq.size() - 1)]; }
   bool can_send_requests() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }

@@ -65,11 +65,11 @@ bool Nic::take_recv(Qp& qp, RecvEntry& out) {
     if (!srq.rq.pop(out)) return false;
     if (srq.armed && srq.rq.available() < srq.limit) {
       srq.armed = false;
-      if (qp.ctx->on_async_event) {
+      if (HostContext* owner = srq.pd->ctx; owner->on_async_event) {  // the SRQ's (an XRC target may be another's)
         ibv_async_event ev{};
         ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
         ev.element.srq = nullptr;
-        qp.ctx->on_async_event(ev);
+        owner->on_async_event(ev);
       }
     }
     return true;
@@ -206,7 +206,7 @@ struct Nic::Request {
         v(view),
         now(t),
         psn(view.bth().psn()),
-        rc(q.type == QpType::kRc),
+        rc(q.reliable()),
         first(view.op().any(wire::kOpFirst)),
         last(view.op().any(wire::kOpLast)),
         imm(view.op().any(wire::kOpImm)) {}
@@ -238,13 +238,14 @@ RxDisposition Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v
 
 void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   Request r(qp, nullptr, v, now);
-  run_request(r, RespState::kCheckOpSeq);
+  run_request(r, RespState::kCheckXrcSrq);
 }
 
 RespState Nic::run_request(Request& r, RespState s) {
   for (;;) {
     switch (s) {
       case RespState::kCheckPsn: s = check_psn(r); break;
+      case RespState::kCheckXrcSrq: s = check_xrc_srq(r); break;
       case RespState::kCheckOpSeq: s = check_op_seq(r); break;
       case RespState::kCheckLength: s = check_length(r); break;
       case RespState::kCheckRkey: s = check_request_rkey(r); break;
@@ -272,6 +273,28 @@ RespState Nic::check_psn(Request& r) {
     return r.rc ? RespState::kOutOfSequence : RespState::kUcResync;
   }
   r.in_order = r.rc;
+  return RespState::kCheckXrcSrq;
+}
+
+RespState Nic::check_xrc_srq(Request& r) {
+  // An XRC target delivers each request to the SRQ its XRCETH names, if
+  // that SRQ is in the target's XRC domain; its memory is checked against
+  // that SRQ's PD, its completions go to that SRQ's CQ. Else (no such SRQ,
+  // another domain's, another SRQ halfway through a message) the request
+  // is refused as an access violation: NAK remote access error and the
+  // target to the error state (hns reports XRCD_VIOLATION and
+  // INVALID_XRCETH as IB_EVENT_QP_ACCESS_ERR).
+  Qp& qp = r.qp;
+  if (qp.xrcd == nullptr) return RespState::kCheckOpSeq;
+  const auto it = xrc_srqs_.find(r.v.xrceth().srqn());
+  Srq* srq = it == xrc_srqs_.end() ? nullptr : it->second;
+  if (srq == nullptr || srq->xrcd->xrcd != qp.xrcd->xrcd || (qp.resp.in_message && srq != qp.srq)) {
+    counters_[NicCounters::resp_remote_access_errors]++;
+    return RespState::kErrXrcSrq;
+  }
+  qp.srq = srq;
+  qp.pd = srq->pd;
+  qp.recv_cq = srq->cq;
   return RespState::kCheckOpSeq;
 }
 
@@ -497,14 +520,14 @@ RespState Nic::execute_atomic(Request& r) {
   const wire::AtomicEth& a = r.v.atomic_eth();
   const uint64_t va = a.va.get();
   uint64_t orig = 0;
-  if (!qp.ctx->memory->read(r.mr->host(va), &orig, 8)) return RespState::kErrRemoteOp;
+  if (!qp.responder_memory()->read(r.mr->host(va), &orig, 8)) return RespState::kErrRemoteOp;
   uint64_t result = orig;
-  if (r.v.opcode == wire::op::kCmpSwap) {
+  if (wire::op::base(r.v.opcode) == wire::op::kCmpSwap) {
     if (orig == a.compare.get()) result = a.swap_add.get();
   } else {
     result = orig + a.swap_add.get();
   }
-  if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
+  if (result != orig && !qp.responder_memory()->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
   qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
   qp.resp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
   qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
@@ -607,6 +630,7 @@ constexpr RequestErrorRow kRequestErrors[] = {
     {RespState::kErrRemoteOp, IBV_WC_REM_OP_ERR, wire::NakCode::kRemoteOperationalError, false},
     {RespState::kErrLocalLength, IBV_WC_LOC_LEN_ERR, wire::NakCode::kInvalidRequest, false},
     {RespState::kErrLocalAccess, IBV_WC_LOC_PROT_ERR, wire::NakCode::kRemoteOperationalError, false},
+    {RespState::kErrXrcSrq, IBV_WC_REM_ACCESS_ERR, wire::NakCode::kRemoteAccessError, false},
 };
 
 }  // namespace
@@ -693,6 +717,7 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
 rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   wire::RoceFields f;
   f.dest_qp = qp.dest_qpn;
+  const uint8_t transport = qp.opcode_transport();  // an XRC target answers with XRC opcodes
   uint32_t len = 0;
   uint64_t host = 0;
   bool pop = false;
@@ -706,7 +731,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     f.psn = t.psn;
     if (t.kind == ResponderTask::kAtomicAck) {
       if ((m = new_frame()) == nullptr) return nullptr;
-      f.opcode = wire::op::kAtomicAck;
+      f.opcode = uint8_t(transport | wire::op::kAtomicAck);
       f.aeth_syndrome = wire::aeth_ack();
       f.aeth_msn = qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
       f.atomic_orig = t.orig;
@@ -716,6 +741,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       const bool last = t.remaining == len;
       using namespace wire::op;
       f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
+      f.opcode = uint8_t(transport | f.opcode);
       // Every response is checked as the request was: the MR may have been
       // deregistered or invalidated meanwhile, the QP's rights changed.
       if (len > 0) {
@@ -728,7 +754,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
         host = mr->host(t.va);
       }
       // The frame first: without one nothing moves on.
-      if (len > 0 && qp.ctx->memory->batches()) {
+      if (len > 0 && qp.responder_memory()->batches()) {
         bool failed = false;
         // A READ executed again, or one answered out of turn, finds other frames.
         m = take_ahead(qp.resp.response_prefetch, t.psn, t.va, failed,
@@ -755,7 +781,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     }
   } else if (qp.resp.ack_pending) {
     if ((m = new_frame()) == nullptr) return nullptr;
-    f.opcode = wire::op::kAck;
+    f.opcode = uint8_t(transport | wire::op::kAck);
     f.psn = qp.resp.ack_psn;
     f.aeth_syndrome = qp.resp.ack_syndrome;
     f.aeth_msn = qp.resp.msn;
@@ -769,7 +795,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
   // (A read-ahead frame's payload sits where headers of the expected length end.)
   if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
-      (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len))) {
+      (len > 0 && !prefetched && !qp.responder_memory()->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
     qp.resp.tasks.clear();
     drop_prefetch(qp.resp.response_prefetch);

@@ -1,0 +1,354 @@
+// XRC (IBA annex A14): XRC domains, XRC SRQs with their own CQs, initiator
+// (send-only) and target (receive-only) QPs; requests carry the XRCETH
+// naming the SRQ at the target, which must be in the target's domain.
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include "tests/nic/fabric.h"
+
+using namespace rocemu;
+using namespace rocemu::nic;
+using rocemu::test::sge;
+using rocemu::test::TwoNics;
+using rocemu::test::wait_cqes;
+
+namespace xrc_test {
+
+const ibv_qp_cap kIniCap{16, 0, 1, 0, 0};
+
+// h2: an XRC domain, a target QP in it and an SRQ completing to its own
+// CQ; h1: an initiator connected to the target.
+struct XrcPair {
+  SimHost::Cq* send_cq = nullptr;  // h1
+  SimHost::Cq* recv_cq = nullptr;  // h2, the SRQ's
+  uint32_t xrcd = 0;
+  SimHost::Srq* srq = nullptr;
+  SimHost::Qp* ini = nullptr;
+  SimHost::Qp* tgt = nullptr;
+};
+
+XrcPair make_pair(TwoNics& f) {
+  XrcPair p;
+  p.send_cq = f.h1->create_cq(64);
+  p.recv_cq = f.h2->create_cq(64);
+  p.xrcd = f.h2->open_xrcd();
+  REQUIRE(p.xrcd != 0);
+  p.srq = f.h2->create_xrc_srq(p.xrcd, p.recv_cq, 16);
+  REQUIRE(p.srq != nullptr);
+  p.ini = f.h1->create_xrc_send_qp(p.send_cq, kIniCap);
+  p.tgt = f.h2->create_xrc_recv_qp(p.xrcd);
+  REQUIRE(p.ini != nullptr);
+  REQUIRE(p.tgt != nullptr);
+  REQUIRE(SimHost::connect(*f.h1, p.ini, *f.h2, p.tgt) == 0);
+  return p;
+}
+
+void post_srq_buffers(SimHost& h, SimHost::Srq* srq, std::vector<uint8_t>& buf, uint32_t lkey, uint32_t n,
+                      uint32_t each) {
+  for (uint32_t i = 0; i < n; i++) {
+    ibv_sge s = sge(buf.data() + size_t(i) * each, each, lkey);
+    ibv_recv_wr r{};
+    r.wr_id = 100 + i;
+    r.sg_list = &s;
+    r.num_sge = 1;
+    REQUIRE(h.post_srq_recv(srq, &r) == 0);
+  }
+}
+
+ibv_send_wr xrc_send(ibv_sge* s, uint32_t srqn, uint64_t id, ibv_wr_opcode op = IBV_WR_SEND) {
+  ibv_send_wr wr{};
+  wr.wr_id = id;
+  wr.sg_list = s;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.qp_type.xrc.remote_srqn = srqn;
+  return wr;
+}
+
+}  // namespace xrc_test
+
+using namespace xrc_test;
+
+TEST_CASE("XRC: a SEND reaches the SRQ its XRCETH names; the completion is on that SRQ's CQ with the target's QPN",
+          "[sim][nic][xrc]") {
+  TwoNics f;
+  XrcPair p = make_pair(f);
+  // A second SRQ in the same domain, with a CQ of its own: the target
+  // delivers to whichever each message names.
+  auto* cq_b = f.h2->create_cq(64);
+  auto* srq_b = f.h2->create_xrc_srq(p.xrcd, cq_b, 16);
+  REQUIRE(srq_b != nullptr);
+  CHECK(srq_b->srqn != p.srq->srqn);
+  CHECK(srq_b->srqn <= 0xffffff);
+  std::vector<uint8_t> rbuf(4 * 4096, 0), msg(3000);
+  for (size_t i = 0; i < msg.size(); i++) msg[i] = uint8_t(i * 13 + 1);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  post_srq_buffers(*f.h2, p.srq, rbuf, rlkey, 2, 4096);
+  std::vector<uint8_t> rbuf_b(4096, 0);
+  const uint32_t rlkey_b = f.h2->reg_mr(rbuf_b.data(), rbuf_b.size(), test::kAccessAll);
+  post_srq_buffers(*f.h2, srq_b, rbuf_b, rlkey_b, 1, 4096);
+
+  ibv_sge s = sge(msg.data(), uint32_t(msg.size()), lkey);  // three packets at MTU 1024
+  ibv_send_wr w1 = xrc_send(&s, srq_b->srqn, 1);
+  ibv_send_wr w2 = xrc_send(&s, p.srq->srqn, 2, IBV_WR_SEND_WITH_IMM);
+  w2.imm_data = htonl(0xc0ffee);
+  REQUIRE(f.h1->post_send(p.ini, &w1) == 0);
+  REQUIRE(f.h1->post_send(p.ini, &w2) == 0);
+  auto swc = wait_cqes(f, *f.h1, p.send_cq, 2);
+  REQUIRE(swc.size() == 2);
+  CHECK(swc[0].status == IBV_WC_SUCCESS);
+  CHECK(swc[1].status == IBV_WC_SUCCESS);
+  CHECK(swc[0].qp_num == p.ini->qpn);
+
+  auto wc_b = wait_cqes(f, *f.h2, cq_b, 1);
+  REQUIRE(wc_b.size() == 1);
+  CHECK(wc_b[0].status == IBV_WC_SUCCESS);
+  CHECK(wc_b[0].opcode == IBV_WC_RECV);
+  CHECK(wc_b[0].byte_len == 3000);
+  CHECK(wc_b[0].qp_num == p.tgt->qpn);  // as mlx5: the target QP (xsrq_pingpong's find_qp)
+  CHECK(wc_b[0].wr_id == 100);
+  CHECK(std::equal(msg.begin(), msg.end(), rbuf_b.begin()));
+  auto wc_a = wait_cqes(f, *f.h2, p.recv_cq, 1);
+  REQUIRE(wc_a.size() == 1);
+  CHECK(wc_a[0].status == IBV_WC_SUCCESS);
+  CHECK(wc_a[0].qp_num == p.tgt->qpn);
+  CHECK((wc_a[0].wc_flags & IBV_WC_WITH_IMM));
+  CHECK(ntohl(wc_a[0].imm_data) == 0xc0ffee);
+  CHECK(std::equal(msg.begin(), msg.end(), rbuf.begin()));
+  CHECK(f.n2->counters()[NicCounters::resp_remote_access_errors] == 0);
+  // The transport is XRC on the wire both ways: the target's ACKs reached
+  // the initiator (completions above) and nothing was taken for another QP.
+  CHECK(f.n1->counters()[NicCounters::rx_not_for_us] == 0);
+  CHECK(f.n2->counters()[NicCounters::rx_not_for_us] == 0);
+}
+
+TEST_CASE("XRC: WRITE, READ and atomics through a target are checked against the named SRQ's PD", "[sim][nic][xrc]") {
+  TwoNics f;
+  XrcPair p = make_pair(f);
+  std::vector<uint8_t> remote(8192, 0), local(8192);
+  for (size_t i = 0; i < local.size(); i++) local[i] = uint8_t(i * 5 + 3);
+  const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), test::kAccessAll);
+  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), test::kAccessAll);
+  ibv_sge s = sge(local.data(), 5000, lkey);
+  ibv_send_wr w = test::rdma_wr(&s, reinterpret_cast<uint64_t>(remote.data()), rkey, 1);
+  w.qp_type.xrc.remote_srqn = p.srq->srqn;
+  REQUIRE(f.h1->post_send(p.ini, &w) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.send_cq, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(std::equal(local.begin(), local.begin() + 5000, remote.begin()));
+  // READ back into the second half.
+  ibv_sge rs = sge(local.data() + 4096, 4000, lkey);
+  std::fill(remote.begin() + 100, remote.begin() + 4100, uint8_t(0x77));
+  ibv_send_wr r = test::rdma_wr(&rs, reinterpret_cast<uint64_t>(remote.data() + 100), rkey, 2, IBV_WR_RDMA_READ);
+  r.qp_type.xrc.remote_srqn = p.srq->srqn;
+  REQUIRE(f.h1->post_send(p.ini, &r) == 0);
+  wc = wait_cqes(f, *f.h1, p.send_cq, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(wc[0].opcode == IBV_WC_RDMA_READ);
+  CHECK(std::all_of(local.begin() + 4096, local.begin() + 8096, [](uint8_t b) { return b == 0x77; }));
+  // FETCH_ADD on 8 aligned bytes.
+  uint64_t counter = 40;
+  const uint32_t ckey = f.h2->reg_mr(&counter, 8, test::kAccessAll);
+  uint64_t orig = 0;
+  const uint32_t okey = f.h1->reg_mr(&orig, 8, test::kAccessAll);
+  ibv_sge as = sge(&orig, 8, okey);
+  ibv_send_wr a{};
+  a.wr_id = 3;
+  a.sg_list = &as;
+  a.num_sge = 1;
+  a.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  a.send_flags = IBV_SEND_SIGNALED;
+  a.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(&counter);
+  a.wr.atomic.rkey = ckey;
+  a.wr.atomic.compare_add = 2;
+  a.qp_type.xrc.remote_srqn = p.srq->srqn;
+  REQUIRE(f.h1->post_send(p.ini, &a) == 0);
+  wc = wait_cqes(f, *f.h1, p.send_cq, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(orig == 40);
+  CHECK(counter == 42);
+}
+
+TEST_CASE("XRC: an empty SRQ gets an RNR NAK, and the SEND lands once a receive is posted", "[sim][nic][xrc]") {
+  TwoNics f;
+  XrcPair p = make_pair(f);
+  std::vector<uint8_t> rbuf(256, 0), msg(128, 0x42);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  ibv_sge s = sge(msg.data(), 128, lkey);
+  ibv_send_wr w = xrc_send(&s, p.srq->srqn, 1);
+  REQUIRE(f.h1->post_send(p.ini, &w) == 0);
+  f.run([] { return false; }, ms(1));
+  CHECK(f.n2->counters()[NicCounters::rnr_nak_sent] >= 1);
+  post_srq_buffers(*f.h2, p.srq, rbuf, rlkey, 1, 256);
+  auto wc = wait_cqes(f, *f.h2, p.recv_cq, 1);
+  REQUIRE(wc.size() == 1);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(wc[0].byte_len == 128);
+  CHECK(rbuf[127] == 0x42);
+  auto swc = wait_cqes(f, *f.h1, p.send_cq, 1);
+  REQUIRE(swc.size() == 1);
+  CHECK(swc[0].status == IBV_WC_SUCCESS);
+}
+
+TEST_CASE("XRC bad flows: an XRCETH naming no SRQ, another domain's SRQ or none at all is a remote access error",
+          "[sim][nic][xrc]") {
+  enum class Bad { kNoSuchSrq, kOtherDomain, kUnset };
+  const Bad bad = GENERATE(Bad::kNoSuchSrq, Bad::kOtherDomain, Bad::kUnset);
+  TwoNics f;
+  XrcPair p = make_pair(f);
+  // Another domain on the same NIC, with an SRQ ready to take the SEND.
+  auto* other_cq = f.h2->create_cq(16);
+  const uint32_t other_xrcd = f.h2->open_xrcd();
+  REQUIRE(other_xrcd != 0);
+  auto* other_srq = f.h2->create_xrc_srq(other_xrcd, other_cq, 4);
+  REQUIRE(other_srq != nullptr);
+  std::vector<uint8_t> rbuf(256, 0), msg(64, 0x11);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  post_srq_buffers(*f.h2, other_srq, rbuf, rlkey, 1, 128);
+  post_srq_buffers(*f.h2, p.srq, rbuf, rlkey, 1, 128);
+  std::vector<ibv_async_event> events;
+  f.h2->context()->on_async_event = [&](const ibv_async_event& e) { events.push_back(e); };
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  ibv_sge s = sge(msg.data(), 64, lkey);
+  uint32_t srqn = 0;
+  switch (bad) {
+    case Bad::kNoSuchSrq: srqn = 0x777777; break;
+    case Bad::kOtherDomain: srqn = other_srq->srqn; break;
+    case Bad::kUnset: srqn = 0; break;  // wr.qp_type.xrc.remote_srqn never set: no SRQ has number 0
+  }
+  ibv_send_wr w = xrc_send(&s, srqn, 1);
+  REQUIRE(f.h1->post_send(p.ini, &w) == 0);
+  auto swc = wait_cqes(f, *f.h1, p.send_cq, 1);
+  REQUIRE(swc.size() == 1);
+  CHECK(swc[0].status == IBV_WC_REM_ACCESS_ERR);
+  CHECK(f.n2->counters()[NicCounters::resp_remote_access_errors] == 1);
+  CHECK(p.tgt->nic_qp->state == IBV_QPS_ERR);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].event_type == IBV_EVENT_QP_ACCESS_ERR);
+  // Nothing landed anywhere, no completion on either SRQ's CQ.
+  ibv_wc wc[4];
+  CHECK(f.h2->poll(other_cq, 4, wc) == 0);
+  CHECK(f.h2->poll(p.recv_cq, 4, wc) == 0);
+  CHECK(std::all_of(rbuf.begin(), rbuf.end(), [](uint8_t b) { return b == 0; }));
+}
+
+TEST_CASE("XRC control path: what each object needs, EBUSY while a domain is in use, shared domains by file",
+          "[unit][nic][xrc]") {
+  TwoNics f;
+  SimHost& h = *f.h2;
+  Nic& n = *f.n2;
+  HostContext* ctx = h.context();
+  auto* cq = h.create_cq(16);
+  int err = 0;
+  // A target needs a domain.
+  CHECK(h.create_xrc_recv_qp(0, &err) == nullptr);
+  CHECK(err == EINVAL);
+  const uint32_t xrcd = h.open_xrcd();
+  REQUIRE(xrcd != 0);
+  // An XRC SRQ needs a domain and a CQ of its own context.
+  CHECK(h.create_xrc_srq(xrcd, nullptr, 4, &err) == nullptr);
+  CHECK(err == EINVAL);
+  CHECK(h.create_xrc_srq(xrcd + 1, cq, 4, &err) == nullptr);
+  CHECK(err == EINVAL);
+  // An initiator needs a PD and a send CQ, and has no receive queue.
+  Nic::QpInit ini;
+  ini.type = QpType::kXrcSend;
+  ini.cap = kIniCap;
+  std::vector<uint8_t> ring(ring_bytes(16, send_wqe_stride(1, 0)) + 64);
+  ini.sq_ring = ring.data();
+  uint32_t qpn = 0;
+  CHECK(n.create_qp(ctx, ini, qpn, h.now()) == EINVAL);  // no PD
+  ini.pd = h.pd();
+  CHECK(n.create_qp(ctx, ini, qpn, h.now()) == EINVAL);  // no send CQ
+  ini.send_cq = cq->handle;
+  ini.rq_ring = ring.data();
+  CHECK(n.create_qp(ctx, ini, qpn, h.now()) == EINVAL);  // a receive queue
+  ini.rq_ring = nullptr;
+  ini.xrcd = xrcd;
+  CHECK(n.create_qp(ctx, ini, qpn, h.now()) == EINVAL);  // a domain is a target's
+  ini.xrcd = 0;
+  REQUIRE(n.create_qp(ctx, ini, qpn, h.now()) == 0);
+  CHECK(n.find_qp(qpn)->type == QpType::kXrcSend);
+  CHECK(n.destroy_qp(ctx, qpn) == 0);
+  // An ordinary SRQ has no number; an XRC SRQ takes no RC QP.
+  auto* plain = h.create_srq(4);
+  REQUIRE(plain != nullptr);
+  uint32_t srqn = 0;
+  CHECK(n.srq_number(ctx, plain->handle, srqn) == EINVAL);
+  auto* srq = h.create_xrc_srq(xrcd, cq, 4);
+  REQUIRE(srq != nullptr);
+  CHECK(h.create_qp(QpType::kRc, cq, cq, ibv_qp_cap{4, 4, 1, 1, 0}, false, srq, &err) == nullptr);
+  CHECK(err == EINVAL);
+  // In use: by its SRQ, then by a target; its CQ by the SRQ.
+  CHECK(h.close_xrcd(xrcd) == EBUSY);
+  CHECK(n.destroy_cq(ctx, cq->handle) == EBUSY);
+  auto* tgt = h.create_xrc_recv_qp(xrcd);
+  REQUIRE(tgt != nullptr);
+  // A target delivering to an SRQ does not hold it.
+  CHECK(h.destroy_srq(srq) == 0);
+  CHECK(h.close_xrcd(xrcd) == EBUSY);
+  CHECK(h.destroy_qp(tgt) == 0);
+  CHECK(h.close_xrcd(xrcd) == 0);
+  CHECK(h.close_xrcd(xrcd) == EINVAL);
+
+  // Shared through a file (device, inode): none without O_CREAT (EAGAIN),
+  // one with it, O_EXCL refused once it exists, every other open the same.
+  uint32_t a = 0, b = 0, c = 0;
+  CHECK(n.open_xrcd(ctx, 8, 1234, 0, a) == EAGAIN);
+  REQUIRE(n.open_xrcd(ctx, 8, 1234, O_CREAT, a) == 0);
+  CHECK(n.open_xrcd(ctx, 8, 1234, O_CREAT | O_EXCL, b) == EINVAL);
+  SimHost other(*f.engine, n);  // another application on the same NIC
+  REQUIRE(n.open_xrcd(other.context(), 8, 1234, 0, b) == 0);
+  REQUIRE(n.open_xrcd(ctx, 8, 9999, O_CREAT, c) == 0);  // another file, another domain
+  CHECK(n.close_xrcd(other.context(), a) == EINVAL);    // each open is its opener's
+  CHECK(n.close_xrcd(ctx, a) == 0);
+  CHECK(n.close_xrcd(ctx, c) == 0);
+  // The domain lives on in the other application's open.
+  uint32_t again = 0;
+  CHECK(n.open_xrcd(ctx, 8, 1234, O_CREAT | O_EXCL, again) == EINVAL);
+  CHECK(n.close_xrcd(other.context(), b) == 0);
+  CHECK(n.open_xrcd(ctx, 8, 1234, 0, again) == EAGAIN);
+}
+
+TEST_CASE("XRC: a target of one application delivers to the SRQ of another that shares the domain by file",
+          "[sim][nic][xrc]") {
+  TwoNics f;
+  SimHost other(*f.engine, *f.n2);
+  // h2's application holds the target; `other` the SRQ, its CQ and memory.
+  uint32_t x_tgt = 0, x_srq = 0;
+  REQUIRE(f.n2->open_xrcd(f.h2->context(), 3, 77, O_CREAT, x_tgt) == 0);
+  REQUIRE(f.n2->open_xrcd(other.context(), 3, 77, 0, x_srq) == 0);
+  auto* cq = other.create_cq(16);
+  auto* srq = other.create_xrc_srq(x_srq, cq, 4);
+  REQUIRE(srq != nullptr);
+  std::vector<uint8_t> rbuf(512, 0), msg(300);
+  for (size_t i = 0; i < msg.size(); i++) msg[i] = uint8_t(i ^ 0x5a);
+  const uint32_t rlkey = other.reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  post_srq_buffers(other, srq, rbuf, rlkey, 1, 512);
+  auto* send_cq = f.h1->create_cq(16);
+  auto* ini = f.h1->create_xrc_send_qp(send_cq, kIniCap);
+  auto* tgt = f.h2->create_xrc_recv_qp(x_tgt);
+  REQUIRE(SimHost::connect(*f.h1, ini, *f.h2, tgt) == 0);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  ibv_sge s = sge(msg.data(), 300, lkey);
+  ibv_send_wr w = xrc_send(&s, srq->srqn, 9);
+  REQUIRE(f.h1->post_send(ini, &w) == 0);
+  auto swc = wait_cqes(f, *f.h1, send_cq, 1);
+  REQUIRE(swc.size() == 1);
+  CHECK(swc[0].status == IBV_WC_SUCCESS);
+  auto rwc = wait_cqes(f, other, cq, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].status == IBV_WC_SUCCESS);
+  CHECK(rwc[0].qp_num == tgt->qpn);
+  CHECK(std::equal(msg.begin(), msg.end(), rbuf.begin()));
+  // The SRQ's application closes its domain only once its SRQ is gone.
+  CHECK(f.n2->close_xrcd(other.context(), x_srq) == EBUSY);
+  CHECK(other.destroy_srq(srq) == 0);
+  CHECK(f.n2->close_xrcd(other.context(), x_srq) == 0);
+}
