@@ -942,7 +942,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       uint32_t handle = 0;
-      rep.err = on_engine([&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, wanted, r.max_sge, r.limit, handle); });
+      rep.err = on_engine(
+          [&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, wanted, r.max_sge, r.limit, handle, r.xrcd, r.cq); });
       if (rep.err != 0) {
         region->release();
         return;
@@ -971,11 +972,18 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         case IBV_QPT_RC: type = nic::QpType::kRc; break;
         case IBV_QPT_UC: type = nic::QpType::kUc; break;
         case IBV_QPT_UD: type = nic::QpType::kUd; break;
+        case IBV_QPT_XRC_SEND: type = nic::QpType::kXrcSend; break;
+        case IBV_QPT_XRC_RECV: type = nic::QpType::kXrcRecv; break;
         default:
           rep.err = EOPNOTSUPP;
           return;
       }
       ibv_qp_cap cap = c.cap;
+      // XRC: an initiator has no receive queue, a target no queue at all
+      // (it gets the smallest send ring, never read).
+      const bool own_rq = c.srq == 0 && type != nic::QpType::kXrcSend && type != nic::QpType::kXrcRecv;
+      if (!own_rq) cap.max_recv_wr = cap.max_recv_sge = 0;
+      if (type == nic::QpType::kXrcRecv) cap = ibv_qp_cap{};
       if (cap.max_send_sge == 0) cap.max_send_sge = 1;
       if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
       const int e = on_engine([&] { return s.nic->check_qp_caps(cap); });
@@ -987,7 +995,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       nic::Nic::qp_ring_sizes(cap, q.sq_entries, q.sq_stride, q.rq_entries, q.rq_stride);
       const size_t sq_bytes = nic::ring_bytes(q.sq_entries, q.sq_stride);
       q.rq_offset = (sq_bytes + 4095) & ~size_t(4095);
-      const size_t total = q.rq_offset + (c.srq != 0 ? 0 : nic::ring_bytes(q.rq_entries, q.rq_stride));
+      const size_t total = q.rq_offset + (own_rq ? nic::ring_bytes(q.rq_entries, q.rq_stride) : 0);
       auto region = SharedRegion::create("rocemu-qp", total);
       if (!region.ok()) {
         rep.err = ENOMEM;
@@ -995,7 +1003,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       // What the application asked for, rounded up to what the rings hold.
       cap.max_send_wr = q.sq_entries;
-      cap.max_recv_wr = c.srq != 0 ? 0 : q.rq_entries;
+      cap.max_recv_wr = own_rq ? q.rq_entries : 0;
+      if (!own_rq) cap.max_recv_sge = 0;
       cap.max_inline_data = std::max(cap.max_inline_data, uint32_t(q.sq_stride - sizeof(nic::SendWqe)));
       cap.max_inline_data = std::min(cap.max_inline_data, nic::kMaxInline);
       nic::Nic::QpInit init;
@@ -1004,10 +1013,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       init.send_cq = c.send_cq;
       init.recv_cq = c.recv_cq;
       init.srq = c.srq;
+      init.xrcd = c.xrcd;
       init.cap = cap;
       init.sq_sig_all = c.sq_sig_all != 0;
       init.sq_ring = region->addr;
-      init.rq_ring = c.srq != 0 ? nullptr : static_cast<uint8_t*>(region->addr) + q.rq_offset;
+      init.rq_ring = own_rq ? static_cast<uint8_t*>(region->addr) + q.rq_offset : nullptr;
       rep.err = on_engine([&] {
         const int created = s.nic->create_qp(s.ctx, init, q.qpn, engine.now());
         if (created == 0) s.qpns.push_back(q.qpn);
@@ -1045,6 +1055,18 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       return;
     }
+    case Op::kOpenXrcd: {
+      const auto& x = req.u.open_xrcd;
+      rep.err = on_engine(
+          [&] { return s.nic->open_xrcd(s.ctx, x.inode_dev, x.inode, x.oflags, rep.u.handle.handle); });
+      return;
+    }
+    case Op::kCloseXrcd:
+      rep.err = on_engine([&] { return s.nic->close_xrcd(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kGetSrqNum:
+      rep.err = on_engine([&] { return s.nic->srq_number(s.ctx, req.u.handle.handle, rep.u.handle.handle); });
+      return;
     case Op::kCreateAh:
       rep.err = on_engine([&] { return s.nic->create_ah(s.ctx, req.u.create_ah.pd, req.u.create_ah.attr, rep.u.handle.handle); });
       return;

@@ -165,6 +165,24 @@ TEST_CASE("Both ends on one node: the NIC turns the packets around", "[e2e][perf
     DYNAMIC_SECTION(tool) { perftest(f, tool, {}, "h1", "h1"); }
 }
 
+TEST_CASE("ibv_xsrq_pingpong: XRC SENDs to an XRC SRQ through a target QP, both ways", "[e2e][perftest][xrc]") {
+  // rdma-core's XRC example, unmodified: each side opens an XRC domain on
+  // /tmp/xrc_domain, an XRC SRQ, an initiator and a target, and the two
+  // ping-pong SENDs that name the peer's SRQ number.
+  Fabric f;
+  const int port = pick_port();
+  std::vector<std::string> srv = {"ibv_xsrq_pingpong", "-d", "rocemu0", "-g", "3", "-p", std::to_string(port),
+                                  "-n", "50"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  INFO("--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  CHECK_THAT(r.client_out, Catch::Contains("success"));
+  CHECK_THAT(r.server_out, Catch::Contains("success"));
+}
+
 TEST_CASE("ibv_rc/uc/ud/srq_pingpong with -g", "[e2e][perftest]") {
   Fabric f;
   for (const char* tool : {"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"}) {
