@@ -125,6 +125,17 @@ TEST_CASE("Memory windows of type 1 and 2: bound, reached by the peer byte for b
   CHECK_THAT(p.output, Catch::Contains("all good"));
 }
 
+TEST_CASE("XRC through the real libibverbs: domains by file, XRC SRQ numbers, SENDs and a WRITE by ibv_post_send and "
+          "ibv_wr_set_xrc_srqn, every misuse's errno",
+          "[e2e][verify][xrc]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--xrc"});
+  const int st = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("all good"));
+}
+
 TEST_CASE("An application killed mid-transfer: resources freed, the peer sees errors, others carry on",
           "[e2e][robustness]") {
   Fabric f;
