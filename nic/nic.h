@@ -401,7 +401,8 @@ class Nic final : public Node, private cm::Host {
   // The MR behind window key `rkey` if the window grants `access` to
   // [va, va + len) to this QP: its PD, type 2 bound to this QP, bounds and
   // rights of window and QP, the MR still there.
-  Mr* mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
+  // `pd`: the QP's, or an XRC target's SRQ's (the request's; response_pd).
+  Mr* mw_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
   // SEND with invalidate naming a window key: false if it may not (not a
   // type 2 window of the QP's PD with that key).
   bool remote_invalidate_mw(const Qp& qp, uint32_t rkey);
@@ -474,10 +475,17 @@ class Nic final : public Node, private cm::Host {
   bool responder_has_work(const Qp& qp) const { return qp.resp.ack_pending || !qp.resp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
   // The MR `rkey` names if it grants `access` to [va, va + len) to this
-  // QP (key and generation, PD, rights of MR and QP, not invalidated);
-  // check_rkey counts a refusal.
-  Mr* rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
-  Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // QP (key and generation, PD `pd` -- the QP's, or for an XRC target the
+  // PD of the SRQ the request named --, rights of MR and QP, not
+  // invalidated); check_rkey counts a refusal.
+  Mr* rkey_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
+  Mr* check_rkey(Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // The PD a READ's responses are checked against, and the host they are
+  // read from: the QP's, or for an XRC target the PD of the SRQ the READ
+  // named (nullptr once that SRQ is gone).
+  const Pd* response_pd(const Qp& qp, const ResponderTask& t) const;
+  // An XRC target's SRQ by the number a request names, if in its domain.
+  Srq* xrc_srq_for(const Qp& qp, uint32_t srqn) const;
   // The MR `lkey` names if the NIC may write [addr, addr + len) of it for a
   // QP of `pd` (key and generation, PD, local write, not invalidated):
   // held against every packet of data that lands (SEND, READ response,

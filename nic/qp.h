@@ -90,6 +90,7 @@ struct ResponderTask {
   uint32_t rkey = 0;       // READ: looked up again for every response
   bool first = true;
   uint64_t orig = 0;       // atomic result
+  uint32_t xrc_srqn = 0;   // an XRC target's: the SRQ the request named (its PD checks the READ)
 };
 
 // A READ or atomic the responder accepted, kept so a duplicate of it can be

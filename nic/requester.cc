@@ -283,8 +283,11 @@ bool Nic::add_ahead_frame(ReadAhead& p, iovec* dst, uint32_t len, uint32_t key, 
 }
 
 bool Nic::read_ahead(Qp& qp, ReadAhead& p, const HostPiece* pieces, size_t n_pieces, const iovec* dst) {
-  // The responder's READ responses come from its memory (an XRC target's SRQ's host).
-  HostMemory* mem = &p == &qp.resp.response_prefetch ? qp.responder_memory() : qp.ctx->memory;
+  // The responder's READ responses come from the host of the PD they are
+  // checked against (an XRC target's: its SRQ's, maybe another process's).
+  HostMemory* mem = qp.ctx->memory;
+  if (&p == &qp.resp.response_prefetch && !qp.resp.tasks.empty())
+    if (const Pd* pd = response_pd(qp, qp.resp.tasks.front())) mem = pd->ctx->memory;
   if (p.count == 0 || mem->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
   drop_prefetch(p);
   return false;

@@ -21,10 +21,11 @@ bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
 }  // namespace
 
-Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
-  if (rkey & kMwKeyBit) return mw_grants(qp, rkey, va, len, access);  // a memory window's
+Mr* Nic::rkey_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  if (pd == nullptr) return nullptr;  // an XRC target's SRQ that is gone
+  if (rkey & kMwKeyBit) return mw_grants(qp, pd, rkey, va, len, access);  // a memory window's
   Mr* mr = mrs_.find(rkey);  // key and generation
-  if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
+  if (mr == nullptr || mr->invalidated || mr->pd != pd || !(mr->access & access) || !(qp.access & access) ||
       !mr->contains(va, len))
     return nullptr;
   return mr;
@@ -38,8 +39,8 @@ Mr* Nic::lkey_writable(const Pd* pd, uint32_t lkey, uint64_t addr, uint64_t len)
   return mr;
 }
 
-Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
-  Mr* mr = rkey_grants(qp, rkey, va, len, access);
+Mr* Nic::check_rkey(Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) {
+  Mr* mr = rkey_grants(qp, pd, rkey, va, len, access);
   if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
   return mr;
 }
@@ -194,6 +195,7 @@ struct Nic::Request {
   bool in_order = false;                   // arrived at the expected PSN (RC)
   bool kept = false;                       // the frame went to the loss recovery
   const RdAtomicReplay* replay = nullptr;  // a duplicate: the READ or atomic it repeats
+  const Pd* pd;                            // memory is checked against it: the QP's, an XRC target's SRQ's
   Mr* mr = nullptr;                        // what check_rkey found for the payload or the atomic
   RecvEntry imm_recv;                      // WRITE with immediate: the receive WQE it takes
   bool imm_recv_taken = false;
@@ -209,7 +211,8 @@ struct Nic::Request {
         rc(q.reliable()),
         first(view.op().any(wire::kOpFirst)),
         last(view.op().any(wire::kOpLast)),
-        imm(view.op().any(wire::kOpImm)) {}
+        imm(view.op().any(wire::kOpImm)),
+        pd(q.pd) {}
   const wire::OpcodeInfo& info() const { return v.op(); }
   bool read() const { return info().any(wire::kOpRead); }
   bool atomic() const { return info().any(wire::kOpAtomic); }
@@ -286,16 +289,27 @@ RespState Nic::check_xrc_srq(Request& r) {
   // INVALID_XRCETH as IB_EVENT_QP_ACCESS_ERR).
   Qp& qp = r.qp;
   if (qp.xrcd == nullptr) return RespState::kCheckOpSeq;
-  const auto it = xrc_srqs_.find(r.v.xrceth().srqn());
-  Srq* srq = it == xrc_srqs_.end() ? nullptr : it->second;
-  if (srq == nullptr || srq->xrcd->xrcd != qp.xrcd->xrcd || (qp.resp.in_message && srq != qp.srq)) {
+  Srq* srq = xrc_srq_for(qp, r.v.xrceth().srqn());
+  if (srq == nullptr || (qp.resp.in_message && srq != qp.srq)) {
     counters_[NicCounters::resp_remote_access_errors]++;
     return RespState::kErrXrcSrq;
   }
   qp.srq = srq;
-  qp.pd = srq->pd;
+  r.pd = qp.pd = srq->pd;
   qp.recv_cq = srq->cq;
   return RespState::kCheckOpSeq;
+}
+
+Srq* Nic::xrc_srq_for(const Qp& qp, uint32_t srqn) const {
+  const auto it = xrc_srqs_.find(srqn);
+  if (it == xrc_srqs_.end() || qp.xrcd == nullptr || it->second->xrcd->xrcd != qp.xrcd->xrcd) return nullptr;
+  return it->second;
+}
+
+const Pd* Nic::response_pd(const Qp& qp, const ResponderTask& t) const {
+  if (qp.xrcd == nullptr) return qp.pd;
+  const Srq* srq = xrc_srq_for(qp, t.xrc_srqn);
+  return srq != nullptr ? srq->pd : nullptr;
 }
 
 RespState Nic::on_trimmed_request(Request& r) {
@@ -365,6 +379,13 @@ RespState Nic::check_duplicate(Request& r) {
     return a.valid && a.atomic == atomic && wire::psn_ge(psn, a.psn) && wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
   });
   if (it == qp.resp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
+  if (qp.xrcd != nullptr) {
+    // An XRC target checks it against the PD of the SRQ it names (as the
+    // first time), without taking that SRQ for the message in progress.
+    const Srq* srq = xrc_srq_for(qp, r.v.xrceth().srqn());
+    if (srq == nullptr) return RespState::kDone;
+    r.pd = srq->pd;
+  }
   if (atomic) {
     const wire::AtomicEth& a = r.v.atomic_eth();
     if (a.rkey.get() != it->rkey || a.va.get() != it->va) return RespState::kDone;  // not that atomic
@@ -424,21 +445,21 @@ RespState Nic::check_request_rkey(Request& r) {
   if (r.read()) {
     const wire::Reth& reth = r.v.reth();
     const uint32_t len = reth.dma_length.get();
-    if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr)
+    if (len > 0 && check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr)
       return RespState::kErrRkey;
   } else if (r.atomic()) {
     const wire::AtomicEth& a = r.v.atomic_eth();
     if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
-    if ((r.mr = check_rkey(qp, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
+    if ((r.mr = check_rkey(qp, r.pd, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
       return RespState::kErrRkey;
   } else if (r.write()) {
     if (r.first) {
       const wire::Reth& reth = r.v.reth();
       const uint32_t len = reth.dma_length.get();
-      if (len > 0 && (r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+      if (len > 0 && (r.mr = check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
         return RespState::kErrRkey;
     } else if (r.v.payload_len > 0 &&
-               (r.mr = check_rkey(qp, qp.resp.write_rkey, qp.resp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
+               (r.mr = check_rkey(qp, r.pd, qp.resp.write_rkey, qp.resp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
                    nullptr) {
       return RespState::kErrRkey;
     }
@@ -492,6 +513,7 @@ RespState Nic::replay_duplicate(Request& r) {
     const uint32_t len = reth.dma_length.get();
     task = {ResponderTask::kReadResponse, r.psn, a.psn, reth.va.get(), len, reth.rkey.get(), true, 0};
   }
+  if (qp.xrcd != nullptr) task.xrc_srqn = r.v.xrceth().srqn();
   // In PSN order among the responses still owed.
   const uint32_t psn = r.psn;
   auto pos = std::find_if(qp.resp.tasks.begin(), qp.resp.tasks.end(),
@@ -509,6 +531,7 @@ RespState Nic::execute_read(Request& r) {
   qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
                                                               reth.rkey.get(), 0};
   qp.resp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
+  if (qp.xrcd != nullptr) qp.resp.tasks.back().xrc_srqn = r.v.xrceth().srqn();
   qp.resp.epsn = wire::psn_add(qp.resp.epsn, npkts);
   qp.lr.nak_sent = false;
   activate(qp, r.now);
@@ -724,6 +747,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   rte_mbuf* m = nullptr;  // taken before anything moves on: without a frame, nothing is owed less
   bool prefetched = false;
   uint32_t prefetch_hdr = 0;
+  HostMemory* read_from = qp.ctx->memory;  // a READ response's host
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
   if (!qp.resp.tasks.empty() && qp.state != IBV_QPS_ERR) {
@@ -744,8 +768,10 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       f.opcode = uint8_t(transport | f.opcode);
       // Every response is checked as the request was: the MR may have been
       // deregistered or invalidated meanwhile, the QP's rights changed.
+      const Pd* pd = response_pd(qp, t);
+      HostMemory* mem = pd != nullptr ? pd->ctx->memory : qp.ctx->memory;
       if (len > 0) {
-        Mr* mr = check_rkey(qp, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
+        Mr* mr = check_rkey(qp, pd, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
         if (mr == nullptr) {
           qp.resp.tasks.clear();
           responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
@@ -754,7 +780,8 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
         host = mr->host(t.va);
       }
       // The frame first: without one nothing moves on.
-      if (len > 0 && qp.responder_memory()->batches()) {
+      read_from = mem;
+      if (len > 0 && mem->batches()) {
         bool failed = false;
         // A READ executed again, or one answered out of turn, finds other frames.
         m = take_ahead(qp.resp.response_prefetch, t.psn, t.va, failed,
@@ -795,7 +822,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
   // (A read-ahead frame's payload sits where headers of the expected length end.)
   if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
-      (len > 0 && !prefetched && !qp.responder_memory()->read(host, data + hdr, len))) {
+      (len > 0 && !prefetched && !read_from->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
     qp.resp.tasks.clear();
     drop_prefetch(qp.resp.response_prefetch);
@@ -823,7 +850,9 @@ bool Nic::fill_response_prefetch(Qp& qp, bool more) {
     const ResponderTask& t = qp.resp.tasks[ti];
     if (t.kind != ResponderTask::kReadResponse) break;
     if (t.remaining == 0) continue;
-    Mr* mr = rkey_grants(qp, t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
+    // One read from one host: an XRC target's READs of another SRQ's PD wait their turn.
+    if (ti > 0 && response_pd(qp, t) != response_pd(qp, qp.resp.tasks[0])) break;
+    Mr* mr = rkey_grants(qp, response_pd(qp, t), t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
     if (mr == nullptr) {
       if (ti == 0) return false;
       break;

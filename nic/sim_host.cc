@@ -98,13 +98,13 @@ uint32_t SimHost::open_xrcd(int* err) {
   return e == 0 ? handle : 0;
 }
 
-SimHost::Srq* SimHost::create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err) {
+SimHost::Srq* SimHost::create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err, uint32_t pd) {
   auto srq = std::make_unique<Srq>();
   const uint32_t n = round_up_pow2(entries);
   const uint32_t stride = recv_wqe_stride(1);
   srq->mem.resize(ring_bytes(n, stride) + 64);
   void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(srq->mem.data()) + 63) & ~uintptr_t(63));
-  int e = nic_.create_srq(ctx_, pd_, base, entries, 1, 0, srq->handle, xrcd, cq != nullptr ? cq->handle : 0);
+  int e = nic_.create_srq(ctx_, pd != 0 ? pd : pd_, base, entries, 1, 0, srq->handle, xrcd, cq != nullptr ? cq->handle : 0);
   if (e == 0) e = nic_.srq_number(ctx_, srq->handle, srq->srqn);
   if (err != nullptr) *err = e;
   if (e != 0) return nullptr;

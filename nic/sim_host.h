@@ -67,7 +67,8 @@ class SimHost {
   // wr.qp_type.xrc.remote_srqn; connect() pairs an initiator with a target.
   uint32_t open_xrcd(int* err = nullptr);
   int close_xrcd(uint32_t xrcd) { return nic_.close_xrcd(ctx_, xrcd); }
-  Srq* create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err = nullptr);
+  // `pd` 0: the host's own.
+  Srq* create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err = nullptr, uint32_t pd = 0);
   int destroy_srq(Srq* srq);
   Qp* create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err = nullptr);
   Qp* create_xrc_recv_qp(uint32_t xrcd, int* err = nullptr);

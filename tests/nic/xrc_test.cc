@@ -352,3 +352,44 @@ TEST_CASE("XRC: a target of one application delivers to the SRQ of another that 
   CHECK(other.destroy_srq(srq) == 0);
   CHECK(f.n2->close_xrcd(other.context(), x_srq) == 0);
 }
+
+TEST_CASE("XRC: a READ's responses are checked against the PD of the SRQ it named, whatever the target's next message names",
+          "[sim][nic][xrc]") {
+  TwoNics f;
+  XrcPair p = make_pair(f);  // p.srq in h2's PD
+  // A second SRQ in the domain, in a PD of its own, with an MR only there.
+  uint32_t pd_b = 0;
+  REQUIRE(f.n2->alloc_pd(f.h2->context(), pd_b) == 0);
+  auto* cq_b = f.h2->create_cq(16);
+  auto* srq_b = f.h2->create_xrc_srq(p.xrcd, cq_b, 4, nullptr, pd_b);
+  REQUIRE(srq_b != nullptr);
+  std::vector<uint8_t> remote(16384);
+  for (size_t i = 0; i < remote.size(); i++) remote[i] = uint8_t(i * 11 + 7);
+  uint32_t rkey_b = 0;
+  REQUIRE(f.n2->reg_mr(f.h2->context(), pd_b, reinterpret_cast<uint64_t>(remote.data()), remote.size(),
+                       test::kAccessAll, rkey_b) == 0);
+  std::vector<uint8_t> rbuf(256, 0);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  post_srq_buffers(*f.h2, p.srq, rbuf, rlkey, 1, 256);
+  std::vector<uint8_t> local(16384 + 64, 0);
+  const uint32_t lkey = f.h1->reg_mr(local.data(), local.size(), test::kAccessAll);
+  // A READ of 16 packets through SRQ B's PD, then at once a SEND to SRQ A:
+  // the target takes SRQ A (and its PD) for the SEND while the READ's
+  // responses are still going out.
+  ibv_sge rs = sge(local.data(), 16384, lkey);
+  ibv_send_wr read = test::rdma_wr(&rs, reinterpret_cast<uint64_t>(remote.data()), rkey_b, 1, IBV_WR_RDMA_READ);
+  read.qp_type.xrc.remote_srqn = srq_b->srqn;
+  ibv_sge ss = sge(local.data() + 16384, 64, lkey);
+  ibv_send_wr send = xrc_send(&ss, p.srq->srqn, 2);
+  read.next = &send;
+  REQUIRE(f.h1->post_send(p.ini, &read) == 0);
+  auto wc = wait_cqes(f, *f.h1, p.send_cq, 2);
+  REQUIRE(wc.size() == 2);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(wc[1].status == IBV_WC_SUCCESS);
+  CHECK(std::equal(remote.begin(), remote.end(), local.begin()));
+  CHECK(f.n2->counters()[NicCounters::resp_remote_access_errors] == 0);
+  auto rwc = wait_cqes(f, *f.h2, p.recv_cq, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].status == IBV_WC_SUCCESS);
+}
