@@ -25,7 +25,7 @@ constexpr int kAccessChangedInPlace = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE
 uint64_t cq_bytes(const Cq& cq) { return ring_bytes(cq.capacity(), sizeof(Cqe)); }
 uint64_t srq_bytes(Srq& srq) { return ring_bytes(srq.rq.ring().entries(), srq.rq.ring().stride()); }
 uint64_t qp_bytes(Qp& qp) {
-  return ring_bytes(qp.sq.entries(), qp.sq.stride()) +
+  return (qp.sq.valid() ? ring_bytes(qp.sq.entries(), qp.sq.stride()) : 0) +
          (qp.rq.valid() ? ring_bytes(qp.rq.ring().entries(), qp.rq.ring().stride()) : 0);
 }
 
@@ -76,8 +76,9 @@ void Nic::close_context(HostContext* ctx) {
   keys.clear();
   std::vector<uint32_t> qpns;
   for (auto& [qpn, qp] : qps_)
-    if (qp->ctx == ctx) qpns.push_back(qpn);
-  for (uint32_t qpn : qpns) destroy_qp(ctx, qpn);
+    if (qp->held_by(ctx)) qpns.push_back(qpn);
+  for (uint32_t qpn : qpns)
+    while (find_qp(qpn) != nullptr && find_qp(qpn)->held_by(ctx)) destroy_qp(ctx, qpn);  // each of its holds
   ahs_.for_each([&](const Ah& a) {
     if (a.pd->ctx == ctx) keys.push_back(a.handle);
   });
@@ -483,7 +484,8 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
   qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
   const bool own_rq = init.rq_ring != nullptr && srq == nullptr;
-  const uint64_t bytes = ring_bytes(sq_entries, sq_stride) + (own_rq ? ring_bytes(rq_entries, rq_stride) : 0);
+  const bool own_sq = init.sq_ring != nullptr;  // not a target's
+  const uint64_t bytes = (own_sq ? ring_bytes(sq_entries, sq_stride) : 0) + (own_rq ? ring_bytes(rq_entries, rq_stride) : 0);
   if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes); e != 0) return e;
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
@@ -500,10 +502,13 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   qp->recv_cq = refs.recv_cq;
   qp->srq = srq;
   qp->xrcd = refs.xrcd;
-  if (refs.xrcd != nullptr) refs.xrcd->users++;
+  if (refs.xrcd != nullptr) {
+    refs.xrcd->users++;
+    qp->holds.push_back({ctx, refs.xrcd, true});
+  }
   qp->cap = init.cap;
   qp->sq_sig_all = init.sq_sig_all;
-  qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
+  if (own_sq) qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
   if (own_rq) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
   qp->swq.resize(sq_entries);
   qp->nic = this;
@@ -516,15 +521,14 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
 }
 
 int Nic::find_qp_refs(HostContext* ctx, const QpInit& init, QpRefs& refs) const {
-  if (init.sq_ring == nullptr) return EINVAL;
   if (init.type == QpType::kXrcRecv) {
     // A target: in an XRC domain; no PD, CQs or queues of its own (it
     // delivers to the SRQ each request names).
     refs.xrcd = find_xrcd(ctx, init.xrcd);
-    if (refs.xrcd == nullptr || init.srq != 0) return EINVAL;
+    if (refs.xrcd == nullptr || init.srq != 0 || init.sq_ring != nullptr || init.rq_ring != nullptr) return EINVAL;
     return 0;
   }
-  if (init.xrcd != 0) return EINVAL;
+  if (init.sq_ring == nullptr || init.xrcd != 0) return EINVAL;
   Pd* pd = pds_.find(init.pd);
   refs.send_cq = find_cq(ctx, init.send_cq);
   if (pd == nullptr || pd->ctx != ctx || refs.send_cq == nullptr) return EINVAL;
@@ -579,7 +583,7 @@ void Nic::fill_path(Qp& qp) {
 
 int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now) {
   Qp* qp = find_qp(qpn);
-  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  if (qp == nullptr || !qp->held_by(ctx)) return EINVAL;
   const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   if (cur != qp->state && !(cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE))
@@ -642,8 +646,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
           rte_pktmbuf_free(m);
           m = nullptr;
         }
-      qp->sq.set_producer(0);
-      qp->sq.set_consumer(0);
+      if (qp->sq.valid()) {
+        qp->sq.set_producer(0);
+        qp->sq.set_consumer(0);
+      }
       if (qp->rq.valid()) {
         qp->rq.ring().set_producer(0);
         qp->rq.ring().set_consumer(0);
@@ -705,7 +711,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
 
 int Nic::query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const {
   Qp* qp = find_qp(qpn);
-  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  if (qp == nullptr || !qp->held_by(ctx)) return EINVAL;
   attr = ibv_qp_attr{};
   attr.qp_state = qp->state;
   attr.cur_qp_state = qp->state;
@@ -740,15 +746,38 @@ int Nic::query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init
   return 0;
 }
 
+int Nic::open_qp(HostContext* ctx, uint32_t xrcd_handle, uint32_t qpn) {
+  XrcdRef* x = find_xrcd(ctx, xrcd_handle);
+  Qp* qp = find_qp(qpn);
+  if (x == nullptr || qp == nullptr || qp->type != QpType::kXrcRecv || qp->xrcd->xrcd != x->xrcd) return EINVAL;
+  x->users++;
+  qp->holds.push_back({ctx, x, false});
+  return 0;
+}
+
 int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   auto it = qps_.find(qpn);
-  if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
+  if (it == qps_.end() || !it->second->held_by(ctx)) return EINVAL;
   Qp* qp = it->second.get();
+  if (qp->holds.size() > 1) {
+    // One holder of an XRC target lets go (its creator too: the QP stays
+    // with the others, in the first's name from now on).
+    const auto h = std::find_if(qp->holds.begin(), qp->holds.end(), [ctx](const Qp::TargetHold& t) { return t.ctx == ctx; });
+    h->xrcd->users--;
+    if (h->creator) refund(ctx, &Usage::qps, qp_bytes(*qp));  // counted against its creator
+    qp->holds.erase(h);
+    if (qp->ctx == ctx) {
+      qp->ctx = qp->holds.front().ctx;
+      qp->xrcd = qp->holds.front().xrcd;
+    }
+    return 0;
+  }
   // Its type 2 windows are unbound: free to be bound again, and no later
   // QP with this QPN reaches them.
   unbind_windows(*qp);
   if (qp->xrcd != nullptr) qp->xrcd->users--;
-  refund(ctx, &Usage::qps, qp_bytes(*qp));
+  // A target whose creator let go was refunded then.
+  if (qp->holds.empty() || qp->holds.front().creator) refund(ctx, &Usage::qps, qp_bytes(*qp));
   std::erase_if(dma_failed_, [qp](const DmaOwner& o) { return o.qp == qp; });
   sched_.forget(*qp);
   std::erase(waiting_for_arp_, qp);

@@ -224,7 +224,12 @@ class Nic final : public Node, private cm::Host {
   int find_qp_refs(HostContext* ctx, const QpInit& init, QpRefs& refs) const;
   int modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now);
   int query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const;
+  // For an XRC target, one holder lets go; the QP goes with the last
+  // (ibv_destroy_qp(3) of an opened QP).
   int destroy_qp(HostContext* ctx, uint32_t qpn);
+  // ibv_open_qp: `ctx` holds XRC target `qpn` too, through its open
+  // `xrcd` of the target's domain; EINVAL for another QP or domain.
+  int open_qp(HostContext* ctx, uint32_t xrcd, uint32_t qpn);
   int create_ah(HostContext* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t& handle);
   int destroy_ah(HostContext* ctx, uint32_t handle);
   Qp* find_qp(uint32_t qpn) const;

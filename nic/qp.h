@@ -140,7 +140,16 @@ struct Qp {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;     // XRC target: the SRQ of the message in progress (set per request)
-  XrcdRef* xrcd = nullptr;  // XRC target: its domain
+  XrcdRef* xrcd = nullptr;  // XRC target: its domain (through its first holder's open)
+  // XRC target: who holds it -- its creator and each ibv_open_qp, by the
+  // open of the domain each came through. It goes with its last holder;
+  // ctx and xrcd are its first holder's (events, the host it lives in).
+  struct TargetHold {
+    HostContext* ctx;
+    XrcdRef* xrcd;
+    bool creator;  // the QP counts against its application's quota while it holds it
+  };
+  std::vector<TargetHold> holds;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
@@ -261,6 +270,13 @@ struct Qp {
   // XRC domain), else the QP's own.
   HostMemory* responder_memory() const {
     return xrcd != nullptr && srq != nullptr ? srq->pd->ctx->memory : ctx->memory;
+  }
+  // May `c` modify, query or destroy it: its context's, or a holder's.
+  bool held_by(const HostContext* c) const {
+    if (holds.empty()) return ctx == c;
+    for (const TargetHold& h : holds)
+      if (h.ctx == c) return true;
+    return false;
   }
   bool is_xrc() const { return type == QpType::kXrcSend || type == QpType::kXrcRecv; }
   // Reliable connected: ACKs, retransmission, READs and atomics (RC and XRC).

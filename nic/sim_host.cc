@@ -148,17 +148,25 @@ SimHost::Qp* SimHost::create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err) 
 SimHost::Qp* SimHost::create_xrc_recv_qp(uint32_t xrcd, int* err) {
   auto qp = std::make_unique<Qp>();
   qp->type = QpType::kXrcRecv;
-  // The smallest send ring, as the verbs server gives a target: never read.
-  qp->sq_mem.resize(ring_bytes(1, send_wqe_stride(1, 0)) + 64);
-  void* sq = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(qp->sq_mem.data()) + 63) & ~uintptr_t(63));
-  Nic::QpInit init;
+  Nic::QpInit init;  // no queues
   init.type = QpType::kXrcRecv;
   init.xrcd = xrcd;
-  init.sq_ring = sq;
   const int e = nic_.create_qp(ctx_, init, qp->qpn, now());
   if (err != nullptr) *err = e;
   if (e != 0) return nullptr;
   qp->nic_qp = nic_.find_qp(qp->qpn);
+  qps_.push_back(std::move(qp));
+  return qps_.back().get();
+}
+
+SimHost::Qp* SimHost::open_xrc_recv_qp(uint32_t xrcd, uint32_t qpn, int* err) {
+  const int e = nic_.open_qp(ctx_, xrcd, qpn);
+  if (err != nullptr) *err = e;
+  if (e != 0) return nullptr;
+  auto qp = std::make_unique<Qp>();
+  qp->type = QpType::kXrcRecv;
+  qp->qpn = qpn;
+  qp->nic_qp = nic_.find_qp(qpn);
   qps_.push_back(std::move(qp));
   return qps_.back().get();
 }

@@ -72,6 +72,8 @@ class SimHost {
   int destroy_srq(Srq* srq);
   Qp* create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err = nullptr);
   Qp* create_xrc_recv_qp(uint32_t xrcd, int* err = nullptr);
+  // ibv_open_qp of another's target (through this host's open `xrcd` of its domain).
+  Qp* open_xrc_recv_qp(uint32_t xrcd, uint32_t qpn, int* err = nullptr);
   int modify(Qp* qp, const ibv_qp_attr& attr, int mask) { return nic_.modify_qp(ctx_, qp->qpn, attr, mask, now()); }
   uint32_t create_ah(const ibv_gid& dgid, uint8_t sgid_index = 3, uint8_t traffic_class = 0);
 

@@ -59,6 +59,7 @@ enum class Op : uint32_t {
   kOpenXrcd,   // reply handle
   kCloseXrcd,
   kGetSrqNum,  // reply handle: the SRQ's number
+  kOpenQp,     // ibv_open_qp of an XRC target: open_qp
 };
 inline constexpr size_t kUcmaMax = 512;
 inline constexpr size_t kCliMax = 2048;
@@ -141,6 +142,9 @@ struct Request {
       uint64_t inode_dev, inode;
       int32_t oflags;
     } open_xrcd;
+    struct {
+      uint32_t xrcd, qpn;
+    } open_qp;
     struct {
       uint32_t handle, limit;
     } modify_srq;

@@ -992,6 +992,19 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       QpCreated& q = rep.u.qp;
+      if (type == nic::QpType::kXrcRecv) {
+        // A target has no queues: no memory to share.
+        nic::Nic::QpInit init;
+        init.type = type;
+        init.xrcd = c.xrcd;
+        rep.err = on_engine([&] {
+          const int created = s.nic->create_qp(s.ctx, init, q.qpn, engine.now());
+          if (created == 0) s.qpns.push_back(q.qpn);
+          return created;
+        });
+        q.cap = ibv_qp_cap{};
+        return;
+      }
       nic::Nic::qp_ring_sizes(cap, q.sq_entries, q.sq_stride, q.rq_entries, q.rq_stride);
       const size_t sq_bytes = nic::ring_bytes(q.sq_entries, q.sq_stride);
       q.rq_offset = (sq_bytes + 4095) & ~size_t(4095);
@@ -1049,7 +1062,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         if (e == 0) std::erase(s.qpns, qpn);
         return e;
       });
-      if (rep.err == 0) {
+      if (rep.err == 0 && s.qp_rings.count(qpn) != 0) {  // (a target has none)
         s.qp_rings[qpn].release();
         s.qp_rings.erase(qpn);
       }
@@ -1063,6 +1076,9 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     }
     case Op::kCloseXrcd:
       rep.err = on_engine([&] { return s.nic->close_xrcd(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kOpenQp:
+      rep.err = on_engine([&] { return s.nic->open_qp(s.ctx, req.u.open_qp.xrcd, req.u.open_qp.qpn); });
       return;
     case Op::kGetSrqNum:
       rep.err = on_engine([&] { return s.nic->srq_number(s.ctx, req.u.handle.handle, rep.u.handle.handle); });

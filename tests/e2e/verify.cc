@@ -1104,6 +1104,29 @@ int run_xrc(const Options& o) {
   reset.qp_state = IBV_QPS_RESET;
   CHECKV(ibv_modify_qp(x.tgt, &reset, IBV_QP_STATE) == 0, "target to RESET");
   CHECKV(xrc_connect(x.tgt, x.ini->qp_num, gid, o.gid, true) == 0, "connect the target");
+  // ibv_open_qp(3): the target opened again through the domain; the
+  // creator's ibv_destroy_qp then leaves it to the opened one.
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD;
+  oa.qp_num = x.tgt->qp_num;
+  oa.xrcd = xrcd;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  errno = 0;
+  CHECKV(ibv_open_qp(ctx, &oa) == nullptr && errno == EINVAL, "open_qp without a type: EINVAL (%d)", errno);
+  oa.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = 0xabcdef;
+  errno = 0;
+  CHECKV(ibv_open_qp(ctx, &oa) == nullptr && errno == EINVAL, "open_qp of no target: EINVAL (%d)", errno);
+  oa.qp_num = x.tgt->qp_num;
+  ibv_qp* opened = ibv_open_qp(ctx, &oa);
+  CHECKV(opened != nullptr && opened->qp_num == x.tgt->qp_num, "open_qp: %s", std::strerror(errno));
+  if (opened == nullptr) return 1;
+  CHECKV(ibv_destroy_qp(x.tgt) == 0, "the creator lets go of the target");
+  x.tgt = opened;
+  ibv_qp_attr qa_now{};
+  ibv_qp_init_attr qi_now{};
+  CHECKV(ibv_query_qp(x.tgt, &qa_now, IBV_QP_STATE, &qi_now) == 0 && qa_now.qp_state == IBV_QPS_RTS,
+         "the opened target is the same, in RTS");
   CHECKV(xrc_connect(x.ini, x.tgt->qp_num, gid, o.gid, false) == 0, "connect the initiator");
 
   std::vector<uint8_t> buf(65536);

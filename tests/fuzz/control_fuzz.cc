@@ -27,7 +27,7 @@ using verbs::Reply;
 using verbs::Request;
 
 constexpr int kReplyMs = 2000;
-constexpr uint32_t kOps = uint32_t(Op::kGetSrqNum) + 1;  // every op, and one that is none
+constexpr uint32_t kOps = uint32_t(Op::kOpenQp) + 1;  // every op, and one that is none
 
 // The server, made once per process: an engine that is not running (the
 // control requests run on the server's thread) with one NIC, h1.
@@ -129,6 +129,7 @@ Request make_request(Input& in, Known& k, World& w) {
       break;
     case Op::kCloseXrcd: r.u.handle.handle = k.pick(k.xrcds, in); break;
     case Op::kGetSrqNum: r.u.handle.handle = k.pick(k.srqs, in); break;
+    case Op::kOpenQp: r.u.open_qp = {k.pick(k.xrcds, in), k.pick(k.qps, in)}; break;
     case Op::kModifySrq: r.u.modify_srq = {k.pick(k.srqs, in), in.u32()}; break;
     case Op::kDestroySrq: r.u.handle.handle = k.pick(k.srqs, in); break;
     case Op::kCreateQp: {
@@ -236,7 +237,8 @@ void remember(const Request& r, const Reply& rep, Known& k) {
     case Op::kCreateChannel: k.channels.push_back(rep.u.handle.handle); break;
     case Op::kCreateCq: k.cqs.push_back(rep.u.ring.handle); break;
     case Op::kCreateSrq: k.srqs.push_back(rep.u.ring.handle); break;
-    case Op::kCreateQp: k.qps.push_back(rep.u.qp.qpn); break;
+    case Op::kCreateQp:
+    case Op::kOpenQp: k.qps.push_back(r.op == Op::kOpenQp ? r.u.open_qp.qpn : rep.u.qp.qpn); break;
     case Op::kCreateAh: k.ahs.push_back(rep.u.handle.handle); break;
     case Op::kOpenXrcd: k.xrcds.push_back(rep.u.handle.handle); break;
     case Op::kCmCommand:

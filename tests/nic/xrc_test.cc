@@ -455,3 +455,63 @@ TEST_CASE("XRC under 3% loss: SENDs, WRITEs and READs through a target arrive wh
             f.n2->counters()[NicCounters::out_of_sequence] >
         0);  // the loss was felt
 }
+
+TEST_CASE("XRC: ibv_open_qp -- a target held by two applications delivers until the last lets go", "[sim][nic][xrc]") {
+  TwoNics f;
+  uint32_t x_a = 0, x_b = 0, x_other = 0;
+  auto b = std::make_unique<SimHost>(*f.engine, *f.n2);  // a second application on h2's NIC
+  REQUIRE(f.n2->open_xrcd(f.h2->context(), 5, 55, O_CREAT, x_a) == 0);
+  REQUIRE(f.n2->open_xrcd(b->context(), 5, 55, 0, x_b) == 0);
+  REQUIRE(f.n2->open_xrcd(b->context(), 0, 0, 0, x_other) == 0);  // a domain of its own
+  auto* rcq = f.h2->create_cq(16);
+  auto* srq = f.h2->create_xrc_srq(x_a, rcq, 8);
+  REQUIRE(srq != nullptr);
+  auto* scq = f.h1->create_cq(16);
+  auto* ini = f.h1->create_xrc_send_qp(scq, kIniCap);
+  auto* tgt = f.h2->create_xrc_recv_qp(x_a);
+  REQUIRE(SimHost::connect(*f.h1, ini, *f.h2, tgt) == 0);
+  const uint32_t tgt_qpn = tgt->qpn;
+  // Only a target, only through its domain.
+  int err = 0;
+  CHECK(b->open_xrc_recv_qp(x_other, tgt_qpn, &err) == nullptr);
+  CHECK(err == EINVAL);
+  auto* rc = f.h2->create_qp(QpType::kRc, rcq, rcq, ibv_qp_cap{4, 4, 1, 1, 0});
+  REQUIRE(rc != nullptr);
+  CHECK(b->open_xrc_recv_qp(x_b, rc->qpn, &err) == nullptr);
+  CHECK(err == EINVAL);
+  CHECK(b->open_xrc_recv_qp(x_b, 0xabcdef, &err) == nullptr);
+  CHECK(err == EINVAL);
+  auto* opened = b->open_xrc_recv_qp(x_b, tgt_qpn);
+  REQUIRE(opened != nullptr);
+  const uint32_t qps_before = f.h2->context()->usage->qps;
+  // The creator lets go: the target stays, in b's name, and goes on delivering.
+  CHECK(f.h2->destroy_qp(tgt) == 0);
+  CHECK(f.h2->context()->usage->qps == qps_before - 1);
+  REQUIRE(f.n2->find_qp(tgt_qpn) != nullptr);
+  CHECK(f.n2->find_qp(tgt_qpn)->ctx == b->context());
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  CHECK(f.n2->query_qp(f.h2->context(), tgt_qpn, attr, init) == EINVAL);  // no longer h2's
+  REQUIRE(f.n2->query_qp(b->context(), tgt_qpn, attr, init) == 0);
+  CHECK(attr.qp_state == IBV_QPS_RTS);
+  CHECK(init.qp_type == IBV_QPT_XRC_RECV);
+  std::vector<uint8_t> rbuf(256, 0), msg(200, 0x3d);
+  const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
+  post_srq_buffers(*f.h2, srq, rbuf, rlkey, 1, 256);
+  const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
+  ibv_sge s = sge(msg.data(), 200, lkey);
+  ibv_send_wr w = xrc_send(&s, srq->srqn, 1);
+  REQUIRE(f.h1->post_send(ini, &w) == 0);
+  auto rwc = wait_cqes(f, *f.h2, rcq, 1);
+  REQUIRE(rwc.size() == 1);
+  CHECK(rwc[0].status == IBV_WC_SUCCESS);
+  CHECK(rwc[0].qp_num == tgt_qpn);
+  CHECK(rbuf[199] == 0x3d);
+  // b's open of the domain is held by the target; b's exit lets go of both.
+  CHECK(f.n2->close_xrcd(b->context(), x_b) == EBUSY);
+  b.reset();
+  CHECK(f.n2->find_qp(tgt_qpn) == nullptr);
+  CHECK(f.n2->close_xrcd(f.h2->context(), x_a) == EBUSY);  // its SRQ
+  CHECK(f.h2->destroy_srq(srq) == 0);
+  CHECK(f.n2->close_xrcd(f.h2->context(), x_a) == 0);
+}

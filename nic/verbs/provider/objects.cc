@@ -497,11 +497,13 @@ int ibv_destroy_qp(ibv_qp* qp) {
   Context& c = *Context::of(qp->context);
   const int e = simple(c, verbs::Op::kDestroyQp, qp->qp_num);
   if (e != 0 && e != EIO) return e;
-  {
-    std::lock_guard lock(c.qps_lock);
-    c.qps.erase(qp->qp_num);
+  if (q->map != nullptr) {  // (an XRC target has no queues, and is not in c.qps)
+    {
+      std::lock_guard lock(c.qps_lock);
+      c.qps.erase(qp->qp_num);
+    }
+    munmap(q->map, q->map_bytes);
   }
-  munmap(q->map, q->map_bytes);
   delete q;
   return 0;
 }
@@ -616,6 +618,25 @@ int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
 namespace rocemu::provider {
 
+// An XRC target as the application sees it (created or opened): a number,
+// no queues, no PD or CQs.
+ibv_qp* make_target_qp(Context& c, uint32_t qpn, void* qp_context) {
+  auto* qp = new Qp();
+  qp->ctx = &c;
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& b = qp->qpx.qp_base;
+  b.context = &c.vctx.context;
+  b.qp_context = qp_context;
+  b.handle = qpn;
+  b.qp_num = qpn;
+  b.state = IBV_QPS_RESET;
+  b.qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  init_qp_ex(*qp);
+  return &b;
+}
+
 ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd* xrcd) {
   Context& c = *Context::of(context);
   verbs::Request req;
@@ -631,11 +652,13 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd
   q.sq_sig_all = uint32_t(init->sq_sig_all);
   verbs::Reply rep;
   std::vector<int> fds;
-  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+  const bool target = init->qp_type == IBV_QPT_XRC_RECV;  // no queues, no memory to map
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != (target ? 0u : 1u)) {
     for (int f : fds) close(f);
     return fail<ibv_qp>(e != 0 ? e : EPROTO);
   }
   const verbs::QpCreated& r = rep.u.qp;
+  if (target) return make_target_qp(c, r.qpn, init->qp_context);
   auto* qp = new Qp();
   qp->ctx = &c;
   qp->map_bytes = r.map_bytes;
@@ -741,10 +764,21 @@ int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
   return 0;
 }
 
-ibv_qp* open_qp(ibv_context*, ibv_qp_open_attr*) {
-  // Sharing a target QP between applications is not done: each creates
-  // its own target in the shared domain.
-  return fail<ibv_qp>(EOPNOTSUPP);
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+  // ibv_open_qp(3): the number, the domain and the type are needed; only
+  // an XRC target can be opened.
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (context == nullptr || attr == nullptr) return fail<ibv_qp>(EINVAL);
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return fail<ibv_qp>(EOPNOTSUPP);
+  if ((attr->comp_mask & kNeeded) != kNeeded || attr->xrcd == nullptr) return fail<ibv_qp>(EINVAL);
+  if (attr->qp_type != IBV_QPT_XRC_RECV) return fail<ibv_qp>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kOpenQp;
+  req.u.open_qp = {reinterpret_cast<Xrcd*>(attr->xrcd)->handle, attr->qp_num};
+  verbs::Reply rep;
+  Context& c = *Context::of(context);
+  if (int e = call(c, req, rep); e != 0) return fail<ibv_qp>(e);  // EINVAL: no target of that domain
+  return make_target_qp(c, attr->qp_num, (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr);
 }
 
 }  // namespace rocemu::provider

@@ -102,6 +102,7 @@ int close_xrcd(ibv_xrcd* xrcd);
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
 int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
+ibv_qp* make_target_qp(Context& c, uint32_t qpn, void* qp_context);
 // A QP of any type: `pd` null and `xrcd` set for an XRC target, whose
 // CQs and SRQ `init` leaves null; the caller has checked what the type needs.
 ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd* xrcd);
