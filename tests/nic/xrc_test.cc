@@ -27,7 +27,7 @@ struct XrcPair {
   SimHost::Qp* tgt = nullptr;
 };
 
-XrcPair make_pair(TwoNics& f) {
+XrcPair make_xrc_pair(TwoNics& f) {
   XrcPair p;
   p.send_cq = f.h1->create_cq(64);
   p.recv_cq = f.h2->create_cq(64);
@@ -73,7 +73,7 @@ using namespace xrc_test;
 TEST_CASE("XRC: a SEND reaches the SRQ its XRCETH names; the completion is on that SRQ's CQ with the target's QPN",
           "[sim][nic][xrc]") {
   TwoNics f;
-  XrcPair p = make_pair(f);
+  XrcPair p = make_xrc_pair(f);
   // A second SRQ in the same domain, with a CQ of its own: the target
   // delivers to whichever each message names.
   auto* cq_b = f.h2->create_cq(64);
@@ -126,7 +126,7 @@ TEST_CASE("XRC: a SEND reaches the SRQ its XRCETH names; the completion is on th
 
 TEST_CASE("XRC: WRITE, READ and atomics through a target are checked against the named SRQ's PD", "[sim][nic][xrc]") {
   TwoNics f;
-  XrcPair p = make_pair(f);
+  XrcPair p = make_xrc_pair(f);
   std::vector<uint8_t> remote(8192, 0), local(8192);
   for (size_t i = 0; i < local.size(); i++) local[i] = uint8_t(i * 5 + 3);
   const uint32_t rkey = f.h2->reg_mr(remote.data(), remote.size(), test::kAccessAll);
@@ -176,7 +176,7 @@ TEST_CASE("XRC: WRITE, READ and atomics through a target are checked against the
 
 TEST_CASE("XRC: an empty SRQ gets an RNR NAK, and the SEND lands once a receive is posted", "[sim][nic][xrc]") {
   TwoNics f;
-  XrcPair p = make_pair(f);
+  XrcPair p = make_xrc_pair(f);
   std::vector<uint8_t> rbuf(256, 0), msg(128, 0x42);
   const uint32_t rlkey = f.h2->reg_mr(rbuf.data(), rbuf.size(), test::kAccessAll);
   const uint32_t lkey = f.h1->reg_mr(msg.data(), msg.size(), test::kAccessAll);
@@ -201,7 +201,7 @@ TEST_CASE("XRC bad flows: an XRCETH naming no SRQ, another domain's SRQ or none 
   enum class Bad { kNoSuchSrq, kOtherDomain, kUnset };
   const Bad bad = GENERATE(Bad::kNoSuchSrq, Bad::kOtherDomain, Bad::kUnset);
   TwoNics f;
-  XrcPair p = make_pair(f);
+  XrcPair p = make_xrc_pair(f);
   // Another domain on the same NIC, with an SRQ ready to take the SEND.
   auto* other_cq = f.h2->create_cq(16);
   const uint32_t other_xrcd = f.h2->open_xrcd();
@@ -356,7 +356,7 @@ TEST_CASE("XRC: a target of one application delivers to the SRQ of another that 
 TEST_CASE("XRC: a READ's responses are checked against the PD of the SRQ it named, whatever the target's next message names",
           "[sim][nic][xrc]") {
   TwoNics f;
-  XrcPair p = make_pair(f);  // p.srq in h2's PD
+  XrcPair p = make_xrc_pair(f);  // p.srq in h2's PD
   // A second SRQ in the domain, in a PD of its own, with an MR only there.
   uint32_t pd_b = 0;
   REQUIRE(f.n2->alloc_pd(f.h2->context(), pd_b) == 0);
@@ -404,7 +404,7 @@ TEST_CASE("XRC under 3% loss: SENDs, WRITEs and READs through a target arrive wh
   fc.loss = 0.03;
   f.link->set_faults(0, fc);
   f.link->set_faults(1, fc);
-  XrcPair p = make_pair(f);
+  XrcPair p = make_xrc_pair(f);
   constexpr uint32_t kMsgs = 8, kLen = 5000;
   std::vector<uint8_t> src(kMsgs * kLen), rbuf(kMsgs * 8192, 0), remote(kMsgs * kLen, 0), back(kMsgs * kLen, 0);
   for (size_t i = 0; i < src.size(); i++) src[i] = uint8_t(i * 29 + i / 251);
