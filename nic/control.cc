@@ -766,10 +766,8 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
     h->xrcd->users--;
     if (h->creator) refund(ctx, &Usage::qps, qp_bytes(*qp));  // counted against its creator
     qp->holds.erase(h);
-    if (qp->ctx == ctx) {
-      qp->ctx = qp->holds.front().ctx;
-      qp->xrcd = qp->holds.front().xrcd;
-    }
+    qp->ctx = qp->holds.front().ctx;
+    qp->xrcd = qp->holds.front().xrcd;
     return 0;
   }
   // Its type 2 windows are unbound: free to be bound again, and no later
