@@ -980,7 +980,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       ibv_qp_cap cap = c.cap;
       // XRC: an initiator has no receive queue, a target no queue at all
-      // (it gets the smallest send ring, never read).
+      // (no memory is shared for it).
       const bool own_rq = c.srq == 0 && type != nic::QpType::kXrcSend && type != nic::QpType::kXrcRecv;
       if (!own_rq) cap.max_recv_wr = cap.max_recv_sge = 0;
       if (type == nic::QpType::kXrcRecv) cap = ibv_qp_cap{};
@@ -993,15 +993,10 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       QpCreated& q = rep.u.qp;
       if (type == nic::QpType::kXrcRecv) {
-        // A target has no queues: no memory to share.
         nic::Nic::QpInit init;
         init.type = type;
         init.xrcd = c.xrcd;
-        rep.err = on_engine([&] {
-          const int created = s.nic->create_qp(s.ctx, init, q.qpn, engine.now());
-          if (created == 0) s.qpns.push_back(q.qpn);
-          return created;
-        });
+        rep.err = on_engine([&] { return s.nic->create_qp(s.ctx, init, q.qpn, engine.now()); });
         q.cap = ibv_qp_cap{};
         return;
       }
