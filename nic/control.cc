@@ -156,14 +156,35 @@ int Nic::dealloc_pd(HostContext* ctx, uint32_t handle) {
   return 0;
 }
 
-int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, int access, uint32_t& key,
-                std::optional<uint64_t> iova) {
-  Pd* pd = pds_.find(pd_handle);
-  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+int Nic::check_mr_access(int access) {
   if (access & ~kKnownAccess) return EINVAL;
   // Remote write or atomic access needs local write (IBA 10.6.3.1).
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
+  // No on-demand paging (explicit or implicit): ib_check_mr_access in
+  // Linux 6.1 for a device without IBK_ON_DEMAND_PAGING, as Soft-RoCE.
+  if (access & IBV_ACCESS_ON_DEMAND) return EINVAL;
+  return 0;
+}
+
+int Nic::query_pd(HostContext* ctx, uint32_t handle) const {
+  const Pd* pd = pds_.find(handle);
+  return pd != nullptr && pd->ctx == ctx ? 0 : ENOENT;
+}
+
+int Nic::query_mr(HostContext* ctx, uint32_t key, uint64_t& iova, uint64_t& length) const {
+  const Mr* mr = mrs_.find(key);
+  if (mr == nullptr || mr->pd->ctx != ctx) return ENOENT;
+  iova = mr->addr;
+  length = mr->length;
+  return 0;
+}
+
+int Nic::reg_mr(HostContext* ctx, uint32_t pd_handle, uint64_t addr, uint64_t length, int access, uint32_t& key,
+                std::optional<uint64_t> iova) {
+  Pd* pd = pds_.find(pd_handle);
+  if (pd == nullptr || pd->ctx != ctx) return EINVAL;
+  if (int e = check_mr_access(access); e != 0) return e;
   const uint64_t io = iova.value_or(addr);
   if (length == 0 || addr + length < addr || io + length < io) return EINVAL;
   if (mrs_.size() >= cfg_.max_mr) return ENOMEM;
@@ -210,9 +231,7 @@ int Nic::rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd_handle,
   }
   int new_access = mr->access;
   if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-    if (access & ~kKnownAccess) return EINVAL;
-    if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
-      return EINVAL;
+    if (int e = check_mr_access(access); e != 0) return e;
     new_access = access;
   }
   if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (length == 0 || addr + length < addr)) return EINVAL;

@@ -166,6 +166,16 @@ class Nic final : public Node, private cm::Host {
   // one and the windows bound to it are gone. An error changes nothing.
   int rereg_mr(HostContext* ctx, uint32_t key, int flags, uint32_t pd, uint64_t addr, uint64_t length, int access,
                uint32_t* new_key = nullptr);
+  // Access flags an MR may have: EINVAL for an unknown flag, remote write
+  // or atomic without local write, and on-demand paging, which this NIC
+  // lacks (ib_check_mr_access in Linux 6.1, as for Soft-RoCE; from 6.2 on
+  // the kernel answers EOPNOTSUPP). reg_mr and rereg_mr check with it.
+  static int check_mr_access(int access);
+  // ibv_import_pd / ibv_import_mr: the kernel's query of a handle in the
+  // context (UVERBS_METHOD_QUERY_MR), ENOENT if it names nothing there
+  // (an idr lookup that finds nothing).
+  int query_pd(HostContext* ctx, uint32_t handle) const;
+  int query_mr(HostContext* ctx, uint32_t key, uint64_t& iova, uint64_t& length) const;
   // The access flags of an MR of `ctx`, or -1.
   int mr_access(HostContext* ctx, uint32_t key) const;
   // ibv_alloc_mw: a window of `type` (1 or 2) in PD `pd`, unbound; `rkey`

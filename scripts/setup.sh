@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build meson pkg-config clang libclang-rt-14-dev
   dpdk dpdk-dev libdpdk-dev
-  libibverbs-dev rdma-core ibverbs-utils perftest rdmacm-utils infiniband-diags ucx-utils libucx0 openmpi-bin
+  libibverbs-dev rdma-core ibverbs-utils perftest rdmacm-utils infiniband-diags ucx-utils libucx0 openmpi-bin libfabric-bin
   libopenmpi-dev
   libboost-dev libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   tshark python3 python3-scapy python3-matplotlib python3-yaml python3-prometheus-client

@@ -238,6 +238,9 @@ int ConnectionManager::create_id(uint32_t channel, uint64_t uid, uint16_t ps, ui
   if (!channels_.contains(channel)) return EINVAL;
   if (ids_.size() >= cfg_.max_ids) return ENOMEM;
   if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IB && ps != RDMA_PS_IPOIB) return EINVAL;
+  // The port space decides the QP type but for RDMA_PS_IB (ucma_get_qp_type).
+  if (ps == RDMA_PS_TCP) qp_type = IBV_QPT_RC;
+  if (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) qp_type = IBV_QPT_UD;
   auto id = std::make_unique<Id>();
   id->handle = next_id_++;
   id->channel = channel;
@@ -292,10 +295,13 @@ int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAdd
   Id* id = find(channel, handle);
   if (id == nullptr) return EINVAL;
   if (id->bound || id->state != State::kIdle) return EINVAL;
-  const bool any = ip == nullptr || is_any(*ip);
-  if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address (loopback included)
+  // A loopback address binds as the wildcard does (the kernel's
+  // cma_any_addr): no device, and a listener there hears every address.
+  // libfabric's verbs provider binds 127.0.0.1 to learn that much.
+  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip);
+  if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address
   id->has_device = !any;
-  id->src_ip = any ? wire::IpAddr::v4(0) : cfg_.ip;
+  id->src_ip = ip == nullptr ? wire::IpAddr::v4(0) : any ? *ip : cfg_.ip;
   return allocate_port(*id, port);
 }
 
@@ -809,9 +815,11 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejInvalidServiceId, {}, now);
     return;
   }
-  // As many connection requests wait unfetched as the backlog allows
-  // (ucma's): beyond it the consumer turns them down.
-  if (backlog_full(*listener) || ids_.size() >= cfg_.max_ids) {
+  // A listener hears requests for its own QP type only (the kernel's
+  // cma_ib_check_req_qp_type); as many wait unfetched as the backlog allows
+  // (ucma's). Otherwise the consumer turns the request down.
+  const uint8_t req_qp_type = m.get(req::kTransportType) == 1 ? IBV_QPT_UC : IBV_QPT_RC;
+  if (listener->qp_type != req_qp_type || backlog_full(*listener) || ids_.size() >= cfg_.max_ids) {
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejConsumerDefined, {}, now);
     return;
   }
@@ -829,7 +837,11 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
   c.rnr_retry = uint8_t(m.get(req::kRnrRetryCount));
   c.flow_control = m.get(req::kEndToEndFlowControl) != 0;
   c.srq = m.get(req::kSrq) != 0;
-  c.path_mtu = uint8_t(std::min<uint64_t>(m.get(req::kPathMtu), host_.path_mtu()));
+  // An IBA MTU above the port's is clamped to it; anything else is kept,
+  // and the QP's RTR refuses it as a RoCE driver does (the kernel's CM
+  // takes the field as it comes).
+  const auto mtu = uint8_t(m.get(req::kPathMtu));
+  c.path_mtu = mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? std::min(mtu, host_.path_mtu()) : mtu;
   c.tos = uint8_t(m.get(req::kTrafficClass));
   c.ack_timeout = uint8_t(m.get(req::kLocalAckTimeout));
   EventResp ev = conn_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.bytes(req::kPrivateData).subspan(CmaHeader::kSize));
@@ -929,12 +941,15 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   const auto hdr = CmaHeader::decode(m.bytes(sidr_req::kPrivateData));
   Id* listener = nullptr;
   if ((sid >> 32) == 0 && hdr) listener = listener_for(service_ps(sid), service_port(sid), from_cma_addr(hdr->dst, hdr->ip_version));
+  // Nobody listening: unsupported. A listener that is not UD, or has no
+  // room: the new id is destroyed, which rejects (the kernel's
+  // cm_destroy_id in IB_CM_SIDR_REQ_RCVD).
   if (listener == nullptr || listener->qp_type != IBV_QPT_UD || backlog_full(*listener) ||
       ids_.size() >= cfg_.max_ids) {
     if (listener == nullptr) counters_.no_listener++;
     Mad r(Attr::kSidrRep, request_id);
     r.set(sidr_rep::kRequestId, request_id);
-    r.set(sidr_rep::kStatus, kSidrUnsupported);
+    r.set(sidr_rep::kStatus, listener == nullptr ? kSidrUnsupported : kSidrReject);
     r.set(sidr_rep::kServiceId, sid);
     send_once(src, r, now);
     return;

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 11;
+inline constexpr uint32_t kProtocolVersion = 12;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -55,6 +55,12 @@ enum class Op : uint32_t {
   // descriptor for the device.
   kCmOpen,
   kCmCommand,  // a ucma command as written; reply: the response and where it goes
+  // ibv_import_device: request fd: the command file of a context (what
+  // kHello handed its opener as fd 2, ibv_context::cmd_fd); reply as
+  // kHello's, with fds 0 and 1 only. The session then shares that context.
+  kImportContext,
+  kImportPd,  // handle: ENOENT unless a PD of the context
+  kImportMr,  // handle (the MR's key): reply imported_mr, or ENOENT
   // XRC (ibv_open_xrcd, ibv_close_xrcd, ibv_get_srq_num).
   kOpenXrcd,   // reply handle
   kCloseXrcd,
@@ -189,7 +195,9 @@ struct Reply {
     struct {
       uint32_t ctx_id;
       int32_t engine_pid;
-      uint64_t doorbell_bytes;  // fd 0: doorbell page, fd 1: engine wake eventfd
+      // fd 0: doorbell page, fd 1: engine wake eventfd, fd 2 (kHello
+      // only): the context's command file, ibv_context::cmd_fd
+      uint64_t doorbell_bytes;
       DeviceInfo device;
       PortInfo port;
     } hello;
@@ -200,6 +208,11 @@ struct Reply {
     struct {
       uint32_t key;
     } mr;
+    struct {
+      uint32_t key;
+      uint32_t reserved;
+      uint64_t iova, length;
+    } imported_mr;
     struct {
       uint32_t handle, rkey;
     } mw;

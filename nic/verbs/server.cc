@@ -352,12 +352,13 @@ struct VerbsServer::Impl {
       rep.err = serve_sysfs(req, fds_in);
     } else if (req.op == Op::kCmOpen || req.op == Op::kCmCommand) {
       serve_cm(*s, req, rep, fds_out);
-    } else if (req.op != Op::kHello && s->ctx == nullptr) {
+    } else if (req.op != Op::kHello && req.op != Op::kImportContext && s->ctx == nullptr) {
       rep.err = EPROTO;
     } else {
       handle(*s, req, fds_in, rep, fds_out);
     }
-    // Nothing the application sends is kept (no request takes an fd).
+    // No descriptor the application sends is kept (kRegMr maps its memfd,
+    // kImportContext looks at which file it is).
     for (int f : fds_in) close(f);
     iovec out{&rep, sizeof rep};
     msghdr m2{};
@@ -564,13 +565,10 @@ struct VerbsServer::Impl {
       });
     }
     if (s->ctx != nullptr) {
-      log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
       Session* raw = s.get();
-      on_engine([this, raw] {
-        agent.detach(raw);
-        raw->nic->close_context(raw->ctx);
-        return 0;
-      });
+      const bool last = on_engine([this, raw] { return leave_context(*raw); });
+      if (last) log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
+      else log->info("application pid {} left {}: freeing its QPs and queues (its context stays shared)", s->pid, s->nic->name());
     }
     release(*s);
   }
@@ -589,7 +587,119 @@ struct VerbsServer::Impl {
     if (s.wake >= 0) close(s.wake);  // after detach(): the engine no longer watches it
     s.wake = -1;
   }
+
+  // ---- contexts shared by ibv_import_device (SharedContext) ----
+  // Control thread: the contexts by their command file's inode.
+  std::map<std::pair<uint64_t, uint64_t>, std::weak_ptr<SharedContext>> shares;
+
+  // The command file: an empty memfd sealed against any change, a token
+  // that says nothing but which file it is.
+  static int make_command_file(SharedContext& sc) {
+    const int fd = memfd_create("rocemu-uverbs", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return errno;
+    struct stat st {};
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0 || fstat(fd, &st) != 0) {
+      const int e = errno;
+      close(fd);
+      return e;
+    }
+    sc.cmd_file = fd;
+    sc.cmd_dev = st.st_dev;
+    sc.cmd_ino = st.st_ino;
+    return 0;
+  }
+
+  // The live context whose command file `fd` is (the same open file or
+  // another open of it: the same inode), or nullptr.
+  std::shared_ptr<SharedContext> find_shared(int fd) {
+    std::erase_if(shares, [](const auto& kv) { return kv.second.expired(); });
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
+    auto it = shares.find({uint64_t(st.st_dev), uint64_t(st.st_ino)});
+    return it == shares.end() ? nullptr : it->second.lock();
+  }
+
+  // The session's doorbell page and wake-up eventfd (each session rings
+  // its own, whatever context it shares).
+  static int open_doorbell(Session& s) {
+    auto db = SharedRegion::create("rocemu-doorbell", sizeof(DoorbellPage));
+    if (!db.ok()) return ENOMEM;
+    new (db->addr) DoorbellPage();
+    s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s.wake < 0) {
+      const int e = errno;
+      db->release();
+      return e;
+    }
+    s.doorbell = *db;
+    return 0;
+  }
+  static void close_doorbell(Session& s) {
+    s.doorbell.release();
+    close(s.wake);
+    s.wake = -1;
+  }
+
+  // Engine thread: the session joins the context and the host agent; the
+  // hello reply's device and port.
+  void join(Session& s, const std::shared_ptr<SharedContext>& shared, Reply& rep) {
+    s.shared = shared;
+    s.nic = shared->nic;
+    s.ctx = shared->ctx;
+    s.memory = shared->memory;
+    shared->sessions.push_back(&s);
+    agent.attach(&s);
+    auto& h = rep.u.hello;
+    h.ctx_id = s.ctx->id;
+    h.engine_pid = getpid();
+    h.doorbell_bytes = s.doorbell.bytes;
+    h.device = device_info(*s.nic);
+    h.port = port_info(*s.nic);
+  }
+
+  // Engine thread (or once it stopped): the session leaves the host agent
+  // and its context, which the last session to leave closes (true then).
+  bool leave_context(Session& s) {
+    agent.detach(&s);
+    SharedContext& sc = *s.shared;
+    std::erase(sc.sessions, &s);
+    if (!sc.sessions.empty()) {
+      destroy_queues(s);
+      // The opener's provider moves its MRs' pages back to private memory
+      // as it closes: the others reach them with system calls from now on.
+      if (!s.imported) s.memory->remove_windows(0, UINT64_MAX);
+      return false;
+    }
+    s.nic->close_context(sc.ctx);
+    sc.ctx = nullptr;
+    return true;
+  }
+
+  // Engine thread: the queues of a session leaving a context that others
+  // go on sharing (their rings are this session's): QPs, then SRQs and
+  // CQs, which only its own QPs use (kCreateQp).
+  static void destroy_queues(Session& s) {
+    for (const auto& [qpn, ring] : s.qp_rings) s.nic->destroy_qp(s.ctx, qpn);
+    for (uint32_t qpn : s.xrc_targets) s.nic->destroy_qp(s.ctx, qpn);  // its holds
+    for (const auto& [h, ring] : s.srq_rings) s.nic->destroy_srq(s.ctx, h);
+    for (const auto& [h, ring] : s.cq_rings) s.nic->destroy_cq(s.ctx, h);
+  }
+
+  // Engine thread: an async event of the context, to every session sharing
+  // it (the NIC's events name no object; each session fetches its own).
+  static void deliver_event(SharedContext& sc, const ibv_async_event& ev) {
+    for (Session* s : sc.sessions) {
+      if (s->events.size() >= 256) continue;
+      Reply e;
+      e.u.event.event_type = ev.event_type;
+      s->events.push_back(e);
+    }
+  }
 };
+
+SharedContext::~SharedContext() {
+  if (cmd_file >= 0) close(cmd_file);
+}
 
 PortInfo port_info(const nic::Nic& nic) {
   PortInfo p{};
@@ -696,54 +806,76 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         rep.err = e != 0 ? e : EIO;
         return;
       }
-      auto db = SharedRegion::create("rocemu-doorbell", sizeof(DoorbellPage));
-      if (!db.ok()) {
-        rep.err = ENOMEM;
+      auto shared = std::make_shared<SharedContext>();
+      shared->memory = std::move(memory.value());
+      shared->memory->count_windows_in(windows);
+      if (const int e = make_command_file(*shared); e != 0) {
+        rep.err = e;
         return;
       }
-      new (db->addr) DoorbellPage();
-      s.doorbell = *db;
-      s.memory = std::move(memory.value());
-      s.memory->count_windows_in(windows);
-      s.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (s.wake < 0) {
-        rep.err = errno;
-        s.doorbell.release();
+      if (const int e = open_doorbell(s); e != 0) {
+        rep.err = e;
         return;
       }
-      const int err = on_engine([&]() -> int {
+      rep.err = on_engine([&]() -> int {
         auto* n = dynamic_cast<nic::Nic*>(engine.find_node(node));
         if (n == nullptr) return ENODEV;
-        s.nic = n;
-        s.ctx = n->open_context(s.memory.get(), s.owner);
-        Session* sp = &s;
-        s.ctx->on_async_event = [sp](const ibv_async_event& ev) {
-          if (sp->events.size() >= 256) return;
-          Reply e;
-          e.u.event.event_type = ev.event_type;
-          sp->events.push_back(e);
-        };
-        agent.attach(&s);
-        auto& h = rep.u.hello;
-        h.ctx_id = s.ctx->id;
-        h.engine_pid = getpid();
-        h.doorbell_bytes = s.doorbell.bytes;
-        h.device = device_info(*n);
-        h.port = port_info(*n);
+        shared->nic = n;
+        shared->ctx = n->open_context(shared->memory.get(), s.owner);
+        SharedContext* sc = shared.get();
+        shared->ctx->on_async_event = [sc](const ibv_async_event& ev) { deliver_event(*sc, ev); };
+        join(s, shared, rep);
         return 0;
       });
-      rep.err = err;
-      if (err == 0) {
-        fds_out.push_back(s.doorbell.fd);
-        fds_out.push_back(s.wake);
-        log->info("application pid {} attached to {}", s.pid, node);
-      } else {
-        s.doorbell.release();
-        close(s.wake);
-        s.wake = -1;
+      if (rep.err != 0) {
+        close_doorbell(s);
+        return;
       }
+      fds_out = {s.doorbell.fd, s.wake, shared->cmd_file};
+      shares[{shared->cmd_dev, shared->cmd_ino}] = shared;
+      log->info("application pid {} attached to {}", s.pid, node);
       return;
     }
+    case Op::kImportContext: {
+      if (s.ctx != nullptr) {
+        rep.err = EEXIST;
+        return;
+      }
+      // Not a command file of a context alive here: EINVAL, as
+      // ibv_import_device answers for an fd that is no uverbs device.
+      std::shared_ptr<SharedContext> shared = fds_in.size() == 1 ? find_shared(fds_in[0]) : nullptr;
+      if (shared == nullptr) {
+        rep.err = EINVAL;
+        return;
+      }
+      if (const int e = open_doorbell(s); e != 0) {
+        rep.err = e;
+        return;
+      }
+      rep.err = on_engine([&]() -> int {
+        if (shared->ctx == nullptr) return EINVAL;  // its last session left meanwhile
+        join(s, shared, rep);
+        return 0;
+      });
+      if (rep.err != 0) {
+        close_doorbell(s);
+        return;
+      }
+      s.imported = true;
+      fds_out = {s.doorbell.fd, s.wake};
+      log->info("application pid {} imported context {} of {}", s.pid, s.ctx->id, s.nic->name());
+      return;
+    }
+    case Op::kImportPd:
+      rep.err = on_engine([&] { return s.nic->query_pd(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kImportMr:
+      rep.err = on_engine([&] {
+        auto& m = rep.u.imported_mr;
+        m.key = req.u.handle.handle;
+        return s.nic->query_mr(s.ctx, m.key, m.iova, m.length);
+      });
+      return;
     case Op::kQueryPort:
       rep.u.port = on_engine([&] { return port_info(*s.nic); });
       return;
@@ -756,6 +888,16 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     case Op::kRegMr: {
       const auto& r = req.u.reg_mr;
       const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
+      if (s.imported) {
+        rep.err = EOPNOTSUPP;  // its pages are not the context's memory (README)
+        return;
+      }
+      // The flags first, as the kernel checks them before it pins
+      // (an implicit ODP MR names the whole address space).
+      if (const int e = nic::Nic::check_mr_access(access); e != 0) {
+        rep.err = e;
+        return;
+      }
       // Registration pins memory on a real NIC: a page the process does
       // not have (or may not write) fails here with EFAULT, not later on
       // the wire.
@@ -796,6 +938,16 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     case Op::kReregMr: {
       const auto& r = req.u.rereg_mr;
       const int access = int(r.access) & ~IBV_ACCESS_OPTIONAL_RANGE;
+      if (r.flags & IBV_REREG_MR_CHANGE_ACCESS) {
+        if (const int e = nic::Nic::check_mr_access(access); e != 0) {
+          rep.err = e;
+          return;
+        }
+      }
+      if ((r.flags & IBV_REREG_MR_CHANGE_TRANSLATION) && s.imported) {
+        rep.err = EOPNOTSUPP;  // as for kRegMr
+        return;
+      }
       if (r.flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
         // The new range is pinned as at registration, with the access it
         // will have.
@@ -920,6 +1072,10 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     }
     case Op::kDestroyCq: {
       const uint32_t h = req.u.handle.handle;
+      if (!s.cq_rings.contains(h)) {
+        rep.err = EINVAL;  // not this session's (its ring is another's)
+        return;
+      }
       rep.err = on_engine([&] { return s.nic->destroy_cq(s.ctx, h); });
       if (rep.err == 0) {
         s.cq_rings[h].release();
@@ -930,7 +1086,9 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     }
     case Op::kCreateSrq: {
       const auto& r = req.u.create_srq;
-      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge || r.entries > s.nic->config().max_qp_wr) {
+      // An XRC SRQ's CQ is this session's, as a QP's CQs are.
+      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge || r.entries > s.nic->config().max_qp_wr ||
+          (r.cq != 0 && !s.cq_rings.contains(r.cq))) {
         rep.err = EINVAL;
         return;
       }
@@ -958,6 +1116,10 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kDestroySrq: {
       const uint32_t h = req.u.handle.handle;
+      if (!s.srq_rings.contains(h)) {
+        rep.err = EINVAL;
+        return;
+      }
       rep.err = on_engine([&] { return s.nic->destroy_srq(s.ctx, h); });
       if (rep.err == 0) {
         s.srq_rings[h].release();
@@ -978,6 +1140,17 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
           rep.err = EOPNOTSUPP;
           return;
       }
+      // Its CQs and SRQ must be this session's: they go with it, and the
+      // QP with them (a context shared by ibv_import_device has CQs of
+      // other sessions, which no verb imports).
+      // (An XRC initiator has no receive CQ, a target no CQ at all.)
+      const bool has_send_cq = type != nic::QpType::kXrcRecv;
+      const bool has_recv_cq = has_send_cq && type != nic::QpType::kXrcSend;
+      if ((has_send_cq && !s.cq_rings.contains(c.send_cq)) || (has_recv_cq && !s.cq_rings.contains(c.recv_cq)) ||
+          (c.srq != 0 && !s.srq_rings.contains(c.srq))) {
+        rep.err = EINVAL;
+        return;
+      }
       ibv_qp_cap cap = c.cap;
       // XRC: an initiator has no receive queue, a target no queue at all
       // (no memory is shared for it).
@@ -997,6 +1170,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         init.type = type;
         init.xrcd = c.xrcd;
         rep.err = on_engine([&] { return s.nic->create_qp(s.ctx, init, q.qpn, engine.now()); });
+        if (rep.err == 0) s.xrc_targets.insert(q.qpn);
         q.cap = ibv_qp_cap{};
         return;
       }
@@ -1052,14 +1226,20 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kDestroyQp: {
       const uint32_t qpn = req.u.handle.handle;
+      if (!s.qp_rings.contains(qpn) && !s.xrc_targets.contains(qpn)) {
+        rep.err = EINVAL;
+        return;
+      }
       rep.err = on_engine([&] {
         const int e = s.nic->destroy_qp(s.ctx, qpn);
         if (e == 0) std::erase(s.qpns, qpn);
         return e;
       });
-      if (rep.err == 0 && s.qp_rings.count(qpn) != 0) {  // (a target has none)
+      if (rep.err == 0 && s.qp_rings.count(qpn) != 0) {
         s.qp_rings[qpn].release();
         s.qp_rings.erase(qpn);
+      } else if (rep.err == 0) {  // one of its holds of an XRC target
+        s.xrc_targets.erase(s.xrc_targets.find(qpn));
       }
       return;
     }
@@ -1074,6 +1254,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kOpenQp:
       rep.err = on_engine([&] { return s.nic->open_qp(s.ctx, req.u.open_qp.xrcd, req.u.open_qp.qpn); });
+      if (rep.err == 0) s.xrc_targets.insert(req.u.open_qp.qpn);
       return;
     case Op::kGetSrqNum:
       rep.err = on_engine([&] { return s.nic->srq_number(s.ctx, req.u.handle.handle, rep.u.handle.handle); });
@@ -1164,10 +1345,7 @@ void VerbsServer::stop() {
       impl_->sessions.erase(fd);
       impl_->sockets.erase(fd);
     }
-    if (s && s->ctx != nullptr) {
-      impl_->agent.detach(s.get());
-      s->nic->close_context(s->ctx);
-    }
+    if (s && s->ctx != nullptr) impl_->leave_context(*s);
     if (s) Impl::release(*s);
   }
   impl_->acceptor.reset();

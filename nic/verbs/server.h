@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,32 @@ struct SharedRegion {
   void release();
 };
 
+struct Session;
+
+// A NIC context as the kernel's ib_uverbs_file: opened by one application
+// (kHello) and shared by those that import it (ibv_import_device with its
+// cmd_fd). PDs, MRs, MWs and AHs belong to it, whichever session made
+// them, and live until the last session sharing it goes; a session's
+// queues (CQs, SRQs, QPs, whose rings it maps) go with that session.
+struct SharedContext {
+  nic::Nic* nic = nullptr;
+  nic::HostContext* ctx = nullptr;  // nullptr once closed (its last session left)
+  // The opener's memory: every MR of the context names its pages (an
+  // importer registers none, see README).
+  std::shared_ptr<ProcessMemory> memory;
+  // The command file (ibv_context::cmd_fd): a memfd the engine made and
+  // keeps open, so its inode names this context alone for as long as it
+  // lives. Handing it back (SCM_RIGHTS) proves holding it, the only way
+  // into the context: its number or a handle is no key.
+  int cmd_file = -1;
+  uint64_t cmd_dev = 0, cmd_ino = 0;
+  std::vector<Session*> sessions;  // engine thread: who gets its async events
+  SharedContext() = default;
+  SharedContext(const SharedContext&) = delete;
+  SharedContext& operator=(const SharedContext&) = delete;
+  ~SharedContext();
+};
+
 // One application (one verbs context) attached to a NIC. Each field has
 // one owner thread: the control thread (which serves the socket) or the
 // engine thread (which runs the NIC; the control thread reaches it only
@@ -54,14 +81,17 @@ struct Session {
   int wake = -1;
   nic::Nic* nic = nullptr;
   nic::HostContext* ctx = nullptr;
+  bool imported = false;                  // joined the context with ibv_import_device
   SharedRegion doorbell;
   // Engine thread only (made on the control thread before hello hands it over).
-  std::unique_ptr<ProcessMemory> memory;
+  std::shared_ptr<ProcessMemory> memory;  // the context's (SharedContext::memory)
+  std::shared_ptr<SharedContext> shared;
   std::deque<Reply> events;               // async events not yet fetched
   uint32_t db_consumed = 0;
   std::vector<uint32_t> qpns;             // the QPs a doorbell rescan looks at
   // Control thread only.
   std::map<uint32_t, SharedRegion> cq_rings, srq_rings, qp_rings;
+  std::multiset<uint32_t> xrc_targets;    // XRC targets it holds, created or opened (they have no rings)
   std::map<uint32_t, int> channels;       // id -> the write end of its pipe (the application reads the other)
   std::vector<int> hand_over;             // fds of the reply being sent, closed once it is
   std::map<uint32_t, uint32_t> cq_channel;  // CQ handle -> the channel it reports to

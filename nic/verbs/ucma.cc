@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "nic/verbs/ucma_abi.h"
+
 namespace rocemu::verbs {
 namespace ucma_cc {
 
@@ -96,6 +98,7 @@ int serve_ucma(nic::Nic& nic, uint32_t channel, std::span<const uint8_t> cmd, Uc
   if (cmd.size() < sizeof hdr) return EINVAL;
   std::memcpy(&hdr, cmd.data(), sizeof hdr);
   if (sizeof hdr + hdr.in > cmd.size()) return EINVAL;
+  if (hdr.out < ucma_min_out(hdr.cmd)) return ENOSPC;
   return nic.with_cm(now, [&](ConnectionManager& cm) -> int {
     switch (hdr.cmd) {
       case RDMA_USER_CM_CMD_CREATE_ID: {

@@ -34,7 +34,7 @@ void hostile_round(const std::string& sock, uint64_t seed, HostileStats& st) {
     return;
   }
   // The doorbell page: producer far ahead, entries naming any QP.
-  if (fds.size() == 2) {
+  if (fds.size() >= 2) {  // doorbell, wake-up (and the command file)
     void* db = mmap(nullptr, hello->u.hello.doorbell_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
     if (db != MAP_FAILED) {
       auto* page = static_cast<verbs::DoorbellPage*>(db);

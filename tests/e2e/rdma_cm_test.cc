@@ -247,3 +247,42 @@ TEST_CASE("rdma_cm with the link going down mid-connection: the client gets its 
                          {"rping", "-c", "-a", kServerIp, "-V", "-C", "10"});
   require_both_ok(r);
 }
+
+namespace rdma_cm_test {
+
+// tests/e2e/data/ucma_raw.py: raw ucma commands on /dev/infiniband/rdma_cm.
+std::vector<std::string> ucma_raw(std::initializer_list<std::string> checks) {
+  std::vector<std::string> argv = {"/usr/bin/python3", std::string(ROCEMU_SOURCE_DIR) + "/tests/e2e/data/ucma_raw.py"};
+  argv.insert(argv.end(), checks);
+  return argv;
+}
+
+}  // namespace rdma_cm_test
+
+TEST_CASE("rdma_cm's file as the kernel's: ENOSPC for a short response; dup, dup2, dup3, close_range and closefrom "
+          "on the channel's descriptor",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  Process p = f.exec("h1", ucma_raw({"enospc", "dup", "close_range", "closefrom"}));
+  const int status = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(status == 0);
+  CHECK_THAT(p.output, !Catch::Contains("FAIL"));
+  size_t oks = 0;
+  for (size_t at = p.output.find("ok "); at != std::string::npos; at = p.output.find("ok ", at + 1))
+    oks += at == 0 || p.output[at - 1] == '\n';
+  CHECK(oks == 15);
+}
+
+TEST_CASE("A blocking rdma_get_cm_event fails with EIO when the engine dies, instead of waiting for ever",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  Process p = f.exec("h1", ucma_raw({"block"}));
+  REQUIRE(wait_until([&] { return p.output.find("waiting") != std::string::npos; }, std::chrono::seconds(30), {&p}));
+  kill(f.engine_pid(), SIGKILL);  // ours, by pid
+  f.forget_engine();
+  const int status = finish(p, std::chrono::seconds(30));
+  INFO(p.output);
+  CHECK(status == 0);
+  CHECK_THAT(p.output, Catch::Contains("ok a blocking GET_EVENT whose engine died fails with EIO"));
+}

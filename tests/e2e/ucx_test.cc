@@ -2,6 +2,8 @@
 // it finds rocemu0 through /dev/infiniband and /sys/class/infiniband
 // (tests/e2e/device_files_test.cc) and runs its verbs transports,
 // rc_verbs and ud_verbs, between h1 and h2.
+#include <signal.h>
+
 #include "tests/e2e/fabric.h"
 
 using namespace rocemu::test;
@@ -42,6 +44,7 @@ TEST_CASE("ucx_info -d lists rocemu0:1 with rc_verbs and ud_verbs", "[e2e][ucx]"
   CHECK_THAT(dom, Catch::Contains("Transport: ud_verbs"));
   CHECK_THAT(dom, Catch::Contains("Device: rocemu0:1"));
   CHECK_THAT(dom, Catch::Contains("atomic_fadd: 64 bit"));
+  CHECK_THAT(p.output, Catch::Contains("# Connection manager: rdmacm"));  // UCX's client/server over rdma_cm
 }
 
 TEST_CASE("ucx_perftest's UCT tests run over rc_verbs and ud_verbs", "[e2e][ucx]") {
@@ -71,4 +74,37 @@ TEST_CASE("ucx_perftest's UCP tests run with UCX_TLS=rc_verbs,ud_verbs and with 
     ucx_perftest(f, env, {"-t", "tag_lat", "-s", "8", "-n", "300", "-w", "20"});
     ucx_perftest(f, env, {"-t", "stream_bw", "-s", "65536", "-n", "300", "-w", "20"});
   }
+}
+
+// UCX's client/server connection (ucp_listener, ucp_ep_create by socket
+// address) through its rdmacm connection manager: io_demo (ucx-utils) moves
+// READ and WRITE I/O of 1 KiB to 256 KiB with its data integrity check (-q).
+// The server listens only on rdma_cm (UCX_SOCKADDR_TLS_PRIORITY=rdmacm) and
+// the client connects to h2's NIC address, which no Linux interface has:
+// nothing but rdma_cm can make that connection.
+TEST_CASE("UCX connects client to server over rdma_cm (io_demo, sockaddr, rdmacm), data checked", "[e2e][ucx][rdma_cm]") {
+  Fabric f;
+  const std::string port = std::to_string(pick_port());
+  const std::vector<std::string> io = {"/usr/bin/env", "UCX_SOCKADDR_TLS_PRIORITY=rdmacm", "UCX_TLS=rc_verbs,ud_verbs",
+                                       "UCX_NET_DEVICES=rocemu0:1", "/usr/bin/io_demo", "-p", port, "-q", "-o",
+                                       "read,write", "-d", "1024:262144"};
+  Process s = f.exec("h2", io);
+  const bool listening =
+      wait_until([&] { return counter_at(f.counters(), "h2/cm listening") > 0; }, std::chrono::seconds(30), {&s});
+  std::vector<std::string> client = io;
+  client.insert(client.end(), {"-c", "3", "-i", "1000", "10.0.2.1"});
+  Process c;
+  if (listening) {
+    c = f.exec("h1", client);
+    finish(c, std::chrono::seconds(90));
+  }
+  kill(s.pid, SIGTERM);  // io_demo's server serves until stopped
+  finish(s, std::chrono::seconds(10));
+  INFO("--- client ---\n" << c.output << "\n--- server ---\n" << s.output);
+  REQUIRE(listening);
+  CHECK(c.status == 0);
+  CHECK_THAT(c.output, Catch::Contains("Client exit with status 'OK'"));
+  CHECK_THAT(c.output, Catch::Contains("remote address 10.0.2.1:" + port));
+  CHECK_THAT(s.output, !Catch::Contains("Assertion"));
+  CHECK(counter_at(f.counters(), "h2/cm mads_received") >= 3);  // REQ, RTU, DREQ or DREP
 }

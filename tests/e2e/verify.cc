@@ -20,6 +20,13 @@
 //                                              and each misuse's errno
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
+//   rocemu-verify --import HOST                the active side of a pair split over two
+//                                              processes: the owner makes the PD and MR, a
+//                                              child imports them with the context's cmd_fd
+//                                              and moves the owner's bytes (which the owner
+//                                              checks); bad imports get the man pages' errno
+//   rocemu-verify --parent-domain              a thread domain and parent domains with
+//                                              allocators under loopback QPs, SRQs and MRs
 //   options: --size BYTES --iters N --gid INDEX
 //            --qp-timeout T (the QP's timeout attribute: 4.096 us * 2^T per try, default 14)
 #include <arpa/inet.h>
@@ -27,7 +34,11 @@
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +46,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -82,6 +95,7 @@ struct Side {
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
   std::vector<uint8_t> buf;
+  uint64_t base = 0;  // where local SGEs point, if not into buf (another process's memory, --import)
   int gid_index = 3;
   Peer local{};
 };
@@ -189,7 +203,8 @@ std::vector<ibv_wc> wait(Side& s, int n, int seconds = 60) {
 
 void post(Side& s, ibv_wr_opcode op, uint64_t local_off, uint32_t len, uint64_t remote, uint32_t rkey, uint64_t id,
           uint64_t add = 0) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(s.buf.data()) + local_off, len, s.mr->lkey};
+  const uint64_t base = s.base != 0 ? s.base : reinterpret_cast<uint64_t>(s.buf.data());
+  ibv_sge sge{base + local_off, len, s.mr->lkey};
   ibv_send_wr wr{}, *bad = nullptr;
   wr.wr_id = id;
   wr.sg_list = &sge;
@@ -1204,9 +1219,386 @@ int run_xrc(const Options& o) {
 
 }  // namespace
 
+// ---- one context in two processes (ibv_import_device) --------------------
+
+// What the owner hands the importer along with the context's cmd_fd.
+struct Handed {
+  uint32_t pd, mr, stale_mr, lkey, rkey;
+  uint64_t addr, stale_addr, length;
+};
+
+void hand_over(int sock, int fd, const Handed& h) {
+  iovec iov{const_cast<Handed*>(&h), sizeof h};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  CHECKV(sendmsg(sock, &m, 0) == ssize_t(sizeof h), "sendmsg: %s", std::strerror(errno));
+}
+
+int take_over(int sock, Handed& h) {
+  iovec iov{&h, sizeof h};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != ssize_t(sizeof h)) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+// One step of the owner/importer dialogue.
+void say(int sock, char c) { CHECKV(write(sock, &c, 1) == 1, "say %c", c); }
+void hear(int sock, char want) {
+  char c = 0;
+  if (read(sock, &c, 1) != 1 || c != want) {
+    std::fprintf(stderr, "rocemu-verify: expected '%c' from the other process, got '%c'\n", want, c);
+    std::exit(3);
+  }
+}
+
+// A bad import gets NULL and `want` in errno.
+template <typename T>
+void check_null_errno(T* got, int want, const char* what) {
+  const int e = errno;
+  CHECKV(got == nullptr && e == want, "%s: %p, errno %s (want %s)", what, static_cast<void*>(got), std::strerror(e),
+         std::strerror(want));
+}
+
+// The importer (child): the context, PD and MR the owner made, a CQ and a
+// QP of its own on that PD, and the owner's bytes moved to and from the
+// peer under the imported MR's keys.
+int run_importer(const Options& o, int sock) {
+  Handed h{};
+  const int cmd_fd = take_over(sock, h);
+  CHECKV(cmd_fd >= 0, "no cmd_fd from the owner");
+  // Bad flows of ibv_import_device (libibverbs' own answers).
+  check_null_errno(ibv_import_device(-1), EINVAL, "import_device(-1)");
+  int fds[2];
+  CHECKV(pipe(fds) == 0, "pipe");
+  check_null_errno(ibv_import_device(fds[0]), EINVAL, "import_device(a pipe)");
+  close(fds[0]);
+  close(fds[1]);
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  check_null_errno(ibv_import_device(null_fd), ENODEV, "import_device(/dev/null)");
+  close(null_fd);
+  ibv_context* ctx = ibv_import_device(cmd_fd);
+  CHECKV(ctx != nullptr, "import_device: %s", std::strerror(errno));
+  if (ctx == nullptr) return 1;
+  CHECKV(ctx->cmd_fd == cmd_fd, "the imported context's cmd_fd is %d, not %d", ctx->cmd_fd, cmd_fd);
+  // Unknown handles: ENOENT, as the kernel's lookup of a handle not there.
+  check_null_errno(ibv_import_pd(ctx, h.pd + 0x1000), ENOENT, "import_pd(unknown)");
+  ibv_pd* pd = ibv_import_pd(ctx, h.pd);
+  CHECKV(pd != nullptr && pd->handle == h.pd, "import_pd: %s", std::strerror(errno));
+  if (pd == nullptr) return 1;
+  check_null_errno(ibv_import_mr(pd, 0xdeadbeef), ENOENT, "import_mr(unknown)");
+  ibv_mr* mr = ibv_import_mr(pd, h.mr);
+  CHECKV(mr != nullptr, "import_mr: %s", std::strerror(errno));
+  if (mr == nullptr) return 1;
+  CHECKV(mr->addr == nullptr && mr->length == h.length && mr->lkey == h.lkey && mr->rkey == h.rkey &&
+             mr->handle == h.mr && mr->pd == pd,
+         "imported MR: addr %p length %zu lkey %#x rkey %#x", mr->addr, mr->length, mr->lkey, mr->rkey);
+  // A second import of the same MR, unimported: the MR stays (used below).
+  ibv_mr* again = ibv_import_mr(pd, h.mr);
+  CHECKV(again != nullptr && again->lkey == h.lkey, "import_mr again: %s", std::strerror(errno));
+  if (again != nullptr) ibv_unimport_mr(again);
+  ibv_mr* stale = ibv_import_mr(pd, h.stale_mr);
+  CHECKV(stale != nullptr, "import_mr(second MR): %s", std::strerror(errno));
+  // This emulator's limit (README): an importer registers no memory.
+  std::vector<uint8_t> mine(4096);
+  check_null_errno(ibv_reg_mr(pd, mine.data(), mine.size(), IBV_ACCESS_LOCAL_WRITE), EOPNOTSUPP, "reg_mr by the importer");
+  Side s;
+  s.ctx = ctx;
+  s.pd = pd;
+  s.mr = mr;
+  s.base = h.addr;
+  s.gid_index = o.gid;
+  s.cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+  CHECKV(s.cq != nullptr, "create_cq: %s", std::strerror(errno));
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = s.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {64, 64, 1, 1, 0};
+  s.qp = ibv_create_qp(pd, &ia);
+  CHECKV(s.qp != nullptr, "create_qp on the imported PD: %s", std::strerror(errno));
+  if (s.cq == nullptr || s.qp == nullptr) return 1;
+  say(sock, 'Q');  // the owner's PD now has this process's QP on it
+  hear(sock, 'k');  // and the owner has deregistered the second MR: gone here too
+  check_null_errno(ibv_import_mr(pd, h.stale_mr), ENOENT, "import_mr(deregistered by the owner)");
+  ibv_gid gid;
+  CHECKV(ibv_query_gid(ctx, 1, o.gid, &gid) == 0, "query_gid");
+  s.local = {s.qp->qp_num, 0x500, h.rkey, h.addr, {}};
+  std::memcpy(s.local.gid, gid.raw, 16);
+  const int fd = tcp_connect(o.host, o.port);
+  Peer peer{};
+  xfer(fd, &s.local, &peer, sizeof peer);
+  CHECKV(connect_qp(s, peer) == 0, "connect_qp");
+  // The owner lays out each iteration's bytes and checks what lands.
+  const size_t q = o.size / 4;
+  for (int it = 0; it < o.iters; it++) {
+    hear(sock, 'g');
+    post(s, IBV_WR_RDMA_WRITE, 0, uint32_t(q), peer.addr, peer.rkey, 1);
+    post(s, IBV_WR_RDMA_READ, q, uint32_t(q), peer.addr, peer.rkey, 2);
+    post(s, IBV_WR_RDMA_READ, 2 * q, uint32_t(q), peer.addr + q, peer.rkey, 3);
+    post(s, IBV_WR_ATOMIC_FETCH_AND_ADD, o.size - 8, 8, peer.addr + o.size - 8, peer.rkey, 4, 1);
+    for (auto& w : wait(s, 4))
+      CHECKV(w.status == IBV_WC_SUCCESS, "iteration %d, wr %llu: %s", it, static_cast<unsigned long long>(w.wr_id),
+             ibv_wc_status_str(w.status));
+    say(sock, 'd');
+  }
+  // The second MR, deregistered by the owner while imported here: a
+  // WRITE from it fails locally (its QP goes to the error state).
+  if (stale != nullptr) {
+    ibv_sge sge{h.stale_addr, 64, stale->lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = 9;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = peer.addr;
+    wr.wr.rdma.rkey = peer.rkey;
+    CHECKV(ibv_post_send(s.qp, &wr, &bad) == 0, "post_send");
+    auto wc = wait(s, 1);
+    CHECKV(wc[0].status == IBV_WC_LOC_PROT_ERR, "WRITE from a deregistered MR: %s", ibv_wc_status_str(wc[0].status));
+    ibv_unimport_mr(stale);
+  }
+  char done = g_failures == 0 ? 'Y' : 'N', ack = 0;
+  xfer(fd, &done, &ack, 1);
+  close(fd);
+  // The owner has closed its device: its MR and PD are the context's, and
+  // the importer's to destroy (the QP on the PD first).
+  CHECKV(ibv_dealloc_pd(pd) == EBUSY, "dealloc_pd under the importer's own QP is not EBUSY");
+  CHECKV(ibv_destroy_qp(s.qp) == 0 && ibv_destroy_cq(s.cq) == 0, "destroy");
+  CHECKV(ibv_dereg_mr(mr) == 0, "dereg_mr of the owner's MR by the importer");
+  CHECKV(ibv_dealloc_pd(pd) == 0, "dealloc_pd of the owner's PD by the importer");
+  CHECKV(ibv_close_device(ctx) == 0, "close_device");
+  say(sock, 'E');
+  return g_failures == 0 ? 0 : 1;
+}
+
+// The owner (parent): opens the device, registers its buffer, hands the
+// context to the importer and checks every byte the importer moved.
+int run_import(const Options& o) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 2;
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(sv[0]);
+    const int rc = run_importer(o, sv[1]);
+    std::printf("rocemu-verify: importer %s (%d failure(s))\n", rc == 0 ? "all good" : "FAILED", g_failures);
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  close(sv[1]);
+  const int sock = sv[0];
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  auto* buf = static_cast<uint8_t*>(
+      mmap(nullptr, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  std::vector<uint8_t> stale_buf(4096, 0x5a);
+  constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  ibv_mr* mr = ibv_reg_mr(pd, buf, o.size, kAll);
+  ibv_mr* stale = ibv_reg_mr(pd, stale_buf.data(), stale_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  CHECKV(pd != nullptr && mr != nullptr && stale != nullptr, "owner: pd/reg_mr: %s", std::strerror(errno));
+  if (mr == nullptr || stale == nullptr) return 1;
+  const Handed h{pd->handle, mr->handle, stale->handle, mr->lkey, mr->rkey,
+                 reinterpret_cast<uint64_t>(buf), reinterpret_cast<uint64_t>(stale_buf.data()), o.size};
+  hand_over(sock, ctx->cmd_fd, h);
+  hear(sock, 'Q');
+  // The importer's QP is on the PD: it is busy for the owner too.
+  CHECKV(ibv_dealloc_pd(pd) == EBUSY, "owner: dealloc_pd under the importer's QP is not EBUSY");
+  CHECKV(ibv_dereg_mr(stale) == 0, "owner: dereg of the imported second MR");
+  say(sock, 'k');
+  const size_t q = o.size / 4;
+  for (int it = 0; it < o.iters; it++) {
+    // Before the last, the owner closes its device: the context, its PD
+    // and MR stay the importer's, and reach this process's memory still.
+    if (it == o.iters - 1 && ctx != nullptr) {
+      CHECKV(ibv_close_device(ctx) == 0, "owner: close_device");
+      ctx = nullptr;
+    }
+    for (size_t i = 0; i < q; i++) buf[i] = pattern(uint64_t(it), i);
+    std::memset(buf + q, 0, 2 * q);
+    say(sock, 'g');
+    hear(sock, 'd');
+    // In this process's memory: what the importer wrote out and read back,
+    // the peer's pattern, the counter as it was.
+    CHECKV(std::memcmp(buf, buf + q, q) == 0, "owner: iteration %d: WRITE then READ differ", it);
+    for (size_t i = 0; i < q; i++)
+      if (buf[2 * q + i] != pattern(1000, i)) {
+        CHECKV(false, "owner: iteration %d: READ byte %zu is %u, want %u", it, i, buf[2 * q + i], pattern(1000, i));
+        break;
+      }
+    uint64_t before;
+    std::memcpy(&before, buf + o.size - 8, 8);
+    CHECKV(before == uint64_t(it), "owner: iteration %d: FETCH_ADD returned %llu", it,
+           static_cast<unsigned long long>(before));
+    std::printf("rocemu-verify: iteration %d checked by the owner\n", it);
+    std::fflush(stdout);
+  }
+  hear(sock, 'E');
+  if (ctx != nullptr) CHECKV(ibv_close_device(ctx) == 0, "owner: close_device");
+  munmap(buf, o.size);
+  int st = 0;
+  waitpid(child, &st, 0);
+  CHECKV(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the importer failed (status %d)", st);
+  return g_failures == 0 ? 0 : 1;
+}
+
+// ---- thread and parent domains ---------------------------------------------
+
+// A parent domain's allocator that counts, hands out fresh zeroed pages
+// (or asks for the default, or fails) and remembers what it gave.
+struct Allocations {
+  enum Mode { kPages, kDefault, kFail } mode = kPages;
+  int allocs = 0, frees = 0;
+  std::vector<uint64_t> types;
+  std::map<void*, size_t> live;
+};
+
+void* count_alloc(ibv_pd*, void* pd_context, size_t size, size_t alignment, uint64_t type) {
+  auto& a = *static_cast<Allocations*>(pd_context);
+  a.allocs++;
+  a.types.push_back(type);
+  if (a.mode == Allocations::kDefault) return IBV_ALLOCATOR_USE_DEFAULT;
+  if (a.mode == Allocations::kFail) return nullptr;
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || reinterpret_cast<uintptr_t>(p) % alignment != 0) return nullptr;
+  madvise(p, size, MADV_DONTFORK);
+  a.live[p] = size;
+  return p;
+}
+
+void count_free(ibv_pd*, void* pd_context, void* ptr, uint64_t) {
+  auto& a = *static_cast<Allocations*>(pd_context);
+  a.frees++;
+  auto it = a.live.find(ptr);
+  CHECKV(it != a.live.end(), "free of %p, never allocated", ptr);
+  if (it == a.live.end()) return;
+  // What comes back is plain memory again, zeroed.
+  const auto* b = static_cast<const uint8_t*>(ptr);
+  bool zero = true;
+  for (size_t i = 0; i < it->second && zero; i++) zero = b[i] == 0;
+  CHECKV(zero, "a queue's memory came back to the allocator not zeroed");
+  munmap(ptr, it->second);
+  a.live.erase(it);
+}
+
+// The /proc/self/maps line of the mapping at `p`.
+std::string mapping_at(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  char want[32];
+  std::snprintf(want, sizeof want, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(p)));
+  for (std::string line; std::getline(maps, line);)
+    if (line.rfind(want, 0) == 0) return line;
+  return "";
+}
+
+ibv_pd* parent_domain(ibv_context* ctx, ibv_pd* pd, ibv_td* td, Allocations* a) {
+  ibv_parent_domain_init_attr attr{};
+  attr.pd = pd;
+  attr.td = td;
+  attr.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  attr.alloc = count_alloc;
+  attr.free = count_free;
+  attr.pd_context = a;
+  return ibv_alloc_parent_domain(ctx, &attr);
+}
+
+int run_parent_domain(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_td_init_attr td_attr{};
+  td_attr.comp_mask = 1;
+  check_null_errno(ibv_alloc_td(ctx, &td_attr), EINVAL, "alloc_td(unknown comp_mask)");
+  td_attr.comp_mask = 0;
+  ibv_td* td = ibv_alloc_td(ctx, &td_attr);
+  CHECKV(td != nullptr, "alloc_td: %s", std::strerror(errno));
+  // Bad parent domains.
+  Allocations a;
+  ibv_parent_domain_init_attr bad{};
+  bad.pd = nullptr;
+  check_null_errno(ibv_alloc_parent_domain(ctx, &bad), EINVAL, "parent domain without a PD");
+  bad.pd = pd;
+  bad.comp_mask = 1u << 7;
+  check_null_errno(ibv_alloc_parent_domain(ctx, &bad), EINVAL, "parent domain with an unknown comp_mask bit");
+  bad.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+  bad.alloc = count_alloc;
+  check_null_errno(ibv_alloc_parent_domain(ctx, &bad), EINVAL, "parent domain with alloc but no free");
+  ibv_pd* dom = parent_domain(ctx, pd, td, &a);
+  CHECKV(dom != nullptr && dom->context == ctx, "alloc_parent_domain: %s", std::strerror(errno));
+  if (dom == nullptr) return 1;
+  check_null_errno(parent_domain(ctx, dom, nullptr, &a), EINVAL, "a parent domain of a parent domain");
+  // Two QPs with their MRs through the domain: one allocation each, of the
+  // QP resource type, and the rings live there.
+  Side x, y;
+  setup(x, ctx, dom, o.size, o.gid, 0x600);
+  setup(y, ctx, dom, o.size, o.gid, 0x700);
+  const uint64_t qp_type = uint64_t(RDMA_DRIVER_RXE) << 32 | 1, srq_type = uint64_t(RDMA_DRIVER_RXE) << 32 | 2;
+  CHECKV(a.allocs == 2 && a.types == std::vector<uint64_t>({qp_type, qp_type}), "allocations for two QPs: %d", a.allocs);
+  for (const auto& [p, n] : a.live) {
+    const std::string m = mapping_at(p);
+    CHECKV(m.find("rocemu-qp") != std::string::npos, "the allocated range at %p is not the QP's rings: '%s'", p,
+           m.c_str());
+  }
+  for (size_t i = 0; i < o.size / 4; i++) y.buf[o.size / 4 + i] = pattern(1000, i);
+  CHECKV(connect_qp(x, y.local) == 0 && connect_qp(y, x.local) == 0, "connect");
+  drive(x, y.local, o);
+  // An SRQ through it too.
+  ibv_srq_init_attr si{};
+  si.attr.max_wr = 16;
+  si.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(dom, &si);
+  CHECKV(srq != nullptr && a.allocs == 3 && a.types.back() == srq_type, "create_srq through the domain: %s",
+         std::strerror(errno));
+  // Busy while in use: the domain, its TD, its PD.
+  CHECKV(ibv_dealloc_pd(dom) == EBUSY, "dealloc of a parent domain in use is not EBUSY");
+  CHECKV(ibv_dealloc_td(td) == EBUSY, "dealloc of a TD under a parent domain is not EBUSY");
+  CHECKV(ibv_dealloc_pd(pd) == EBUSY, "dealloc of the PD under a parent domain is not EBUSY");
+  if (srq != nullptr) CHECKV(ibv_destroy_srq(srq) == 0, "destroy_srq");
+  for (Side* s : {&x, &y})
+    CHECKV(ibv_destroy_qp(s->qp) == 0 && ibv_dereg_mr(s->mr) == 0 && ibv_destroy_cq(s->cq) == 0, "destroy");
+  CHECKV(a.frees == 3 && a.live.empty(), "frees: %d of 3", a.frees);
+  CHECKV(ibv_dealloc_pd(dom) == 0, "dealloc of the parent domain");
+  CHECKV(ibv_dealloc_td(td) == 0, "dealloc_td");
+  // IBV_ALLOCATOR_USE_DEFAULT: asked, then the provider's own; an
+  // allocator's NULL fails the QP with ENOMEM.
+  Allocations d;
+  d.mode = Allocations::kDefault;
+  ibv_pd* dom2 = parent_domain(ctx, pd, nullptr, &d);
+  CHECKV(dom2 != nullptr, "second parent domain: %s", std::strerror(errno));
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap = {16, 16, 1, 1, 0};
+  ibv_qp* qp = ibv_create_qp(dom2, &ia);
+  CHECKV(qp != nullptr && d.allocs == 1, "QP with the default allocator: %s", std::strerror(errno));
+  if (qp != nullptr) CHECKV(ibv_destroy_qp(qp) == 0 && d.frees == 0, "the default's memory went to free()");
+  d.mode = Allocations::kFail;
+  check_null_errno(ibv_create_qp(dom2, &ia), ENOMEM, "QP whose allocator fails");
+  CHECKV(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(dom2) == 0 && ibv_dealloc_pd(pd) == 0, "teardown");
+  CHECKV(ibv_close_device(ctx) == 0, "close_device");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   Options o;
-  bool leave = false, leave_wait = false, api = false, mw = false, xrc = false;
+  bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false, xrc = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1222,6 +1614,10 @@ int main(int argc, char** argv) {
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
+    else if (a == "--import") {
+      import = true;
+      o.host = next();
+    } else if (a == "--parent-domain") parent = true;
     else if (a == "--bind") o.bind = next();
     else if (a == "--port") o.port = std::stoi(next());
     else if (a == "--size") o.size = std::stoul(next());
@@ -1230,8 +1626,8 @@ int main(int argc, char** argv) {
     else if (a == "--qp-timeout") g_qp_timeout = uint8_t(std::stoi(next()));
     else {
       std::fprintf(stderr,
-                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --misuse | --api | --mw | --xrc | --leave "
-                   "[--wait] [options]\n");
+                   "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --import HOST | --misuse | "
+                   "--api | --mw | --parent-domain | --xrc | --leave [--wait] [options]\n");
       return 2;
     }
   }
@@ -1240,6 +1636,8 @@ int main(int argc, char** argv) {
   if (leave) return run_leave(o, leave_wait);
   if (api) rc = run_api(o);
   else if (mw) rc = run_mw(o);
+  else if (import) rc = run_import(o);
+  else if (parent) rc = run_parent_domain(o);
   else if (xrc) rc = run_xrc(o);
   else if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);

@@ -106,7 +106,9 @@ Request make_request(Input& in, Known& k, World& w) {
       r.u.reg_mr.iova = in.byte() & 1 ? r.u.reg_mr.addr : in.u64();
       break;
     }
-    case Op::kDeregMr: r.u.handle.handle = k.pick(k.mrs, in); break;
+    case Op::kDeregMr:
+    case Op::kImportMr: r.u.handle.handle = k.pick(k.mrs, in); break;
+    case Op::kImportPd: r.u.handle.handle = k.pick(k.pds, in); break;
     case Op::kAllocMw: r.u.alloc_mw = {k.pick(k.pds, in), in.byte() & 1 ? in.u32() : uint32_t(in.byte() % 4)}; break;
     case Op::kDeallocMw: r.u.handle.handle = k.pick(k.mws, in); break;
     case Op::kDestroyChannel: r.u.handle.handle = k.pick(k.channels, in); break;
@@ -262,8 +264,9 @@ std::string fuzz_control_session(const uint8_t* data, size_t size) {
   if (in.byte() & 1) c->hello("h1");  // most sessions attach first
   for (int i = 0; in.n > 0 && i < 64; i++) {
     const Request r = make_request(in, k, w);
-    int efd = -1;  // no request takes an fd: one sent is refused and closed
-    if (r.op == Op::kCreateChannel && (in.byte() & 3) == 0) efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int efd = -1;  // only kImportContext takes an fd (a command file): any other is refused and closed
+    if ((r.op == Op::kCreateChannel || r.op == Op::kImportContext) && (in.byte() & 3) == 0)
+      efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     const bool sent = in.byte() == 0xfe ? c->send_raw(&r, in.byte() % sizeof r, efd) : c->send(r, efd);
     if (efd >= 0) close(efd);  // the server holds its own copy
     if (!sent) {  // dropped by the server: a new session

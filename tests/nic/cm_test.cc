@@ -147,8 +147,9 @@ struct CmPair {
       return ip == pair->ip_a || ip == pair->ip_b ? pair->reach_answer : Reach::kPending;
     }
     void send_mad(const wire::IpAddr& dst, const Mad& mad, Time) override { pair->wire_.push_back({self, dst, mad}); }
-    uint8_t path_mtu() override { return IBV_MTU_4096; }
+    uint8_t path_mtu() override { return self == pair->ip_b ? pair->side_b_mtu : uint8_t(IBV_MTU_4096); }
   } side_a, side_b;
+  uint8_t side_b_mtu = uint8_t(IBV_MTU_4096);
 
   CmPair() {
     side_a.pair = side_b.pair = this;
@@ -361,6 +362,32 @@ TEST_CASE("rdma_cm: an address nobody answers gives ADDR_ERROR at the timeout; l
   CHECK(p.a->bind(p.ch_a, other, &foreign, 0) == ENODEV);
 }
 
+TEST_CASE("rdma_cm: a bind to 127.0.0.1 is a wildcard bind (no device), and a listener there hears the NIC's address",
+          "[unit][cm]") {
+  // The kernel's cma_any_addr takes a loopback address for the wildcard;
+  // libfabric's verbs provider binds 127.0.0.1 and looks for no device.
+  CmPair p;
+  uint32_t lo = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, lo) == 0);
+  const wire::IpAddr loopback = wire::IpAddr::v4(0x7f000001);
+  REQUIRE(p.b->bind(p.ch_b, lo, &loopback, 7174) == 0);
+  rdma_ucm_query_route_resp route{};
+  REQUIRE(p.b->query_route(p.ch_b, lo, route) == 0);
+  CHECK(route.node_guid == 0);  // librdmacm's id->verbs stays NULL
+  const auto* src = reinterpret_cast<const sockaddr_in*>(&route.src_addr);
+  CHECK(src->sin_family == AF_INET);
+  CHECK(ntohl(src->sin_addr.s_addr) == 0x7f000001);
+  CHECK(ntohs(src->sin_port) == 7174);
+  REQUIRE(p.b->listen(p.ch_b, lo, 8) == 0);
+  uint32_t id = 0;
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+}
+
 TEST_CASE("rdma_cm: a lost REQ is sent again on its timeout; 15 losses later UNREACHABLE", "[unit][cm]") {
   CmPair p;
   uint32_t listen_id = 0;
@@ -450,6 +477,93 @@ TEST_CASE("rdma_cm UD: SIDR_REQ answered by SIDR_REP with QPN and Q_Key; no list
   REQUIRE(p.a->init_qp_attr(p.ch_a, id, IBV_QPS_INIT, init) == 0);
   CHECK((init.qp_attr_mask & IBV_QP_QKEY) != 0);
   CHECK(init.qkey == 0x01234567);
+}
+
+TEST_CASE("rdma_cm: a REQ to a UD listener is rejected (28), a SIDR_REQ to an RC listener gets SIDR_REP reject (2)",
+          "[unit][cm]") {
+  // The kernel's cma_ib_check_req_qp_type: a request whose QP type is not
+  // the listener's fails the listener's handler, and the CM turns it down
+  // as it destroys the new id (REJ consumer defined; SIDR_REP IB_SIDR_REJECT).
+  // RDMA_PS_IB ids carry the QP type the program chose.
+  CmPair p;
+  uint32_t ud_listener = 0, rc_listener = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_IB, IBV_QPT_UD, ud_listener) == 0);
+  REQUIRE(p.b->bind(p.ch_b, ud_listener, nullptr, 7000) == 0);
+  REQUIRE(p.b->listen(p.ch_b, ud_listener, 8) == 0);
+  REQUIRE(p.b->create_id(p.ch_b, 0xb1, RDMA_PS_IB, IBV_QPT_RC, rc_listener) == 0);
+  REQUIRE(p.b->bind(p.ch_b, rc_listener, nullptr, 7001) == 0);
+  REQUIRE(p.b->listen(p.ch_b, rc_listener, 8) == 0);
+  auto connect_to = [&](uint8_t qp_type, uint16_t port) {
+    uint32_t id = 0;
+    REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_IB, qp_type, id) == 0);
+    REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, port, 2000, p.now) == 0);
+    REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+    CmPair::next(*p.a, p.ch_a);
+    CmPair::next(*p.a, p.ch_a);
+    REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  };
+  connect_to(IBV_QPT_RC, 7000);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq, Attr::kRej});
+  EventResp e = CmPair::next(*p.a, p.ch_a);
+  CHECK(e.event == RDMA_CM_EVENT_REJECTED);
+  CHECK(e.status == kRejConsumerDefined);
+  connect_to(IBV_QPT_UD, 7001);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kSidrReq, Attr::kSidrRep});
+  e = CmPair::next(*p.a, p.ch_a);
+  CHECK(e.event == RDMA_CM_EVENT_UNREACHABLE);
+  CHECK(e.status == kSidrReject);
+  // The listeners saw nothing and hold no new id.
+  CHECK_FALSE(p.b->get_event(p.ch_b));
+  CHECK(p.b->ids() == 2);
+  CHECK(p.b->counters().no_listener == 0);
+  // RDMA_PS_TCP ids are RC and RDMA_PS_UDP ids UD, whatever the command
+  // says (ucma_get_qp_type): a UDP listener asked for as RC still hears
+  // SIDR only.
+  uint32_t udp = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb2, RDMA_PS_UDP, IBV_QPT_RC, udp) == 0);
+  REQUIRE(p.b->bind(p.ch_b, udp, nullptr, 7002) == 0);
+  REQUIRE(p.b->listen(p.ch_b, udp, 8) == 0);
+  uint32_t active = 0;
+  REQUIRE(p.a->create_id(p.ch_a, 0xa1, RDMA_PS_UDP, IBV_QPT_RC, active) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, active, nullptr, p.ip_b, 7002, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, active, p.now) == 0);
+  CmPair::next(*p.a, p.ch_a);
+  CmPair::next(*p.a, p.ch_a);
+  REQUIRE(p.a->connect(p.ch_a, active, {}, p.now) == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kSidrReq});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+}
+
+TEST_CASE("rdma_cm: the REQ's path MTU is clamped to the port's; one that is no IBA MTU is kept, and the QP's RTR "
+          "fails on it as a RoCE driver's",
+          "[unit][cm]") {
+  // The kernel's CM takes the REQ's MTU as is (cm_req_handler) and the
+  // driver's modify_qp refuses one outside 256..4096 (mlx5: "invalid mtu").
+  // Here a valid MTU above the port's is clamped to it (the NIC could not
+  // send larger packets), an invalid one reaches rdma_init_qp_attr as is.
+  for (const uint8_t asked : {uint8_t(IBV_MTU_1024), uint8_t(IBV_MTU_4096), uint8_t(0), uint8_t(7)}) {
+    CmPair p;
+    uint32_t listen_id = 0;
+    REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, listen_id) == 0);
+    REQUIRE(p.b->bind(p.ch_b, listen_id, nullptr, 7174) == 0);
+    REQUIRE(p.b->listen(p.ch_b, listen_id, 8) == 0);
+    // A REQ as a peer would send it, with the MTU field set by hand.
+    uint32_t id = 0;
+    REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+    REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+    REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+    REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+    REQUIRE(p.wire_.size() == 1);
+    p.wire_.front().mad.set(req::kPathMtu, asked);
+    p.side_b_mtu = uint8_t(IBV_MTU_2048);
+    CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+    EventResp req = CmPair::next(*p.b, p.ch_b);
+    ib_uverbs_qp_attr rtr{};
+    REQUIRE(p.b->init_qp_attr(p.ch_b, req.id, IBV_QPS_RTR, rtr) == 0);
+    INFO("REQ path MTU " << int(asked));
+    const uint8_t expect = asked >= IBV_MTU_256 && asked <= IBV_MTU_4096 ? std::min<uint8_t>(asked, IBV_MTU_2048) : asked;
+    CHECK(rtr.path_mtu == expect);
+  }
 }
 
 TEST_CASE("rdma_cm: ids bind to free ports only; destroying an id with events queued takes them back",

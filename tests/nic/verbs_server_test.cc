@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -378,8 +379,8 @@ TEST_CASE("Each application gets a wake-up eventfd of its own: another cannot re
   auto ha = a.hello("h1", &fa), hb = b.hello("h1", &fb);
   REQUIRE(ha);
   REQUIRE(hb);
-  REQUIRE(fa.size() == 2);
-  REQUIRE(fb.size() == 2);
+  REQUIRE(fa.size() == 3);  // doorbell, wake-up, command file
+  REQUIRE(fb.size() == 3);
   // A rings the engine; what B holds does not see it (a shared eventfd
   // would: B could read A's wake-up away while the engine sleeps).
   const uint64_t one = 1;
@@ -427,7 +428,7 @@ TEST_CASE("Shared queue memory cannot be shrunk by the application (the engine w
   std::vector<int> fds;
   auto hello = c.hello("h1", &fds);
   REQUIRE(hello);
-  REQUIRE(fds.size() == 2);
+  REQUIRE(fds.size() == 3);
   CHECK(ftruncate(fds[0], 0) != 0);  // the doorbell page
   CHECK(errno == EPERM);
   Request r = op(Op::kCreateCq);
@@ -591,4 +592,222 @@ TEST_CASE("MR pages the engine maps are bounded per application and per engine; 
   dereg(b, b5.second);
   dereg(c, c5.second);
   munmap(mem, 64 * page);
+}
+
+namespace {
+
+// kImportContext with `cmd_file` passed along.
+std::optional<Reply> import_context(Client& b, int cmd_file, std::vector<int>* fds = nullptr) {
+  return b.call(op(Op::kImportContext), cmd_file, fds);
+}
+
+int import_pd(Client& c, uint32_t handle) {
+  Request r = op(Op::kImportPd);
+  r.u.handle.handle = handle;
+  auto rep = c.call(r);
+  REQUIRE(rep);
+  return rep->err;
+}
+
+void wait_sessions(Server& s, size_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (s.server->sessions() != n && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(s.server->sessions() == n);
+}
+
+}  // namespace
+
+TEST_CASE("ibv_import_device: only the context's own command file opens it; a handle or another file does not",
+          "[unit][verbs][import]") {
+  Server s;
+  Client a(s.path), b(s.path), other(s.path);
+  std::vector<int> fa, fo;
+  auto ha = a.hello("h1", &fa);
+  REQUIRE(ha);
+  REQUIRE(ha->err == 0);
+  REQUIRE(fa.size() == 3);
+  auto ho = other.hello("h1", &fo);
+  REQUIRE(ho);
+  REQUIRE(fo.size() == 3);
+  // The command file is an inert token: no bytes, sealed.
+  struct stat st {};
+  REQUIRE(fstat(fa[2], &st) == 0);
+  CHECK(st.st_size == 0);
+  CHECK(ftruncate(fa[2], 4096) != 0);
+  // Not a command file: a memfd of one's own, a doorbell page, no fd at all.
+  Client c(s.path);
+  const int mine = memfd_create("guess", MFD_CLOEXEC);
+  auto r1 = import_context(c, mine);
+  REQUIRE(r1);
+  CHECK(r1->err == EINVAL);
+  close(mine);
+  auto r2 = import_context(c, fa[0]);
+  REQUIRE(r2);
+  CHECK(r2->err == EINVAL);
+  auto r3 = c.call(op(Op::kImportContext));
+  REQUIRE(r3);
+  CHECK(r3->err == EINVAL);
+  CHECK(import_pd(c, 1) == EPROTO);  // still no context
+  // A's own file (a dup, as SCM_RIGHTS hands it over): A's context.
+  const int dup_a = dup(fa[2]);
+  std::vector<int> fb;
+  auto rb = import_context(b, dup_a, &fb);
+  close(dup_a);
+  REQUIRE(rb);
+  REQUIRE(rb->err == 0);
+  CHECK(rb->u.hello.ctx_id == ha->u.hello.ctx_id);
+  CHECK(fb.size() == 2);  // a doorbell and wake-up of its own, no new command file
+  auto again = import_context(b, fa[2]);
+  REQUIRE(again);
+  CHECK(again->err == EEXIST);
+  for (int f : fa) close(f);
+  for (int f : fb) close(f);
+  for (int f : fo) close(f);
+}
+
+TEST_CASE("Imported objects are the context's: found by handle there only, ENOENT elsewhere; dealloc by either",
+          "[unit][verbs][import]") {
+  Server s;
+  Client a(s.path), b(s.path), other(s.path);
+  std::vector<int> fa;
+  REQUIRE(a.hello("h1", &fa));
+  other.hello();
+  REQUIRE(import_context(b, fa[2])->err == 0);
+  const uint32_t pd = alloc_pd(a);
+  const uint32_t other_pd = alloc_pd(other);
+  std::vector<uint8_t> buf(8192);
+  Request reg = op(Op::kRegMr);
+  reg.u.reg_mr.pd = pd;
+  reg.u.reg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  reg.u.reg_mr.addr = reinterpret_cast<uint64_t>(buf.data());
+  reg.u.reg_mr.length = buf.size();
+  reg.u.reg_mr.iova = 0x10000;
+  auto mr = a.call(reg);
+  REQUIRE(mr);
+  REQUIRE(mr->err == 0);
+  CHECK(import_pd(b, pd) == 0);
+  CHECK(import_pd(b, other_pd) == ENOENT);  // another context's
+  CHECK(import_pd(b, pd + 1) == ENOENT);
+  CHECK(import_pd(other, pd) == ENOENT);
+  Request im = op(Op::kImportMr);
+  im.u.handle.handle = mr->u.mr.key;
+  auto got = b.call(im);
+  REQUIRE(got);
+  REQUIRE(got->err == 0);
+  CHECK(got->u.imported_mr.key == mr->u.mr.key);
+  CHECK(got->u.imported_mr.iova == 0x10000);
+  CHECK(got->u.imported_mr.length == buf.size());
+  auto foreign = other.call(im);
+  REQUIRE(foreign);
+  CHECK(foreign->err == ENOENT);
+  // The importer registers no memory of its own (its pages are not the
+  // context's); the PD stays busy under A's MR whoever deallocates it.
+  Request reg_b = reg;
+  reg_b.u.reg_mr.addr = reinterpret_cast<uint64_t>(buf.data());
+  auto rb = b.call(reg_b);
+  REQUIRE(rb);
+  CHECK(rb->err == EOPNOTSUPP);
+  Request dealloc = op(Op::kDeallocPd);
+  dealloc.u.handle.handle = pd;
+  CHECK(b.call(dealloc)->err == EBUSY);
+  // B deregisters A's MR (one kernel object): it is gone for both.
+  Request dereg = op(Op::kDeregMr);
+  dereg.u.handle.handle = mr->u.mr.key;
+  CHECK(b.call(dereg)->err == 0);
+  CHECK(a.call(im)->err == ENOENT);
+  CHECK(a.call(dealloc)->err == 0);
+  CHECK(import_pd(b, pd) == ENOENT);
+  for (int f : fa) close(f);
+}
+
+TEST_CASE("A shared context outlives its opener; each session's queues go with it, the last one closes it",
+          "[unit][verbs][import]") {
+  Server s([](nic::NicConfig& cfg) { cfg.app_quota.cqs = 2; });
+  auto a = std::make_unique<Client>(s.path);
+  Client b(s.path);
+  std::vector<int> fa;
+  REQUIRE(a->hello("h1", &fa));
+  REQUIRE(import_context(b, fa[2])->err == 0);
+  const uint32_t pd = alloc_pd(*a);
+  auto cq = [](Client& c) {
+    Request r = op(Op::kCreateCq);
+    r.u.create_cq = {16, 0};
+    auto rep = c.call(r);
+    REQUIRE(rep);
+    return rep->err == 0 ? int(rep->u.ring.handle) : -rep->err;
+  };
+  const int cq_a = cq(*a);
+  const int cq_b = cq(b);
+  REQUIRE(cq_a > 0);
+  REQUIRE(cq_b > 0);
+  // A QP of B's on A's CQ: refused (A's CQ goes with A).
+  Request qp = op(Op::kCreateQp);
+  qp.u.create_qp.type = IBV_QPT_RC;
+  qp.u.create_qp.pd = pd;
+  qp.u.create_qp.send_cq = qp.u.create_qp.recv_cq = uint32_t(cq_a);
+  qp.u.create_qp.cap = {4, 4, 1, 1, 0};
+  CHECK(b.call(qp)->err == EINVAL);
+  Request destroy = op(Op::kDestroyCq);
+  destroy.u.handle.handle = uint32_t(cq_a);
+  CHECK(b.call(destroy)->err == EINVAL);  // not B's to destroy
+  qp.u.create_qp.send_cq = qp.u.create_qp.recv_cq = uint32_t(cq_b);
+  auto made = b.call(qp);
+  REQUIRE(made);
+  REQUIRE(made->err == 0);
+  CHECK(cq(b) == -ENOMEM);  // the context's quota: A's two CQs
+  // A leaves: its CQ goes back to the quota, the context and its PD stay.
+  a.reset();
+  for (int f : fa) close(f);
+  wait_sessions(s, 1);
+  CHECK(import_pd(b, pd) == 0);
+  CHECK(cq(b) > 0);
+  Request dealloc = op(Op::kDeallocPd);
+  dealloc.u.handle.handle = pd;
+  CHECK(b.call(dealloc)->err == EBUSY);  // B's QP is on it
+}
+
+TEST_CASE("Once its last session leaves, a context's command file opens nothing", "[unit][verbs][import]") {
+  Server s;
+  auto a = std::make_unique<Client>(s.path);
+  std::vector<int> fa;
+  REQUIRE(a->hello("h1", &fa));
+  a.reset();
+  wait_sessions(s, 0);
+  Client b(s.path);
+  auto r = import_context(b, fa[2]);
+  REQUIRE(r);
+  CHECK(r->err == EINVAL);
+  for (int f : fa) close(f);
+}
+
+// No on-demand paging, as Soft-RoCE under Linux 6.1: the flag is refused
+// with EINVAL before any page is looked at, so an implicit ODP MR (the
+// whole address space) gets EINVAL too, not EFAULT.
+TEST_CASE("ODP MRs, explicit and implicit, are refused with EINVAL as ib_check_mr_access does", "[unit][verbs]") {
+  Server s;
+  Client c(s.path);
+  c.hello();
+  const uint32_t pd = alloc_pd(c);
+  std::vector<uint8_t> buf(8192);
+  Request reg = op(Op::kRegMr);
+  reg.u.reg_mr.pd = pd;
+  reg.u.reg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
+  reg.u.reg_mr.addr = reg.u.reg_mr.iova = reinterpret_cast<uint64_t>(buf.data());
+  reg.u.reg_mr.length = buf.size();
+  CHECK(c.call(reg)->err == EINVAL);
+  reg.u.reg_mr.addr = reg.u.reg_mr.iova = 0;
+  reg.u.reg_mr.length = UINT64_MAX;
+  CHECK(c.call(reg)->err == EINVAL);
+  // Nor can an MR become one.
+  reg.u.reg_mr.access = IBV_ACCESS_LOCAL_WRITE;
+  reg.u.reg_mr.addr = reg.u.reg_mr.iova = reinterpret_cast<uint64_t>(buf.data());
+  reg.u.reg_mr.length = buf.size();
+  auto mr = c.call(reg);
+  REQUIRE(mr);
+  REQUIRE(mr->err == 0);
+  Request rereg = op(Op::kReregMr);
+  rereg.u.rereg_mr.key = mr->u.mr.key;
+  rereg.u.rereg_mr.flags = IBV_REREG_MR_CHANGE_ACCESS;
+  rereg.u.rereg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
+  CHECK(c.call(rereg)->err == EINVAL);
 }

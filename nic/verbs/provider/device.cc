@@ -1,8 +1,10 @@
 // Device discovery and queries: ibv_get_device_list, ibv_open_device,
+// ibv_import_device,
 // ibv_query_device/port/gid/pkey and their extended forms.
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -134,6 +136,84 @@ int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ib
   return 0;
 }
 
+void close_context_files(Context* c) {
+  if (c->db != nullptr) munmap(c->db, c->db_bytes);
+  if (c->wake_fd >= 0) close(c->wake_fd);
+  if (c->sock >= 0) close(c->sock);
+  delete c;
+}
+
+// A context on a connection of its own to the engine: `req` is kHello
+// (ibv_open_device: the reply brings the doorbell page, the wake-up
+// eventfd and the command file) or kImportContext with the command file
+// `cmd_fd` (ibv_import_device: the same without the command file, which
+// the caller holds and the context now owns).
+ibv_context* attach_context(verbs::Request& req, int cmd_fd) {
+  auto* c = new Context();
+  std::memset(&c->vctx, 0, sizeof c->vctx);
+  c->device = g_device;
+  c->sock = connect_engine(g_device->socket_path);
+  if (c->sock < 0) {
+    hint(("cannot reach the rocemu engine at " + g_device->socket_path + ": " + std::strerror(errno)).c_str());
+    delete c;
+    errno = ENODEV;
+    return nullptr;
+  }
+  // Only an engine of this user (or root) gets to read and write this
+  // process's memory: the kernel says who is at the other end.
+  ucred cred{};
+  socklen_t cred_len = sizeof cred;
+  if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
+      (cred.uid != geteuid() && cred.uid != 0)) {
+    hint(("refusing the engine at " + g_device->socket_path + ": it runs as uid " + std::to_string(cred.uid) +
+          ", not this user or root")
+             .c_str());
+    close_context_files(c);
+    errno = EACCES;
+    return nullptr;
+  }
+  // The engine reads and writes registered memory of this process (as a
+  // NIC DMAs) and opens it at hello; where Yama restricts ptrace, allow it
+  // explicitly first.
+  prctl(PR_SET_PTRACER, cred.pid, 0, 0, 0);
+  const bool hello = req.op == verbs::Op::kHello;
+  verbs::Reply rep;
+  std::vector<int> fds;
+  const int err = call(*c, req, rep, hello ? std::vector<int>{} : std::vector<int>{cmd_fd}, &fds);
+  if (err != 0 || fds.size() != (hello ? 3u : 2u)) {
+    for (int f : fds) close(f);
+    if (err == ENODEV) hint(("the engine has no node named '" + g_device->node + "'").c_str());
+    close_context_files(c);
+    errno = err != 0 ? err : EPROTO;
+    return nullptr;
+  }
+  c->engine_pid = cred.pid;  // the kernel's word, not the message's
+  c->info = rep.u.hello.device;
+  c->port = rep.u.hello.port;
+  c->db_bytes = rep.u.hello.doorbell_bytes;
+  c->db = static_cast<verbs::DoorbellPage*>(map_fd(fds[0], c->db_bytes));
+  c->wake_fd = fds[1];
+  if (c->db == nullptr) {
+    if (hello) close(fds[2]);
+    close_context_files(c);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ibv_context& ctx = c->vctx.context;
+  ctx.device = &g_device->dev;
+  ctx.cmd_fd = hello ? fds[2] : cmd_fd;
+  ctx.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ctx.num_comp_vectors = 1;
+  pthread_mutex_init(&ctx.mutex, nullptr);
+  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  c->vctx.sz = sizeof(verbs_context);
+  c->vctx.query_port = query_port_ex;
+  c->vctx.query_device_ex = query_device_ex;
+  init_context_ops(*c);
+  init_domain_ops(*c);
+  return &ctx;
+}
+
 }  // namespace
 
 extern "C" {
@@ -184,74 +264,34 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
-  auto* c = new Context();
-  std::memset(&c->vctx, 0, sizeof c->vctx);
-  c->device = g_device;
-  c->sock = connect_engine(g_device->socket_path);
-  if (c->sock < 0) {
-    hint(("cannot reach the rocemu engine at " + g_device->socket_path + ": " + std::strerror(errno)).c_str());
-    delete c;
-    errno = ENODEV;
-    return nullptr;
-  }
-  // Only an engine of this user (or root) gets to read and write this
-  // process's memory: the kernel says who is at the other end.
-  ucred cred{};
-  socklen_t cred_len = sizeof cred;
-  if (getsockopt(c->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0 ||
-      (cred.uid != geteuid() && cred.uid != 0)) {
-    hint(("refusing the engine at " + g_device->socket_path + ": it runs as uid " + std::to_string(cred.uid) +
-          ", not this user or root")
-             .c_str());
-    close(c->sock);
-    delete c;
-    errno = EACCES;
-    return nullptr;
-  }
-  // The engine reads and writes registered memory of this process (as a
-  // NIC DMAs) and opens it at hello; where Yama restricts ptrace, allow it
-  // explicitly first.
-  prctl(PR_SET_PTRACER, cred.pid, 0, 0, 0);
   verbs::Request req;
   req.op = verbs::Op::kHello;
   std::snprintf(req.u.hello.node, sizeof req.u.hello.node, "%s", g_device->node.c_str());
   req.u.hello.pid = getpid();
-  verbs::Reply rep;
-  std::vector<int> fds;
-  const int err = call(*c, req, rep, {}, &fds);
-  if (err != 0 || fds.size() != 2) {
-    for (int f : fds) close(f);
-    if (err == ENODEV) hint(("the engine has no node named '" + g_device->node + "'").c_str());
-    close(c->sock);
-    delete c;
-    errno = err != 0 ? err : EPROTO;
+  return attach_context(req, -1);
+}
+
+// The context another process opened, shared through its cmd_fd (the
+// engine's command file, handed over with SCM_RIGHTS or dup): the engine
+// lets in whoever holds that file. As libibverbs: an fd that is not open
+// is EINVAL, a character device (a uverbs device of another provider, or
+// anything else) ENODEV, and a file that is no context's command file
+// EINVAL (the engine's answer). The context takes the fd and closes it
+// at ibv_close_device.
+ibv_context* ibv_import_device(int cmd_fd) {
+  std::call_once(g_device_once, make_device);
+  struct stat st {};
+  if (fstat(cmd_fd, &st) != 0) {
+    errno = EINVAL;
     return nullptr;
   }
-  c->engine_pid = cred.pid;  // the kernel's word, not the message's
-  c->info = rep.u.hello.device;
-  c->port = rep.u.hello.port;
-  c->db_bytes = rep.u.hello.doorbell_bytes;
-  c->db = static_cast<verbs::DoorbellPage*>(map_fd(fds[0], c->db_bytes));
-  c->wake_fd = fds[1];
-  if (c->db == nullptr) {
-    close(c->wake_fd);
-    close(c->sock);
-    delete c;
-    errno = ENOMEM;
+  if (S_ISCHR(st.st_mode) || g_device == nullptr) {
+    errno = ENODEV;
     return nullptr;
   }
-  ibv_context& ctx = c->vctx.context;
-  ctx.device = device;
-  ctx.cmd_fd = -1;
-  ctx.async_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  ctx.num_comp_vectors = 1;
-  pthread_mutex_init(&ctx.mutex, nullptr);
-  ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
-  c->vctx.sz = sizeof(verbs_context);
-  c->vctx.query_port = query_port_ex;
-  c->vctx.query_device_ex = query_device_ex;
-  init_context_ops(*c);
-  return &ctx;
+  verbs::Request req;
+  req.op = verbs::Op::kImportContext;
+  return attach_context(req, cmd_fd);
 }
 
 int ibv_close_device(ibv_context* context) {
@@ -267,6 +307,7 @@ int ibv_close_device(ibv_context* context) {
     delete m;
   }
   if (context->async_fd >= 0) close(context->async_fd);
+  if (context->cmd_fd >= 0) close(context->cmd_fd);
   pthread_mutex_destroy(&context->mutex);
   delete c;
   return 0;

@@ -3,7 +3,6 @@
 // (returning the errno a provider without the feature gives). Every public
 // symbol is defined here or beside its object, so no call reaches the real
 // libibverbs with an emulated object.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -18,13 +17,6 @@
 using namespace rocemu;
 
 namespace {
-
-// Conversions of kernel ABI structures touch no device object: they go to
-// the real library.
-template <typename Fn>
-Fn real(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-}
 
 struct RateRow {
   ibv_rate rate;
@@ -139,20 +131,7 @@ void ibv_register_driver(const char*, void*) {}
 
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) { return EOPNOTSUPP; }
 
-ibv_context* ibv_import_device(int) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_pd(ibv_pd*) {}
-ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-void ibv_unimport_mr(ibv_mr*) {}
+// No device memory (max_dm_size 0): none to import.
 ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
   errno = EOPNOTSUPP;
   return nullptr;
@@ -161,19 +140,5 @@ void ibv_unimport_dm(ibv_dm*) {}
 
 int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
 int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
-
-// Kernel ABI marshalling (librdmacm): pure struct copies.
-void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, struct ib_uverbs_ah_attr* src) {
-  if (auto f = real<void (*)(ibv_ah_attr*, ib_uverbs_ah_attr*)>("ibv_copy_ah_attr_from_kern")) f(dst, src);
-}
-void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, struct ib_uverbs_qp_attr* src) {
-  if (auto f = real<void (*)(ibv_qp_attr*, ib_uverbs_qp_attr*)>("ibv_copy_qp_attr_from_kern")) f(dst, src);
-}
-void ibv_copy_path_rec_from_kern(struct ibv_sa_path_rec* dst, struct ib_user_path_rec* src) {
-  if (auto f = real<void (*)(ibv_sa_path_rec*, ib_user_path_rec*)>("ibv_copy_path_rec_from_kern")) f(dst, src);
-}
-void ibv_copy_path_rec_to_kern(struct ib_user_path_rec* dst, struct ibv_sa_path_rec* src) {
-  if (auto f = real<void (*)(ib_user_path_rec*, ibv_sa_path_rec*)>("ibv_copy_path_rec_to_kern")) f(dst, src);
-}
 
 }  // extern "C"

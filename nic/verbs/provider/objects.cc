@@ -45,7 +45,8 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
   req.u.reg_mr.addr = reinterpret_cast<uint64_t>(addr);
   req.u.reg_mr.length = length;
   req.u.reg_mr.iova = iova;
-  // An ODP MR may see its mappings changed under it at will: never moved.
+  // An ODP MR (the engine refuses it: no on-demand paging) is not moved
+  // meanwhile: an implicit one names the whole address space.
   const SharedPages pages = share_pages(req.u.reg_mr.addr, length, !(access & IBV_ACCESS_ON_DEMAND));
   std::vector<int> fds;
   if (pages.fd >= 0) {
@@ -58,6 +59,7 @@ ibv_mr* reg(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned acces
     unshare_pages(pages);
     return fail<ibv_mr>(e);
   }
+  hold_domain(pd);
   auto* m = new Mr();
   m->pages = pages;
   std::memset(&m->mr, 0, sizeof m->mr);
@@ -87,6 +89,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   req.u.alloc_mw.type = uint32_t(type);
   verbs::Reply rep;
   if (int e = call(c, req, rep); e != 0) return fail<ibv_mw>(e);
+  hold_domain(pd);
   auto* mw = new ibv_mw();
   mw->context = pd->context;
   mw->pd = pd;
@@ -99,6 +102,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
 int dealloc_mw(ibv_mw* mw) {
   if (mw == nullptr) return EINVAL;
   if (int e = simple(*Context::of(mw->context), verbs::Op::kDeallocMw, mw->handle); e != 0) return e;
+  release_domain(mw->pd);
   delete mw;
   return 0;
 }
@@ -119,12 +123,36 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
   return &p->pd;
 }
 
+// A PD that parent domains stand on is busy (mlx5's refcount); a parent
+// domain goes without the engine (domains.cc).
 int ibv_dealloc_pd(ibv_pd* pd) {
   if (pd == nullptr) return EINVAL;
-  const int e = simple(ctx_of(pd), verbs::Op::kDeallocPd, reinterpret_cast<Pd*>(pd)->handle);
-  if (e == 0) delete reinterpret_cast<Pd*>(pd);
+  auto* p = reinterpret_cast<Pd*>(pd);
+  if (p->protection != nullptr) return dealloc_parent_domain(p);
+  if (p->users.load() != 0) return EBUSY;
+  const int e = simple(ctx_of(pd), verbs::Op::kDeallocPd, p->handle);
+  if (e == 0) delete p;
   return e;
 }
+
+// ibv_import_pd(3): the PD `pd_handle` of the context (which another
+// process shares with ibv_import_device), ENOENT if it has none, as the
+// kernel's lookup of an unknown handle. Unimport frees only this process's
+// object; ibv_dealloc_pd of an imported PD destroys the PD for all.
+ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  if (context == nullptr) return fail<ibv_pd>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kImportPd;
+  req.u.handle.handle = pd_handle;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(context), req, rep); e != 0) return fail<ibv_pd>(e);
+  auto* p = new Pd();
+  p->pd.context = context;
+  p->pd.handle = p->handle = pd_handle;
+  return &p->pd;
+}
+
+void ibv_unimport_pd(ibv_pd* pd) { delete reinterpret_cast<Pd*>(pd); }  // the PD stays the context's
 
 #undef ibv_reg_mr
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
@@ -165,7 +193,11 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     errno = e;
     return IBV_REREG_MR_ERR_CMD;
   }
-  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  if (flags & IBV_REREG_MR_CHANGE_PD) {
+    hold_domain(pd);
+    release_domain(mr->pd);
+    mr->pd = pd;
+  }
   mr->handle = mr->lkey = mr->rkey = rep.u.mr.key;  // a new one where mlx5 would make a new mkey
   if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
     mr->addr = addr;
@@ -176,6 +208,36 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
     m->pages = share_pages(reinterpret_cast<uint64_t>(addr), length, false);
   }
   return 0;
+}
+
+// ibv_import_mr(3): the MR `mr_handle` of the context, with its keys and
+// length; addr is NULL (ibv_cmd_query_mr). Its bytes stay the registering
+// process's: this process reaches them through the NIC, by their I/O
+// addresses, as the owner does.
+ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  if (pd == nullptr) return fail<ibv_mr>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kImportMr;
+  req.u.handle.handle = mr_handle;
+  verbs::Reply rep;
+  if (int e = call(ctx_of(pd), req, rep); e != 0) return fail<ibv_mr>(e);
+  hold_domain(pd);
+  auto* m = new Mr();
+  m->imported = true;
+  std::memset(&m->mr, 0, sizeof m->mr);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = nullptr;
+  m->mr.length = rep.u.imported_mr.length;
+  m->mr.handle = mr_handle;
+  m->mr.lkey = m->mr.rkey = rep.u.imported_mr.key;
+  return &m->mr;
+}
+
+void ibv_unimport_mr(ibv_mr* mr) {
+  if (mr == nullptr) return;
+  release_domain(mr->pd);
+  delete reinterpret_cast<Mr*>(mr);
 }
 
 // EIO: the engine is gone, and with it the MR (as for the other objects).
@@ -189,7 +251,8 @@ int ibv_dereg_mr(ibv_mr* mr) {
     std::lock_guard lock(c.mrs_lock);
     c.mrs.erase(m);
   }
-  unshare_pages(m->pages);
+  if (!m->imported) unshare_pages(m->pages);
+  release_domain(mr->pd);
   delete m;
   return 0;
 }
@@ -367,11 +430,14 @@ ibv_srq* make_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xr
   }
   auto* s = new Srq();
   s->map_bytes = rep.u.ring.bytes;
-  s->map = map_fd(fds[0], s->map_bytes);
+  s->map = map_queue(pd, fds[0], s->map_bytes, kResourceSrqRing, s->map_external);
   if (s->map == nullptr) {
+    const int e = errno;
+    simple(c, verbs::Op::kDestroySrq, rep.u.ring.handle);
     delete s;
-    return fail<ibv_srq>(ENOMEM);
+    return fail<ibv_srq>(e);
   }
+  hold_domain(pd);
   s->handle = rep.u.ring.handle;
   s->rq.ring = nic::Ring(s->map, rep.u.ring.entries, nic::recv_wqe_stride(attr.max_sge), false);
   s->rq.max_sge = attr.max_sge;
@@ -422,7 +488,8 @@ int ibv_destroy_srq(ibv_srq* srq) {
   auto* s = reinterpret_cast<Srq*>(srq);
   const int e = simple(*Context::of(srq->context), verbs::Op::kDestroySrq, s->handle);
   if (e != 0 && e != EIO) return e;
-  munmap(s->map, s->map_bytes);
+  unmap_queue(srq->pd, s->map, s->map_bytes, kResourceSrqRing, s->map_external);
+  release_domain(srq->pd);
   delete s;
   return 0;
 }
@@ -497,12 +564,13 @@ int ibv_destroy_qp(ibv_qp* qp) {
   Context& c = *Context::of(qp->context);
   const int e = simple(c, verbs::Op::kDestroyQp, qp->qp_num);
   if (e != 0 && e != EIO) return e;
-  if (q->map != nullptr) {  // (an XRC target has no queues, and is not in c.qps)
+  if (q->map != nullptr) {  // (an XRC target has no queues, no PD, and is not in c.qps)
     {
       std::lock_guard lock(c.qps_lock);
       c.qps.erase(qp->qp_num);
     }
-    munmap(q->map, q->map_bytes);
+    unmap_queue(qp->pd, q->map, q->map_bytes, kResourceQpRings, q->map_external);
+    release_domain(qp->pd);
   }
   delete q;
   return 0;
@@ -520,6 +588,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   req.u.create_ah.attr = *attr;
   verbs::Reply rep;
   if (int e = call(ctx_of(pd), req, rep); e != 0) return fail<ibv_ah>(e);
+  hold_domain(pd);
   auto* a = new Ah();
   a->ah.context = pd->context;
   a->ah.pd = pd;
@@ -531,6 +600,7 @@ int ibv_destroy_ah(ibv_ah* ah) {
   if (ah == nullptr) return EINVAL;
   const int e = simple(*Context::of(ah->context), verbs::Op::kDestroyAh, reinterpret_cast<Ah*>(ah)->handle);
   if (e != 0 && e != EIO) return e;
+  release_domain(ah->pd);
   delete reinterpret_cast<Ah*>(ah);
   return 0;
 }
@@ -662,11 +732,14 @@ ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd
   auto* qp = new Qp();
   qp->ctx = &c;
   qp->map_bytes = r.map_bytes;
-  qp->map = map_fd(fds[0], qp->map_bytes);
+  qp->map = map_queue(pd, fds[0], qp->map_bytes, kResourceQpRings, qp->map_external);
   if (qp->map == nullptr) {
+    const int e = errno;
+    simple(c, verbs::Op::kDestroyQp, r.qpn);
     delete qp;
-    return fail<ibv_qp>(ENOMEM);
+    return fail<ibv_qp>(e);
   }
+  hold_domain(pd);
   qp->sq.ring = nic::Ring(qp->map, r.sq_entries, r.sq_stride, false);
   qp->sq.max_sge = std::max(r.cap.max_send_sge, 1u);
   qp->sq.max_inline = r.cap.max_inline_data;

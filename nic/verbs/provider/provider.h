@@ -7,6 +7,7 @@
 #pragma once
 
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -29,10 +30,45 @@ struct Device {
   std::string socket_path;
 };
 
+// A thread domain (ibv_alloc_td): accepted, counted, and otherwise without
+// effect (each context has one doorbell page; no per-thread resources).
+struct Td {
+  ibv_td td;
+  std::atomic<int> domains{0};  // parent domains on it (ibv_dealloc_td: EBUSY)
+};
+
+// A PD, or a parent domain (ibv_alloc_parent_domain) standing in for one:
+// it names the same PD to the engine (`handle`), adds a thread domain and
+// allocators, and counts what was made through it.
 struct Pd {
   ibv_pd pd;
   uint32_t handle = 0;
+  Pd* protection = nullptr;  // a parent domain's PD; nullptr for a PD
+  Td* td = nullptr;
+  void* (*alloc)(ibv_pd*, void*, size_t, size_t, uint64_t) = nullptr;
+  void (*free)(ibv_pd*, void*, void*, uint64_t) = nullptr;
+  void* pd_context = nullptr;
+  // A PD: the parent domains on it. A parent domain: the QPs, SRQs, MRs,
+  // MWs and AHs made through it. Either way ibv_dealloc_pd answers EBUSY
+  // while nonzero, as mlx5's refcount does.
+  std::atomic<int> users{0};
 };
+
+// The resource types a parent domain's allocator is called with (its man
+// page: the driver id in the upper 32 bits, a provider code below): this
+// provider presents itself as Soft-RoCE, and what it places there is the
+// ring memory it shares with the engine.
+inline constexpr uint64_t kResourceQpRings = uint64_t(RDMA_DRIVER_RXE) << 32 | 1;
+inline constexpr uint64_t kResourceSrqRing = uint64_t(RDMA_DRIVER_RXE) << 32 | 2;
+
+// Ring memory of a queue made through `pd`: the engine's memfd `fd` (taken)
+// mapped where a parent domain's allocator says, else anywhere; `external`
+// says which. nullptr and errno on failure (the allocator's NULL: ENOMEM).
+void* map_queue(ibv_pd* pd, int fd, size_t bytes, uint64_t resource_type, bool& external);
+void unmap_queue(ibv_pd* pd, void* map, size_t bytes, uint64_t resource_type, bool external);
+// Counts an object made through `pd` (a parent domain) while it lives.
+void hold_domain(ibv_pd* pd);
+void release_domain(ibv_pd* pd);
 
 // The pages of an MR as shared with the engine (mr_pages.cc).
 struct SharedPages {
@@ -50,6 +86,7 @@ void unshare_pages(const SharedPages& p);
 struct Mr {
   ibv_mr mr;
   SharedPages pages;
+  bool imported = false;  // ibv_import_mr: another process's pages, none shared from here
 };
 
 // Memory windows (objects.cc); bound through the send queue (datapath.cc).
@@ -82,6 +119,7 @@ struct Srq {
   uint32_t handle = 0;
   void* map = nullptr;
   size_t map_bytes = 0;
+  bool map_external = false;  // placed by a parent domain's allocator
   nic::RecvQueueShadow rq;
   std::mutex lock;
 };
@@ -112,6 +150,7 @@ struct Qp {
   Context* ctx = nullptr;
   void* map = nullptr;
   size_t map_bytes = 0;
+  bool map_external = false;  // placed by a parent domain's allocator
   nic::SendQueueShadow sq;
   nic::RecvQueueShadow rq;
   std::mutex send_lock, recv_lock;
@@ -163,8 +202,10 @@ void ring_doorbell(Context& c, uint32_t entry);
 bool engine_gone(Context& c);
 void* map_fd(int fd, size_t bytes);
 
-// Filled in by datapath.cc.
+// Filled in by datapath.cc and domains.cc.
 void init_context_ops(Context& c);
+void init_domain_ops(Context& c);
+int dealloc_parent_domain(Pd* p);
 void init_qp_ex(Qp& q);
 
 }  // namespace rocemu::provider

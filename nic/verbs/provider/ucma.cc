@@ -10,7 +10,12 @@
 //    the response is copied where the command points, as copy_to_user;
 //    GET_EVENT waits on the eventfd unless it is non-blocking;
 //  - fstat() says it is a character device (librdmacm checks), read()
-//    fails as on the kernel's file, close() ends the channel.
+//    fails as on the kernel's file;
+//  - dup(), dup2() and dup3() of the descriptor give another one on the
+//    same channel, as on the kernel's file; close() of the last one ends
+//    the channel, and so does closing it under dup2(), dup3(),
+//    close_range() or closefrom(), after which the number is forgotten
+//    (whatever the program opens there next is its own).
 // Every other path and descriptor goes to the C library untouched.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -22,8 +27,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -31,8 +38,10 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "nic/verbs/provider/provider.h"
+#include "nic/verbs/ucma_abi.h"
 
 using namespace rocemu;
 
@@ -43,7 +52,7 @@ constexpr const char* kRdmaCmPath = "/dev/infiniband/rdma_cm";
 int libc_close(int fd);
 
 struct UcmaChannel {
-  int events = -1;  // the application's descriptor
+  int events = -1;  // the eventfd the engine sent (each descriptor of the channel is one of its copies)
   int sock = -1;
   std::mutex rpc;
   std::atomic<bool> dead{false};
@@ -62,6 +71,42 @@ std::shared_ptr<UcmaChannel> channel_of(int fd) {
   std::lock_guard lock(g_channels_lock);
   auto it = g_channels.find(fd);
   return it == g_channels.end() ? nullptr : it->second;
+}
+
+// The channel descriptors in [first, last] were closed by the C library:
+// forget them (a channel's connection closes with its last descriptor).
+void forget_channels(int first, int last) {
+  if (g_channel_count.load(std::memory_order_acquire) == 0) return;
+  std::vector<std::shared_ptr<UcmaChannel>> released;  // let go after the lock
+  std::lock_guard lock(g_channels_lock);
+  for (auto it = g_channels.begin(); it != g_channels.end();) {
+    if (it->first < first || it->first > last) {
+      ++it;
+      continue;
+    }
+    released.push_back(std::move(it->second));
+    it = g_channels.erase(it);
+    g_channel_count.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+// `copy` now refers to what `original` does (dup, dup2, dup3): whatever
+// channel `copy` was is closed, and it is `original`'s channel if that is one.
+void descriptor_copied(int original, int copy) {
+  if (g_channel_count.load(std::memory_order_acquire) == 0) return;
+  std::shared_ptr<UcmaChannel> released;  // let go after the lock
+  std::lock_guard lock(g_channels_lock);
+  auto from = g_channels.find(original);
+  std::shared_ptr<UcmaChannel> ch = from == g_channels.end() ? nullptr : from->second;
+  if (auto it = g_channels.find(copy); it != g_channels.end()) {
+    released = std::move(it->second);
+    g_channels.erase(it);
+    g_channel_count.fetch_sub(1, std::memory_order_release);
+  }
+  if (ch != nullptr) {
+    g_channels[copy] = std::move(ch);
+    g_channel_count.fetch_add(1, std::memory_order_release);
+  }
 }
 
 template <typename Fn>
@@ -146,21 +191,22 @@ int forward_command(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   return 0;
 }
 
-// GET_EVENT: one count of the eventfd per event. A count whose event went
-// away (its id destroyed) finds none and the wait goes on.
-int wait_for_event(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
+// GET_EVENT written on descriptor `fd` (a copy of the channel's eventfd):
+// one count of the eventfd per event. A count whose event went away (its
+// id destroyed) finds none and the wait goes on.
+int wait_for_event(UcmaChannel& ch, int fd, const uint8_t* cmd, size_t len) {
   for (;;) {
     // A blocking wait also watches the connection: an engine that went
     // away fails the call instead of leaving it blocked for ever.
-    if (!(fcntl(ch.events, F_GETFL) & O_NONBLOCK)) {
-      pollfd p[2] = {{ch.events, POLLIN, 0}, {ch.sock, POLLRDHUP, 0}};
+    if (!(fcntl(fd, F_GETFL) & O_NONBLOCK)) {
+      pollfd p[2] = {{fd, POLLIN, 0}, {ch.sock, POLLRDHUP, 0}};
       if (::poll(p, 2, -1) < 0) return errno;  // EINTR
       if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) return EIO;
       if (!(p[0].revents & POLLIN)) continue;
     }
     uint64_t one;
-    if (libc_read(ch.events, &one, sizeof one) != ssize_t(sizeof one)) {
-      if (errno == EAGAIN && !(fcntl(ch.events, F_GETFL) & O_NONBLOCK)) continue;  // another thread took it
+    if (libc_read(fd, &one, sizeof one) != ssize_t(sizeof one)) {
+      if (errno == EAGAIN && !(fcntl(fd, F_GETFL) & O_NONBLOCK)) continue;  // another thread took it
       return errno;  // EAGAIN (non-blocking), EINTR
     }
     const int err = forward_command(ch, cmd, len);
@@ -168,7 +214,7 @@ int wait_for_event(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   }
 }
 
-ssize_t ucma_write(UcmaChannel& ch, const void* buf, size_t len) {
+ssize_t ucma_write(UcmaChannel& ch, int fd, const void* buf, size_t len) {
   rdma_ucm_cmd_hdr hdr;
   if (buf == nullptr || len < sizeof hdr || len > verbs::kUcmaMax) {
     errno = EINVAL;
@@ -179,12 +225,16 @@ ssize_t ucma_write(UcmaChannel& ch, const void* buf, size_t len) {
     errno = EINVAL;
     return -1;
   }
+  if (hdr.out < verbs::ucma_min_out(hdr.cmd)) {  // before any wait, as the kernel
+    errno = ENOSPC;
+    return -1;
+  }
   uint8_t cmd[verbs::kUcmaMax];
   std::memcpy(cmd, buf, len);
   size_t cmd_len = len;
   int err;
   if (hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT) {
-    err = wait_for_event(ch, cmd, cmd_len);
+    err = wait_for_event(ch, fd, cmd, cmd_len);
   } else {
     if (hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && hdr.in >= sizeof(rdma_ucm_set_option)) {
       // The value is behind a pointer: it travels after the command.
@@ -281,7 +331,7 @@ int ucma_openat64(int dirfd, const char* path, int flags, ...) {
 }
 
 ssize_t write(int fd, const void* buf, size_t len) {
-  if (auto ch = channel_of(fd)) return ucma_write(*ch, buf, len);
+  if (auto ch = channel_of(fd)) return ucma_write(*ch, fd, buf, len);
   static const WriteFn f = libc<WriteFn>("write");
   return f(fd, buf, len);
 }
@@ -310,6 +360,45 @@ int close(int fd) {
     // then destroys its ids, as the kernel does when the file is released.
   }
   return libc_close(fd);
+}
+
+int dup(int fd) {
+  static const auto f = libc<int (*)(int)>("dup");
+  const int copy = f(fd);
+  if (copy >= 0) descriptor_copied(fd, copy);
+  return copy;
+}
+
+int dup2(int fd, int copy) {
+  static const auto f = libc<int (*)(int, int)>("dup2");
+  const int r = f(fd, copy);
+  if (r >= 0 && fd != copy) descriptor_copied(fd, copy);
+  return r;
+}
+
+int dup3(int fd, int copy, int flags) {
+  static const auto f = libc<int (*)(int, int, int)>("dup3");
+  const int r = f(fd, copy, flags);
+  if (r >= 0) descriptor_copied(fd, copy);
+  return r;
+}
+
+int close_range(unsigned int first, unsigned int last, int flags) {
+  static const auto f = libc<int (*)(unsigned int, unsigned int, int)>("close_range");
+  if (f == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  const int r = f(first, last, flags);
+  if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && first <= unsigned(INT_MAX))
+    forget_channels(int(first), int(std::min(last, unsigned(INT_MAX))));
+  return r;
+}
+
+void closefrom(int first) {
+  static const auto f = libc<void (*)(int)>("closefrom");
+  if (f != nullptr) f(first);
+  forget_channels(std::max(first, 0), INT_MAX);
 }
 
 int ucma_fstat(int fd, struct stat* st) {
