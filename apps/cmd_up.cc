@@ -75,6 +75,8 @@ const char* qp_type_label(nic::QpType t) {
     case nic::QpType::kRc: return "RC";
     case nic::QpType::kUc: return "UC";
     case nic::QpType::kUd: return "UD";
+    case nic::QpType::kXrcSend: return "XRC_SEND";
+    case nic::QpType::kXrcRecv: return "XRC_RECV";
   }
   return "?";
 }

@@ -261,7 +261,7 @@ RxDisposition Nic::handle_response(Qp& qp, const wire::PacketView& v, Time now) 
 
 CompState Nic::check_response_state(Response& r) {
   const Qp& qp = r.qp;
-  if (qp.type != QpType::kRc || (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD)) {
+  if (!qp.reliable() || (qp.state != IBV_QPS_RTS && qp.state != IBV_QPS_SQD)) {
     counters_[NicCounters::rx_wrong_state]++;
     return CompState::kDone;
   }
@@ -300,7 +300,7 @@ CompState Nic::check_response_trimmed(Response& r) {
 }
 
 CompState Nic::check_ack(Response& r) {
-  if (r.v.opcode != wire::op::kAck) return CompState::kFindWqe;
+  if (wire::op::base(r.v.opcode) != wire::op::kAck) return CompState::kFindWqe;
   switch (wire::aeth_kind(r.v.aeth().syndrome())) {
     case wire::AethKind::kAck:
       return CompState::kAck;
@@ -381,7 +381,7 @@ CompState Nic::find_response_wqe(Response& r) {
   }
   if (r.wqe == nullptr || wire::psn_lt(r.psn, r.wqe->first_psn) || wire::psn_gt(r.psn, r.wqe->last_psn()))
     return CompState::kDone;  // stale or duplicate
-  if (r.v.opcode == wire::op::kAtomicAck) return r.wqe->is_atomic() ? CompState::kAtomicAck : CompState::kErrBadResponse;
+  if (wire::op::base(r.v.opcode) == wire::op::kAtomicAck) return r.wqe->is_atomic() ? CompState::kAtomicAck : CompState::kErrBadResponse;
   // An ATOMIC WRITE is answered by an empty READ response ONLY (rxe's
   // check_ack: COMPST_WRITE_SEND for it).
   return r.wqe->is_read() || r.wqe->is_atomic_write() ? CompState::kCheckReadPsn : CompState::kErrBadResponse;

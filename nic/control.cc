@@ -1,5 +1,7 @@
 // The verbs control path: contexts, PDs, MRs, CQs, SRQs, AHs and QPs, with
 // the checks and errno values of a real provider.
+#include <fcntl.h>
+
 #include <cerrno>
 
 #include "nic/nic.h"
@@ -23,7 +25,7 @@ constexpr int kAccessChangedInPlace = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE
 uint64_t cq_bytes(const Cq& cq) { return ring_bytes(cq.capacity(), sizeof(Cqe)); }
 uint64_t srq_bytes(Srq& srq) { return ring_bytes(srq.rq.ring().entries(), srq.rq.ring().stride()); }
 uint64_t qp_bytes(Qp& qp) {
-  return ring_bytes(qp.sq.entries(), qp.sq.stride()) +
+  return (qp.sq.valid() ? ring_bytes(qp.sq.entries(), qp.sq.stride()) : 0) +
          (qp.rq.valid() ? ring_bytes(qp.rq.ring().entries(), qp.rq.ring().stride()) : 0);
 }
 
@@ -74,8 +76,9 @@ void Nic::close_context(HostContext* ctx) {
   keys.clear();
   std::vector<uint32_t> qpns;
   for (auto& [qpn, qp] : qps_)
-    if (qp->ctx == ctx) qpns.push_back(qpn);
-  for (uint32_t qpn : qpns) destroy_qp(ctx, qpn);
+    if (qp->held_by(ctx)) qpns.push_back(qpn);
+  for (uint32_t qpn : qpns)
+    while (find_qp(qpn) != nullptr && find_qp(qpn)->held_by(ctx)) destroy_qp(ctx, qpn);  // each of its holds
   ahs_.for_each([&](const Ah& a) {
     if (a.pd->ctx == ctx) keys.push_back(a.handle);
   });
@@ -87,8 +90,20 @@ void Nic::close_context(HostContext* ctx) {
     if (s.pd->ctx == ctx) keys.push_back(s.handle);
   });
   for (uint32_t k : keys) {
-    refund(ctx, &Usage::srqs, srq_bytes(*srqs_.find(k)));
+    Srq* s = srqs_.find(k);
+    refund(ctx, &Usage::srqs, srq_bytes(*s));
+    forget_srq(*s);
     srqs_.erase(k);
+  }
+  keys.clear();
+  // Its opens of XRC domains (its SRQs and target QPs are gone): a domain
+  // another application opened too stays.
+  xrcd_refs_.for_each([&](const XrcdRef& x) {
+    if (x.ctx == ctx) keys.push_back(x.handle);
+  });
+  for (uint32_t k : keys) {
+    xrcd_refs_.find(k)->users = 0;
+    close_xrcd(ctx, k);
   }
   keys.clear();
   mrs_.for_each([&](const Mr& m) {
@@ -282,17 +297,29 @@ int Nic::destroy_cq(HostContext* ctx, uint32_t handle) {
   if (cq == nullptr) return EINVAL;
   for (auto& [qpn, qp] : qps_)
     if (qp->send_cq == cq || qp->recv_cq == cq) return EBUSY;
+  bool srq_busy = false;
+  srqs_.for_each([&](const Srq& s) { srq_busy = srq_busy || s.cq == cq; });
+  if (srq_busy) return EBUSY;
   refund(ctx, &Usage::cqs, cq_bytes(*cq));
   cqs_.erase(handle);
   return 0;
 }
 
 int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t entries, uint32_t max_sge,
-                    uint32_t limit, uint32_t& handle) {
+                    uint32_t limit, uint32_t& handle, uint32_t xrcd_handle, uint32_t cq_handle) {
   Pd* pd = pds_.find(pd_handle);
   if (pd == nullptr || pd->ctx != ctx || ring == nullptr || entries == 0 || max_sge == 0 ||
       max_sge > cfg_.max_sge || entries > cfg_.max_qp_wr)
     return EINVAL;
+  // An XRC SRQ: its domain and CQ, both the context's (ibv_create_srq_ex).
+  XrcdRef* xrcd = nullptr;
+  Cq* cq = nullptr;
+  if (xrcd_handle != 0 || cq_handle != 0) {
+    xrcd = find_xrcd(ctx, xrcd_handle);
+    cq = find_cq(ctx, cq_handle);
+    if (xrcd == nullptr || cq == nullptr) return EINVAL;
+    if (xrc_srqs_.size() >= (1u << 24) - 2) return ENOMEM;
+  }
   const uint32_t slots = round_up_pow2(entries);
   if (limit > slots) return EINVAL;
   if (srqs_.size() >= cfg_.max_srq) return ENOMEM;
@@ -303,12 +330,85 @@ int Nic::create_srq(HostContext* ctx, uint32_t pd_handle, void* ring, uint32_t e
   srq->rq = RecvQueue(Ring(ring, slots, recv_wqe_stride(max_sge), true), max_sge);
   srq->limit = limit;
   srq->armed = limit > 0;
+  srq->xrcd = xrcd;
+  srq->cq = cq;
   const auto in = srqs_.insert(std::move(srq));
   if (!in) {
     refund(ctx, &Usage::srqs, bytes);
     return ENOMEM;
   }
   handle = in->obj->handle = in->key;
+  if (xrcd != nullptr) {
+    // Numbered as QPNs are: the next free one, from 1 round to 0xffffff.
+    const uint32_t srqn = next_srqn_;
+    do next_srqn_ = next_srqn_ >= 0xffffff ? 1 : next_srqn_ + 1;
+    while (xrc_srqs_.count(next_srqn_) != 0);
+    in->obj->srqn = srqn;
+    xrc_srqs_[srqn] = in->obj;
+    xrcd->users++;
+  }
+  return 0;
+}
+
+int Nic::srq_number(HostContext* ctx, uint32_t handle, uint32_t& srqn) const {
+  const Srq* s = find_srq(ctx, handle);
+  if (s == nullptr || s->xrcd == nullptr) return EINVAL;
+  srqn = s->srqn;
+  return 0;
+}
+
+void Nic::forget_srq(Srq& srq) {
+  if (srq.xrcd == nullptr) return;
+  for (auto& [qpn, qp] : qps_) {
+    if (qp->xrcd == nullptr || qp->srq != &srq) continue;
+    // A message in progress loses its receive WQE with the SRQ.
+    qp->srq = nullptr;
+    qp->pd = nullptr;
+    qp->recv_cq = nullptr;
+    qp->resp.recv_valid = false;
+  }
+  xrc_srqs_.erase(srq.srqn);
+  srq.xrcd->users--;
+  srq.xrcd = nullptr;
+}
+
+XrcdRef* Nic::find_xrcd(HostContext* ctx, uint32_t handle) const {
+  XrcdRef* x = xrcd_refs_.find(handle);
+  return x != nullptr && x->ctx == ctx ? x : nullptr;
+}
+
+int Nic::open_xrcd(HostContext* ctx, uint64_t inode_dev, uint64_t inode, int oflags, uint32_t& handle) {
+  const bool shared = inode_dev != 0 || inode != 0;
+  Xrcd* xrcd = nullptr;
+  if (shared) {
+    for (const auto& d : xrcds_)
+      if (d->inode_dev == inode_dev && d->inode == inode) xrcd = d.get();
+    if (xrcd == nullptr && !(oflags & O_CREAT)) return EAGAIN;  // none yet, and not to be created
+    if (xrcd != nullptr && (oflags & O_EXCL)) return EINVAL;
+  }
+  auto ref = std::make_unique<XrcdRef>();
+  ref->ctx = ctx;
+  const auto in = xrcd_refs_.insert(std::move(ref));
+  if (!in) return ENOMEM;
+  if (xrcd == nullptr) {
+    xrcds_.push_back(std::make_unique<Xrcd>());
+    xrcd = xrcds_.back().get();
+    xrcd->inode_dev = inode_dev;
+    xrcd->inode = inode;
+  }
+  xrcd->opens++;
+  in->obj->xrcd = xrcd;
+  handle = in->obj->handle = in->key;
+  return 0;
+}
+
+int Nic::close_xrcd(HostContext* ctx, uint32_t handle) {
+  XrcdRef* x = find_xrcd(ctx, handle);
+  if (x == nullptr) return EINVAL;
+  if (x->users != 0) return EBUSY;  // ib_uverbs' uxrcd refcnt: its SRQs and target QPs
+  Xrcd* d = x->xrcd;
+  xrcd_refs_.erase(handle);
+  if (--d->opens == 0) std::erase_if(xrcds_, [d](const auto& p) { return p.get() == d; });
   return 0;
 }
 
@@ -328,9 +428,11 @@ int Nic::modify_srq(HostContext* ctx, uint32_t handle, uint32_t limit) {
 int Nic::destroy_srq(HostContext* ctx, uint32_t handle) {
   Srq* s = find_srq(ctx, handle);
   if (s == nullptr) return EINVAL;
+  // A QP created on it holds it; an XRC target only delivers to it.
   for (auto& [qpn, qp] : qps_)
-    if (qp->srq == s) return EBUSY;
+    if (qp->srq == s && qp->xrcd == nullptr) return EBUSY;
   refund(ctx, &Usage::srqs, srq_bytes(*s));
+  forget_srq(*s);
   srqs_.erase(handle);
   return 0;
 }
@@ -394,21 +496,15 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   asked.max_send_wr = std::min(asked.max_send_wr, cfg_.max_qp_wr);
   asked.max_recv_wr = std::min(asked.max_recv_wr, cfg_.max_qp_wr);
   if (int e = check_qp_caps(asked); e != 0) return e;
-  Pd* pd = pds_.find(init.pd);
-  Cq* scq = find_cq(ctx, init.send_cq);
-  Cq* rcq = find_cq(ctx, init.recv_cq);
-  if (pd == nullptr || pd->ctx != ctx || scq == nullptr || rcq == nullptr || init.sq_ring == nullptr) return EINVAL;
-  Srq* srq = nullptr;
-  if (init.srq != 0) {
-    srq = find_srq(ctx, init.srq);
-    if (srq == nullptr || srq->pd->ctx != ctx) return EINVAL;
-  } else if (init.rq_ring == nullptr) {
-    return EINVAL;
-  }
+  QpRefs refs;
+  if (int e = find_qp_refs(ctx, init, refs); e != 0) return e;
+  Srq* srq = refs.srq;
   if (qps_.size() >= cfg_.max_qp) return ENOMEM;
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
   qp_ring_sizes(init.cap, sq_entries, sq_stride, rq_entries, rq_stride);
-  const uint64_t bytes = ring_bytes(sq_entries, sq_stride) + (srq == nullptr ? ring_bytes(rq_entries, rq_stride) : 0);
+  const bool own_rq = init.rq_ring != nullptr && srq == nullptr;
+  const bool own_sq = init.sq_ring != nullptr;  // not a target's
+  const uint64_t bytes = (own_sq ? ring_bytes(sq_entries, sq_stride) : 0) + (own_rq ? ring_bytes(rq_entries, rq_stride) : 0);
   if (int e = charge(ctx, &Usage::qps, cfg_.app_quota.qps, bytes); e != 0) return e;
   auto qp = std::make_unique<Qp>();
   qp->qpn = next_qpn_;
@@ -420,14 +516,19 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
     qp->mtu = mtu_bytes(qp->path_mtu);
   }
   qp->ctx = ctx;
-  qp->pd = pd;
-  qp->send_cq = scq;
-  qp->recv_cq = rcq;
+  qp->pd = refs.pd;
+  qp->send_cq = refs.send_cq;
+  qp->recv_cq = refs.recv_cq;
   qp->srq = srq;
+  qp->xrcd = refs.xrcd;
+  if (refs.xrcd != nullptr) {
+    refs.xrcd->users++;
+    qp->holds.push_back({ctx, refs.xrcd, true});
+  }
   qp->cap = init.cap;
   qp->sq_sig_all = init.sq_sig_all;
-  qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
-  if (srq == nullptr) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
+  if (own_sq) qp->sq = Ring(init.sq_ring, sq_entries, sq_stride, true);
+  if (own_rq) qp->rq = RecvQueue(Ring(init.rq_ring, rq_entries, rq_stride, true), std::max(init.cap.max_recv_sge, 1u));
   qp->swq.resize(sq_entries);
   qp->nic = this;
   qp->req.retry_timer.set_callback(&Nic::retry_thunk, qp.get());
@@ -435,6 +536,36 @@ int Nic::create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time) {
   Qp* raw = qp.get();
   qpn = raw->qpn;
   qps_[raw->qpn] = std::move(qp);
+  return 0;
+}
+
+int Nic::find_qp_refs(HostContext* ctx, const QpInit& init, QpRefs& refs) const {
+  if (init.type == QpType::kXrcRecv) {
+    // A target: in an XRC domain; no PD, CQs or queues of its own (it
+    // delivers to the SRQ each request names).
+    refs.xrcd = find_xrcd(ctx, init.xrcd);
+    if (refs.xrcd == nullptr || init.srq != 0 || init.sq_ring != nullptr || init.rq_ring != nullptr) return EINVAL;
+    return 0;
+  }
+  if (init.sq_ring == nullptr || init.xrcd != 0) return EINVAL;
+  Pd* pd = pds_.find(init.pd);
+  refs.send_cq = find_cq(ctx, init.send_cq);
+  if (pd == nullptr || pd->ctx != ctx || refs.send_cq == nullptr) return EINVAL;
+  refs.pd = pd;
+  if (init.type == QpType::kXrcSend) {
+    // An initiator: a send queue only.
+    if (init.srq != 0 || init.rq_ring != nullptr) return EINVAL;
+    return 0;
+  }
+  refs.recv_cq = find_cq(ctx, init.recv_cq);
+  if (refs.recv_cq == nullptr) return EINVAL;
+  if (init.srq != 0) {
+    refs.srq = find_srq(ctx, init.srq);
+    // An XRC SRQ takes XRC requests only.
+    if (refs.srq == nullptr || refs.srq->xrcd != nullptr) return EINVAL;
+  } else if (init.rq_ring == nullptr) {
+    return EINVAL;
+  }
   return 0;
 }
 
@@ -471,7 +602,7 @@ void Nic::fill_path(Qp& qp) {
 
 int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now) {
   Qp* qp = find_qp(qpn);
-  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  if (qp == nullptr || !qp->held_by(ctx)) return EINVAL;
   const ibv_qp_state cur = (mask & IBV_QP_CUR_STATE) ? attr.cur_qp_state : qp->state;
   const ibv_qp_state next = (mask & IBV_QP_STATE) ? attr.qp_state : cur;
   if (cur != qp->state && !(cur == IBV_QPS_RTR || cur == IBV_QPS_RTS || cur == IBV_QPS_SQD || cur == IBV_QPS_SQE))
@@ -534,8 +665,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
           rte_pktmbuf_free(m);
           m = nullptr;
         }
-      qp->sq.set_producer(0);
-      qp->sq.set_consumer(0);
+      if (qp->sq.valid()) {
+        qp->sq.set_producer(0);
+        qp->sq.set_consumer(0);
+      }
       if (qp->rq.valid()) {
         qp->rq.ring().set_producer(0);
         qp->rq.ring().set_consumer(0);
@@ -567,7 +700,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
         qp->resp.msn = 0;
         qp->resp.last_req_opcode = 0xff;
         qp->resp.in_message = false;
-        if (qp->type == QpType::kRc) recovery_->prepare_receive(*qp);
+        if (qp->reliable()) recovery_->prepare_receive(*qp);
       }
       if (!qp->is_ud()) {
         fill_path(*qp);
@@ -597,7 +730,7 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
 
 int Nic::query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const {
   Qp* qp = find_qp(qpn);
-  if (qp == nullptr || qp->ctx != ctx) return EINVAL;
+  if (qp == nullptr || !qp->held_by(ctx)) return EINVAL;
   attr = ibv_qp_attr{};
   attr.qp_state = qp->state;
   attr.cur_qp_state = qp->state;
@@ -621,19 +754,47 @@ int Nic::query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init
   attr.rnr_retry = qp->rnr_retry;
   init = ibv_qp_init_attr{};
   init.cap = qp->cap;
-  init.qp_type = qp->type == QpType::kRc ? IBV_QPT_RC : qp->type == QpType::kUc ? IBV_QPT_UC : IBV_QPT_UD;
+  switch (qp->type) {
+    case QpType::kRc: init.qp_type = IBV_QPT_RC; break;
+    case QpType::kUc: init.qp_type = IBV_QPT_UC; break;
+    case QpType::kUd: init.qp_type = IBV_QPT_UD; break;
+    case QpType::kXrcSend: init.qp_type = IBV_QPT_XRC_SEND; break;
+    case QpType::kXrcRecv: init.qp_type = IBV_QPT_XRC_RECV; break;
+  }
   init.sq_sig_all = qp->sq_sig_all;
+  return 0;
+}
+
+int Nic::open_qp(HostContext* ctx, uint32_t xrcd_handle, uint32_t qpn) {
+  XrcdRef* x = find_xrcd(ctx, xrcd_handle);
+  Qp* qp = find_qp(qpn);
+  if (x == nullptr || qp == nullptr || qp->type != QpType::kXrcRecv || qp->xrcd->xrcd != x->xrcd) return EINVAL;
+  x->users++;
+  qp->holds.push_back({ctx, x, false});
   return 0;
 }
 
 int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
   auto it = qps_.find(qpn);
-  if (it == qps_.end() || it->second->ctx != ctx) return EINVAL;
+  if (it == qps_.end() || !it->second->held_by(ctx)) return EINVAL;
   Qp* qp = it->second.get();
+  if (qp->holds.size() > 1) {
+    // One holder of an XRC target lets go (its creator too: the QP stays
+    // with the others, in the first's name from now on).
+    const auto h = std::find_if(qp->holds.begin(), qp->holds.end(), [ctx](const Qp::TargetHold& t) { return t.ctx == ctx; });
+    h->xrcd->users--;
+    if (h->creator) refund(ctx, &Usage::qps, qp_bytes(*qp));  // counted against its creator
+    qp->holds.erase(h);
+    qp->ctx = qp->holds.front().ctx;
+    qp->xrcd = qp->holds.front().xrcd;
+    return 0;
+  }
   // Its type 2 windows are unbound: free to be bound again, and no later
   // QP with this QPN reaches them.
   unbind_windows(*qp);
-  refund(ctx, &Usage::qps, qp_bytes(*qp));
+  if (qp->xrcd != nullptr) qp->xrcd->users--;
+  // A target whose creator let go was refunded then.
+  if (qp->holds.empty() || qp->holds.front().creator) refund(ctx, &Usage::qps, qp_bytes(*qp));
   std::erase_if(dma_failed_, [qp](const DmaOwner& o) { return o.qp == qp; });
   sched_.forget(*qp);
   std::erase(waiting_for_arp_, qp);

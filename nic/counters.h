@@ -23,7 +23,7 @@ namespace rocemu::nic {
   X(resp_cqe_flush_error, "receive completions flushed (QP in error)")                                    \
   X(req_remote_access_errors, "requester: remote access error NAKs received")                             \
   X(req_remote_invalid_request, "requester: invalid request NAKs received")                               \
-  X(resp_remote_access_errors, "responder: requests refused for a bad rkey, range or access")             \
+  X(resp_remote_access_errors, "responder: requests refused for a bad rkey, range, access or XRC SRQ")           \
   X(resp_local_length_error, "responder: messages longer than the receive buffer")                        \
   X(resp_opcode_sequence_err, "responder: requests out of opcode sequence, a peer's bug (NAK Invalid Request)") \
   X(rx_write_requests, "responder: RDMA WRITE requests received")                                         \

@@ -5,7 +5,8 @@
 
 namespace rocemu::nic {
 
-int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey) {
+int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey,
+                   uint32_t xrc_srqn) {
   if (sq.tail - sq.head >= sq.ring.entries()) return ENOMEM;
   uint8_t* e = sq.ring.entry(sq.tail);
   SendWqe hdr{};
@@ -13,6 +14,7 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
   hdr.opcode = uint8_t(wr.opcode);
   hdr.send_flags = uint16_t(wr.send_flags);
   hdr.imm = wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV ? wr.invalidate_rkey : wr.imm_data;
+  hdr.xrc_remote_srqn = xrc_srqn;
   switch (wr.opcode) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:

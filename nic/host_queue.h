@@ -31,7 +31,9 @@ struct RecvQueueShadow {
 // Checks and writes one send WR; returns 0 or the errno a provider gives
 // (ENOMEM: queue full, EINVAL: too many SGEs or inline too long). Does not
 // publish it: call publish_send() after a chain.
-int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey);
+// `xrc_srqn`: an XRC send QP's WR, the SRQ at the target (wr.qp_type.xrc.remote_srqn).
+int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey,
+                   uint32_t xrc_srqn = 0);
 void publish_send(SendQueueShadow& sq);
 int write_recv_wqe(RecvQueueShadow& rq, const ibv_recv_wr& wr);
 void publish_recv(RecvQueueShadow& rq);

@@ -92,9 +92,9 @@ Mw* Nic::find_mw(uint32_t rkey) const {
   return it != mw_by_index_.end() && it->second->rkey == rkey ? it->second : nullptr;
 }
 
-Mr* Nic::mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+Mr* Nic::mw_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
   const Mw* mw = find_mw(rkey);
-  if (mw == nullptr || !mw->bound || mw->pd != qp.pd || !(mw->access & access) || !(qp.access & access) ||
+  if (mw == nullptr || !mw->bound || mw->pd != pd || !(mw->access & access) || !(qp.access & access) ||
       !mw->contains(va, len))
     return nullptr;
   if (mw->type == IBV_MW_TYPE_2 && mw->qpn != qp.qpn) return nullptr;

@@ -157,7 +157,7 @@ void Nic::on_rx(uint16_t port_index, rte_mbuf** pkts, uint16_t n, Time now) {
 }
 
 bool Nic::dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* src, uint32_t len) {
-  HostMemory* mem = owner.qp->ctx->memory;
+  HostMemory* mem = owner.read_response ? owner.qp->ctx->memory : owner.qp->responder_memory();
   if (std::find(dirty_.begin(), dirty_.end(), mem) == dirty_.end()) dirty_.push_back(mem);
   if (dma_owners_.empty() || !(dma_owners_.back() == owner)) dma_owners_.push_back(owner);
   const auto tag = DmaTag(dma_owners_.size() - 1);
@@ -210,7 +210,7 @@ void Nic::note_dma_failure(const DmaOwner& owner) {
   // with no receive, flushed late, is not this message's).
   if (wire::psn_ge(owner.id, qp.resp.message_psn)) qp.resp.message_data_lost = true;
   // RC also NAKs the request (handle_dma_failures); UC and UD have no ACK.
-  if (qp.type == QpType::kRc &&
+  if (qp.reliable() &&
       std::find_if(dma_failed_.begin(), dma_failed_.end(), [&](const DmaOwner& o) { return o.qp == &qp; }) ==
           dma_failed_.end())
     dma_failed_.push_back(owner);
@@ -225,7 +225,7 @@ void Nic::handle_dma_failures(Time now) {
   if (dma_failed_.empty()) return;
   for (const DmaOwner& o : std::exchange(dma_failed_, {})) {
     Qp& qp = *o.qp;
-    if (qp.type != QpType::kRc || qp.state == IBV_QPS_ERR) continue;
+    if (!qp.reliable() || qp.state == IBV_QPS_ERR) continue;
     responder_error(qp, IBV_WC_LOC_PROT_ERR, wire::aeth_nak(wire::NakCode::kRemoteOperationalError), o.id, now);
   }
 }
@@ -290,9 +290,12 @@ RxDisposition Nic::handle_roce(rte_mbuf* m, const wire::PacketView& v, Time now)
   }
   // The transport of the opcode must be the QP's.
   const wire::Transport t = wire::opcode_transport(v.opcode);
+  // XRC: requests go to targets, responses to initiators.
+  const bool request = v.op().any(wire::kOpRequest);
   const bool type_ok = (t == wire::Transport::kRc && qp->type == QpType::kRc) ||
                        (t == wire::Transport::kUc && qp->type == QpType::kUc) ||
-                       (t == wire::Transport::kUd && qp->type == QpType::kUd);
+                       (t == wire::Transport::kUd && qp->type == QpType::kUd) ||
+                       (t == wire::Transport::kXrc && qp->type == (request ? QpType::kXrcRecv : QpType::kXrcSend));
   if (!type_ok) {
     counters_[NicCounters::rx_not_for_us]++;
     return RxDisposition::kFree;

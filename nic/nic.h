@@ -191,8 +191,20 @@ class Nic final : public Node, private cm::Host {
   int create_cq(HostContext* ctx, void* ring, uint32_t entries, uint32_t& handle);
   int destroy_cq(HostContext* ctx, uint32_t handle);
   Cq* find_cq(HostContext* ctx, uint32_t handle) const;
+  // `xrcd` (an XRC domain handle of ctx, with `cq`): an XRC SRQ (IBV_SRQT_XRC),
+  // numbered for XRC requests to name (srq_number).
   int create_srq(HostContext* ctx, uint32_t pd, void* ring, uint32_t entries, uint32_t max_sge, uint32_t limit,
-                 uint32_t& handle);
+                 uint32_t& handle, uint32_t xrcd = 0, uint32_t cq = 0);
+  // ibv_get_srq_num: the XRC SRQ's number; EINVAL for another SRQ.
+  int srq_number(HostContext* ctx, uint32_t handle, uint32_t& srqn) const;
+  // ibv_open_xrcd: with a file (inode_dev, inode not both 0) the domain
+  // every opener of that file shares: created with O_CREAT (else EAGAIN),
+  // EINVAL with O_EXCL if it exists (the kernel's ib_uverbs_open_xrcd);
+  // without one, a domain of its own. Each open is closed on its own.
+  int open_xrcd(HostContext* ctx, uint64_t inode_dev, uint64_t inode, int oflags, uint32_t& handle);
+  // ibv_close_xrcd: EBUSY while SRQs or target QPs created through this
+  // open are there.
+  int close_xrcd(HostContext* ctx, uint32_t handle);
   int modify_srq(HostContext* ctx, uint32_t handle, uint32_t limit);
   int destroy_srq(HostContext* ctx, uint32_t handle);
   Srq* find_srq(HostContext* ctx, uint32_t handle) const;
@@ -200,6 +212,7 @@ class Nic final : public Node, private cm::Host {
   struct QpInit {
     QpType type = QpType::kRc;
     uint32_t pd = 0, send_cq = 0, recv_cq = 0, srq = 0;
+    uint32_t xrcd = 0;  // kXrcRecv: its XRC domain (no PD, CQs or rings)
     ibv_qp_cap cap{};
     bool sq_sig_all = false;
     void* sq_ring = nullptr;  // ring_bytes(sq_entries, send_wqe_stride(cap))
@@ -211,9 +224,22 @@ class Nic final : public Node, private cm::Host {
                             uint32_t& rq_entries, uint32_t& rq_stride);
   int check_qp_caps(const ibv_qp_cap& cap) const;
   int create_qp(HostContext* ctx, const QpInit& init, uint32_t& qpn, Time now);
+  // The parts of create_qp: what each QP type needs and must not have.
+  struct QpRefs {
+    Pd* pd = nullptr;
+    Cq *send_cq = nullptr, *recv_cq = nullptr;
+    Srq* srq = nullptr;
+    XrcdRef* xrcd = nullptr;
+  };
+  int find_qp_refs(HostContext* ctx, const QpInit& init, QpRefs& refs) const;
   int modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int mask, Time now);
   int query_qp(HostContext* ctx, uint32_t qpn, ibv_qp_attr& attr, ibv_qp_init_attr& init) const;
+  // For an XRC target, one holder lets go; the QP goes with the last
+  // (ibv_destroy_qp(3) of an opened QP).
   int destroy_qp(HostContext* ctx, uint32_t qpn);
+  // ibv_open_qp: `ctx` holds XRC target `qpn` too, through its open
+  // `xrcd` of the target's domain; EINVAL for another QP or domain.
+  int open_qp(HostContext* ctx, uint32_t xrcd, uint32_t qpn);
   int create_ah(HostContext* ctx, uint32_t pd, const ibv_ah_attr& attr, uint32_t& handle);
   int destroy_ah(HostContext* ctx, uint32_t handle);
   Qp* find_qp(uint32_t qpn) const;
@@ -390,7 +416,8 @@ class Nic final : public Node, private cm::Host {
   // The MR behind window key `rkey` if the window grants `access` to
   // [va, va + len) to this QP: its PD, type 2 bound to this QP, bounds and
   // rights of window and QP, the MR still there.
-  Mr* mw_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
+  // `pd`: the QP's, or an XRC target's SRQ's (the request's; response_pd).
+  Mr* mw_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
   // SEND with invalidate naming a window key: false if it may not (not a
   // type 2 window of the QP's PD with that key).
   bool remote_invalidate_mw(const Qp& qp, uint32_t rkey);
@@ -435,6 +462,7 @@ class Nic final : public Node, private cm::Host {
   struct Request;
   RespState run_request(Request& r, RespState from);
   RespState check_psn(Request& r);
+  RespState check_xrc_srq(Request& r);
   RespState check_op_seq(Request& r);
   RespState check_length(Request& r);
   RespState check_request_rkey(Request& r);
@@ -463,10 +491,17 @@ class Nic final : public Node, private cm::Host {
   bool responder_has_work(const Qp& qp) const { return qp.resp.ack_pending || !qp.resp.tasks.empty(); }
   rte_mbuf* responder_make_packet(Qp& qp, Time now);
   // The MR `rkey` names if it grants `access` to [va, va + len) to this
-  // QP (key and generation, PD, rights of MR and QP, not invalidated);
-  // check_rkey counts a refusal.
-  Mr* rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
-  Mr* check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // QP (key and generation, PD `pd` -- the QP's, or for an XRC target the
+  // PD of the SRQ the request named --, rights of MR and QP, not
+  // invalidated); check_rkey counts a refusal.
+  Mr* rkey_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const;
+  Mr* check_rkey(Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access);
+  // The PD a READ's responses are checked against, and the host they are
+  // read from: the QP's, or for an XRC target the PD of the SRQ the READ
+  // named (nullptr once that SRQ is gone).
+  const Pd* response_pd(const Qp& qp, const ResponderTask& t) const;
+  // An XRC target's SRQ by the number a request names, if in its domain.
+  Srq* xrc_srq_for(const Qp& qp, uint32_t srqn) const;
   // The MR `lkey` names if the NIC may write [addr, addr + len) of it for a
   // QP of `pd` (key and generation, PD, local write, not invalidated):
   // held against every packet of data that lands (SEND, READ response,
@@ -508,6 +543,14 @@ class Nic final : public Node, private cm::Host {
   uint8_t mw_key_byte_ = 0;  // the key byte a new window starts with
   KeyedTable<Cq> cqs_;
   KeyedTable<Srq> srqs_;
+  // XRC: domains (each with its opens), and XRC SRQs by number.
+  std::vector<std::unique_ptr<Xrcd>> xrcds_;
+  KeyedTable<XrcdRef> xrcd_refs_;
+  std::map<uint32_t, Srq*> xrc_srqs_;
+  uint32_t next_srqn_ = 1;
+  XrcdRef* find_xrcd(HostContext* ctx, uint32_t handle) const;
+  // An SRQ goes: XRC targets delivering to it stop, its number is free.
+  void forget_srq(Srq& srq);
   KeyedTable<Ah> ahs_;
   std::map<uint32_t, std::unique_ptr<Qp>> qps_;
   uint32_t next_qpn_ = kFirstQpn;

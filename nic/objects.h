@@ -225,12 +225,34 @@ class RecvQueue {
   uint32_t consumed_ = 0;
 };
 
+// An XRC domain (ibv_open_xrcd): the scope in which XRC target QPs may
+// deliver to XRC SRQs. Opened by one context with no file (fd -1), or
+// shared by every context that opens it through the same file (keyed by
+// the file's device and inode, as the kernel keys it). Each open is an
+// XrcdRef the context holds; the domain goes with its last one.
+struct Xrcd {
+  uint64_t inode_dev = 0, inode = 0;  // both 0: private to its one opener
+  uint32_t opens = 0;                 // XrcdRefs naming it
+  uint32_t users = 0;                 // XRC SRQs and target QPs in it
+};
+struct XrcdRef {
+  uint32_t handle = 0;
+  HostContext* ctx = nullptr;
+  Xrcd* xrcd = nullptr;
+  uint32_t users = 0;  // SRQs and target QPs created through this open (close: EBUSY while any)
+};
+
 struct Srq {
   uint32_t handle = 0;
   Pd* pd = nullptr;
   RecvQueue rq;
   uint32_t limit = 0;  // srq_limit: event when fewer entries remain
   bool armed = false;
+  // XRC SRQ (IBV_SRQT_XRC): its domain, the CQ its completions go to, and
+  // the 24-bit number XRC requests name it by (XRCETH; ibv_get_srq_num).
+  XrcdRef* xrcd = nullptr;
+  Cq* cq = nullptr;
+  uint32_t srqn = 0;
 };
 
 struct Ah {

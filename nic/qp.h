@@ -58,6 +58,7 @@ struct SendWork {
   std::array<Sge, kMaxSge> sge{};
   std::array<uint8_t, kMaxInline> inline_data{};
   uint32_t ud_ah = 0, ud_remote_qpn = 0, ud_remote_qkey = 0;
+  uint32_t xrc_remote_srqn = 0;  // XRC initiator: the SRQ at the target
 
   // transport progress
   bool started = false;
@@ -92,6 +93,7 @@ struct ResponderTask {
   uint32_t rkey = 0;       // READ: looked up again for every response
   bool first = true;
   uint64_t orig = 0;       // atomic result
+  uint32_t xrc_srqn = 0;   // an XRC target's: the SRQ the request named (its PD checks the READ)
 };
 
 // A READ, atomic or ATOMIC WRITE the responder accepted, kept so a
@@ -112,7 +114,11 @@ struct RdAtomicReplay {
   bool atomic_write = false;  // an ATOMIC WRITE (atomic too: executed once, answered by an empty READ response)
 };
 
-enum class QpType : uint8_t { kRc, kUc, kUd };
+// kXrcSend: an XRC initiator (INI, IBV_QPT_XRC_SEND): a send queue only,
+// its requests name the target's SRQ. kXrcRecv: an XRC target (TGT,
+// IBV_QPT_XRC_RECV) in an XRC domain: no queues of its own, it delivers
+// each request to the SRQ the request names.
+enum class QpType : uint8_t { kRc, kUc, kUd, kXrcSend, kXrcRecv };
 class Nic;
 
 // Payload read ahead into frames, for hosts where each read is a system
@@ -139,7 +145,17 @@ struct Qp {
   Pd* pd = nullptr;
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
-  Srq* srq = nullptr;
+  Srq* srq = nullptr;     // XRC target: the SRQ of the message in progress (set per request)
+  XrcdRef* xrcd = nullptr;  // XRC target: its domain (through its first holder's open)
+  // XRC target: who holds it -- its creator and each ibv_open_qp, by the
+  // open of the domain each came through. It goes with its last holder;
+  // ctx and xrcd are its first holder's (events, the host it lives in).
+  struct TargetHold {
+    HostContext* ctx;
+    XrcdRef* xrcd;
+    bool creator;  // the QP counts against its application's quota while it holds it
+  };
+  std::vector<TargetHold> holds;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
@@ -255,6 +271,26 @@ struct Qp {
   std::unique_ptr<cc::Flow> cc;  // opened on first use
 
   bool is_rc() const { return type == QpType::kRc; }
+  // Where the responder's data goes and comes from: the host of the SRQ an
+  // XRC target delivers to now (it may be another process sharing the
+  // XRC domain), else the QP's own.
+  HostMemory* responder_memory() const {
+    return xrcd != nullptr && srq != nullptr ? srq->pd->ctx->memory : ctx->memory;
+  }
+  // May `c` modify, query or destroy it: its context's, or a holder's.
+  bool held_by(const HostContext* c) const {
+    if (holds.empty()) return ctx == c;
+    for (const TargetHold& h : holds)
+      if (h.ctx == c) return true;
+    return false;
+  }
+  bool is_xrc() const { return type == QpType::kXrcSend || type == QpType::kXrcRecv; }
+  // Reliable connected: ACKs, retransmission, READs and atomics (RC and XRC).
+  bool reliable() const { return type == QpType::kRc || is_xrc(); }
+  // The transport bits of its opcodes (IBA table 38).
+  uint8_t opcode_transport() const {
+    return type == QpType::kUc ? 0x20 : type == QpType::kUd ? 0x60 : is_xrc() ? 0xa0 : 0x00;
+  }
   bool is_ud() const { return type == QpType::kUd; }
   SendWork& work(uint32_t index) { return swq[index & (swq.size() - 1)]; }
   bool can_send_requests() const { return state == IBV_QPS_RTS || state == IBV_QPS_SQD; }

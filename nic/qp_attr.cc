@@ -5,11 +5,11 @@ namespace {
 
 struct Transition {
   bool valid = false;
-  int req[3] = {0, 0, 0};  // RC, UC, UD
-  int opt[3] = {0, 0, 0};
+  int req[5] = {0, 0, 0, 0, 0};  // RC, UC, UD, XRC INI, XRC TGT
+  int opt[5] = {0, 0, 0, 0, 0};
 };
 
-constexpr int kRc = 0, kUc = 1, kUd = 2;
+constexpr int kRc = 0, kUc = 1, kUd = 2, kXrcIni = 3, kXrcTgt = 4;
 constexpr int kStates = IBV_QPS_ERR + 1;
 
 using Table = std::array<std::array<Transition, kStates>, kStates>;
@@ -73,6 +73,17 @@ constexpr Table build() {
   es.valid = true;
   es.opt[kUd] = IBV_QP_CUR_STATE | IBV_QP_QKEY;
   es.opt[kUc] = IBV_QP_CUR_STATE | IBV_QP_ACCESS_FLAGS;
+
+  // XRC (the kernel's qp_state_table): as RC, but an initiator has no
+  // receive side (INIT->RTR asks for what UC's does) and a target no send
+  // side (RTR->RTS asks only for the timeout and the SQ PSN).
+  for (auto& row : t)
+    for (Transition& tr : row) {
+      tr.req[kXrcIni] = tr.req[kXrcTgt] = tr.req[kRc];
+      tr.opt[kXrcIni] = tr.opt[kXrcTgt] = tr.opt[kRc];
+    }
+  ir.req[kXrcIni] = ir.req[kUc];
+  rr.req[kXrcTgt] = IBV_QP_TIMEOUT | IBV_QP_SQ_PSN;
   return t;
 }
 
@@ -100,9 +111,13 @@ bool modify_qp_is_ok(ibv_qp_state cur, ibv_qp_state next, QpType type, int mask)
     return false;
   const Transition& t = kTable[size_t(cur)][size_t(next)];
   if (!t.valid) return false;
-  const int i = type == QpType::kRc ? kRc : type == QpType::kUc ? kUc : kUd;
-  // SQE -> RTS does not exist for RC.
-  if (cur == IBV_QPS_SQE && next == IBV_QPS_RTS && type == QpType::kRc) return false;
+  const int i = type == QpType::kRc        ? kRc
+                : type == QpType::kUc      ? kUc
+                : type == QpType::kUd      ? kUd
+                : type == QpType::kXrcSend ? kXrcIni
+                                           : kXrcTgt;
+  // SQE -> RTS does not exist for RC and XRC.
+  if (cur == IBV_QPS_SQE && next == IBV_QPS_RTS && type != QpType::kUc && type != QpType::kUd) return false;
   if ((mask & t.req[i]) != t.req[i]) return false;
   if (mask & ~(t.req[i] | t.opt[i] | IBV_QP_STATE)) return false;
   return true;

@@ -62,7 +62,7 @@ struct SendWqe {
   uint32_t ud_ah;       // address handle id (UD)
   uint32_t ud_remote_qpn;
   uint32_t ud_remote_qkey;
-  uint32_t reserved;
+  uint32_t xrc_remote_srqn;  // XRC send QP: the SRQ at the target (24 bits)
 };
 static_assert(sizeof(SendWqe) == 64);
 

@@ -27,7 +27,8 @@ bool opcode_allowed(QpType t, uint8_t opcode) {
     case IBV_WR_RDMA_READ:
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
-    case IBV_WR_ATOMIC_WRITE:
+      return t == QpType::kRc || t == QpType::kXrcSend;
+    case IBV_WR_ATOMIC_WRITE:  // RC only, as rxe
       return t == QpType::kRc;
     default:
       return false;
@@ -78,6 +79,8 @@ bool Nic::validate_local_sges(Qp& qp, SendWork& w) {
 }
 
 bool Nic::fetch_send_wqes(Qp& qp, Time now) {
+  // An XRC target has no send queue (nor a CQ to complete one).
+  if (qp.type == QpType::kXrcRecv) return false;
   const uint32_t producer = qp.sq.producer();
   bool fetched = false;
   // Never more than the ring holds beyond what is not yet completed.
@@ -99,6 +102,7 @@ bool Nic::fetch_send_wqes(Qp& qp, Time now) {
     w.ud_ah = hdr.ud_ah;
     w.ud_remote_qpn = hdr.ud_remote_qpn & 0xffffff;
     w.ud_remote_qkey = hdr.ud_remote_qkey;
+    w.xrc_remote_srqn = hdr.xrc_remote_srqn & 0xffffff;
     qp.req.sq_fetched++;
     fetched = true;
     if (!opcode_allowed(qp.type, w.opcode)) {
@@ -289,7 +293,12 @@ bool Nic::add_ahead_frame(ReadAhead& p, iovec* dst, uint32_t len, uint32_t key, 
 }
 
 bool Nic::read_ahead(Qp& qp, ReadAhead& p, const HostPiece* pieces, size_t n_pieces, const iovec* dst) {
-  if (p.count == 0 || qp.ctx->memory->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
+  // The responder's READ responses come from the host of the PD they are
+  // checked against (an XRC target's: its SRQ's, maybe another process's).
+  HostMemory* mem = qp.ctx->memory;
+  if (&p == &qp.resp.response_prefetch && !qp.resp.tasks.empty())
+    if (const Pd* pd = response_pd(qp, qp.resp.tasks.front())) mem = pd->ctx->memory;
+  if (p.count == 0 || mem->readv_scatter(pieces, n_pieces, dst, p.count)) return true;
   drop_prefetch(p);
   return false;
 }
@@ -346,10 +355,11 @@ rte_mbuf* Nic::take_prefetched(Qp& qp, const SendWork& w, uint32_t offset, bool&
 rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   const uint32_t index = uint32_t(wire::psn_diff(psn, w.first_psn));
   const bool uc = qp.type == QpType::kUc;
-  auto base = [uc](uint8_t o) { return uc ? wire::op::uc(o) : o; };
+  const uint8_t transport = qp.opcode_transport();
   wire::RoceFields f;
   f.dest_qp = qp.dest_qpn;
   f.psn = psn;
+  f.xrc_srqn = w.xrc_remote_srqn;  // written for XRC opcodes only
   uint32_t offset = 0, len = 0;
   switch (w.opcode) {
     case IBV_WR_RDMA_READ: {
@@ -402,7 +412,6 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
                    : last        ? (imm ? kSendLastImm : inv ? kSendLastInv : kSendLast)
                                  : kSendMiddle;
       }
-      f.opcode = base(f.opcode);
       if (last) {
         f.imm = __builtin_bswap32(w.imm);  // posted in network order
         f.ieth_rkey = w.imm;
@@ -412,6 +421,7 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
       break;
     }
   }
+  f.opcode = uint8_t(transport | f.opcode);
   // A packet sent again always asks for an ACK: with selective repeat it
   // may be the only packet resent.
   if (wire::psn_lt(psn, qp.req.sent_high) && qp.req.any_outstanding) f.ack_req = true;
@@ -578,7 +588,7 @@ rte_mbuf* Nic::requester_make_packet(Qp& qp, Time now) {
 }
 
 void Nic::arm_retry_timer(Qp& qp, Time now) {
-  if (qp.type != QpType::kRc || !qp.req.any_outstanding) {
+  if (!qp.reliable() || !qp.req.any_outstanding) {
     timers().cancel(qp.req.retry_timer);
     return;
   }

@@ -21,10 +21,11 @@ bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
 }  // namespace
 
-Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
-  if (rkey & kMwKeyBit) return mw_grants(qp, rkey, va, len, access);  // a memory window's
+Mr* Nic::rkey_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
+  if (pd == nullptr) return nullptr;  // an XRC target's SRQ that is gone
+  if (rkey & kMwKeyBit) return mw_grants(qp, pd, rkey, va, len, access);  // a memory window's
   Mr* mr = mrs_.find(rkey);  // key and generation
-  if (mr == nullptr || mr->invalidated || mr->pd != qp.pd || !(mr->access & access) || !(qp.access & access) ||
+  if (mr == nullptr || mr->invalidated || mr->pd != pd || !(mr->access & access) || !(qp.access & access) ||
       !mr->contains(va, len))
     return nullptr;
   return mr;
@@ -38,8 +39,8 @@ Mr* Nic::lkey_writable(const Pd* pd, uint32_t lkey, uint64_t addr, uint64_t len)
   return mr;
 }
 
-Mr* Nic::check_rkey(Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) {
-  Mr* mr = rkey_grants(qp, rkey, va, len, access);
+Mr* Nic::check_rkey(Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) {
+  Mr* mr = rkey_grants(qp, pd, rkey, va, len, access);
   if (mr == nullptr) counters_[NicCounters::resp_remote_access_errors]++;
   return mr;
 }
@@ -65,11 +66,11 @@ bool Nic::take_recv(Qp& qp, RecvEntry& out) {
     if (!srq.rq.pop(out)) return false;
     if (srq.armed && srq.rq.available() < srq.limit) {
       srq.armed = false;
-      if (qp.ctx->on_async_event) {
+      if (HostContext* owner = srq.pd->ctx; owner->on_async_event) {  // the SRQ's (an XRC target may be another's)
         ibv_async_event ev{};
         ev.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
         ev.element.srq = nullptr;
-        qp.ctx->on_async_event(ev);
+        owner->on_async_event(ev);
       }
     }
     return true;
@@ -194,6 +195,7 @@ struct Nic::Request {
   bool in_order = false;                   // arrived at the expected PSN (RC)
   bool kept = false;                       // the frame went to the loss recovery
   const RdAtomicReplay* replay = nullptr;  // a duplicate: the READ or atomic it repeats
+  const Pd* pd;                            // memory is checked against it: the QP's, an XRC target's SRQ's
   Mr* mr = nullptr;                        // what check_rkey found for the payload or the atomic
   RecvEntry imm_recv;                      // WRITE with immediate: the receive WQE it takes
   bool imm_recv_taken = false;
@@ -206,10 +208,11 @@ struct Nic::Request {
         v(view),
         now(t),
         psn(view.bth().psn()),
-        rc(q.type == QpType::kRc),
+        rc(q.reliable()),
         first(view.op().any(wire::kOpFirst)),
         last(view.op().any(wire::kOpLast)),
-        imm(view.op().any(wire::kOpImm)) {}
+        imm(view.op().any(wire::kOpImm)),
+        pd(q.pd) {}
   const wire::OpcodeInfo& info() const { return v.op(); }
   bool read() const { return info().any(wire::kOpRead); }
   bool atomic() const { return info().any(wire::kOpAtomic); }
@@ -239,13 +242,14 @@ RxDisposition Nic::handle_request(Qp& qp, rte_mbuf* m, const wire::PacketView& v
 
 void Nic::process_request(Qp& qp, const wire::PacketView& v, Time now) {
   Request r(qp, nullptr, v, now);
-  run_request(r, RespState::kCheckOpSeq);
+  run_request(r, RespState::kCheckXrcSrq);
 }
 
 RespState Nic::run_request(Request& r, RespState s) {
   for (;;) {
     switch (s) {
       case RespState::kCheckPsn: s = check_psn(r); break;
+      case RespState::kCheckXrcSrq: s = check_xrc_srq(r); break;
       case RespState::kCheckOpSeq: s = check_op_seq(r); break;
       case RespState::kCheckLength: s = check_length(r); break;
       case RespState::kCheckRkey: s = check_request_rkey(r); break;
@@ -273,7 +277,40 @@ RespState Nic::check_psn(Request& r) {
     return r.rc ? RespState::kOutOfSequence : RespState::kUcResync;
   }
   r.in_order = r.rc;
+  return RespState::kCheckXrcSrq;
+}
+
+RespState Nic::check_xrc_srq(Request& r) {
+  // An XRC target delivers each request to the SRQ its XRCETH names, if
+  // that SRQ is in the target's XRC domain; its memory is checked against
+  // that SRQ's PD, its completions go to that SRQ's CQ. Else (no such SRQ,
+  // another domain's, another SRQ halfway through a message) the request
+  // is refused as an access violation: NAK remote access error and the
+  // target to the error state (hns reports XRCD_VIOLATION and
+  // INVALID_XRCETH as IB_EVENT_QP_ACCESS_ERR).
+  Qp& qp = r.qp;
+  if (qp.xrcd == nullptr) return RespState::kCheckOpSeq;
+  Srq* srq = xrc_srq_for(qp, r.v.xrceth().srqn());
+  if (srq == nullptr || (qp.resp.in_message && srq != qp.srq)) {
+    counters_[NicCounters::resp_remote_access_errors]++;
+    return RespState::kErrXrcSrq;
+  }
+  qp.srq = srq;
+  r.pd = qp.pd = srq->pd;
+  qp.recv_cq = srq->cq;
   return RespState::kCheckOpSeq;
+}
+
+Srq* Nic::xrc_srq_for(const Qp& qp, uint32_t srqn) const {
+  const auto it = xrc_srqs_.find(srqn);
+  if (it == xrc_srqs_.end() || qp.xrcd == nullptr || it->second->xrcd->xrcd != qp.xrcd->xrcd) return nullptr;
+  return it->second;
+}
+
+const Pd* Nic::response_pd(const Qp& qp, const ResponderTask& t) const {
+  if (qp.xrcd == nullptr) return qp.pd;
+  const Srq* srq = xrc_srq_for(qp, t.xrc_srqn);
+  return srq != nullptr ? srq->pd : nullptr;
 }
 
 RespState Nic::on_trimmed_request(Request& r) {
@@ -346,6 +383,13 @@ RespState Nic::check_duplicate(Request& r) {
            wire::psn_diff(psn, a.psn) < int32_t(a.npkts);
   });
   if (it == qp.resp.rd_atomic_log.end()) return RespState::kDone;  // too old to answer, or never accepted
+  if (qp.xrcd != nullptr) {
+    // An XRC target checks it against the PD of the SRQ it names (as the
+    // first time), without taking that SRQ for the message in progress.
+    const Srq* srq = xrc_srq_for(qp, r.v.xrceth().srqn());
+    if (srq == nullptr) return RespState::kDone;
+    r.pd = srq->pd;
+  }
   if (atomic_write) {
     const wire::Reth& reth = r.v.reth();
     if (reth.rkey.get() != it->rkey || reth.va.get() != it->va) return RespState::kDone;  // not that ATOMIC WRITE
@@ -412,28 +456,28 @@ RespState Nic::check_request_rkey(Request& r) {
   if (r.read()) {
     const wire::Reth& reth = r.v.reth();
     const uint32_t len = reth.dma_length.get();
-    if (len > 0 && check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr)
+    if (len > 0 && check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_READ) == nullptr)
       return RespState::kErrRkey;
   } else if (r.atomic()) {
     const wire::AtomicEth& a = r.v.atomic_eth();
     if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
-    if ((r.mr = check_rkey(qp, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
+    if ((r.mr = check_rkey(qp, r.pd, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
       return RespState::kErrRkey;
   } else if (r.atomic_write()) {
     // Remote write access, as a WRITE (rxe); then the alignment, as rxe's
     // atomic_write_reply checks it after the key.
     const wire::Reth& reth = r.v.reth();
-    if ((r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+    if ((r.mr = check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
       return RespState::kErrRkey;
     if ((reth.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
   } else if (r.write()) {
     if (r.first) {
       const wire::Reth& reth = r.v.reth();
       const uint32_t len = reth.dma_length.get();
-      if (len > 0 && (r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+      if (len > 0 && (r.mr = check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
         return RespState::kErrRkey;
     } else if (r.v.payload_len > 0 &&
-               (r.mr = check_rkey(qp, qp.resp.write_rkey, qp.resp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
+               (r.mr = check_rkey(qp, r.pd, qp.resp.write_rkey, qp.resp.write_va, r.v.payload_len, IBV_ACCESS_REMOTE_WRITE)) ==
                    nullptr) {
       return RespState::kErrRkey;
     }
@@ -490,6 +534,7 @@ RespState Nic::replay_duplicate(Request& r) {
     const uint32_t len = reth.dma_length.get();
     task = {ResponderTask::kReadResponse, r.psn, a.psn, reth.va.get(), len, reth.rkey.get(), true, 0};
   }
+  if (qp.xrcd != nullptr) task.xrc_srqn = r.v.xrceth().srqn();
   // In PSN order among the responses still owed.
   const uint32_t psn = r.psn;
   auto pos = std::find_if(qp.resp.tasks.begin(), qp.resp.tasks.end(),
@@ -507,6 +552,7 @@ RespState Nic::execute_read(Request& r) {
   qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, false, r.psn, npkts, reth.va.get(), len,
                                                               reth.rkey.get(), 0};
   qp.resp.tasks.push_back({ResponderTask::kReadResponse, r.psn, r.psn, reth.va.get(), len, reth.rkey.get(), true, 0});
+  if (qp.xrcd != nullptr) qp.resp.tasks.back().xrc_srqn = r.v.xrceth().srqn();
   qp.resp.epsn = wire::psn_add(qp.resp.epsn, npkts);
   qp.lr.nak_sent = false;
   activate(qp, r.now);
@@ -518,14 +564,14 @@ RespState Nic::execute_atomic(Request& r) {
   const wire::AtomicEth& a = r.v.atomic_eth();
   const uint64_t va = a.va.get();
   uint64_t orig = 0;
-  if (!qp.ctx->memory->read(r.mr->host(va), &orig, 8)) return RespState::kErrRemoteOp;
+  if (!qp.responder_memory()->read(r.mr->host(va), &orig, 8)) return RespState::kErrRemoteOp;
   uint64_t result = orig;
-  if (r.v.opcode == wire::op::kCmpSwap) {
+  if (wire::op::base(r.v.opcode) == wire::op::kCmpSwap) {
     if (orig == a.compare.get()) result = a.swap_add.get();
   } else {
     result = orig + a.swap_add.get();
   }
-  if (result != orig && !qp.ctx->memory->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
+  if (result != orig && !qp.responder_memory()->write(r.mr->host(va), &result, 8)) return RespState::kErrRemoteOp;
   qp.resp.rd_atomic_log[qp.resp.rd_atomic_log_next++ % kMaxRdAtomic] = {true, true, r.psn, 1, va, 8, a.rkey.get(), orig};
   qp.resp.tasks.push_back({ResponderTask::kAtomicAck, r.psn, r.psn, 0, 0, 0, true, orig});
   qp.resp.epsn = wire::psn_add(qp.resp.epsn, 1);
@@ -647,6 +693,7 @@ constexpr RequestErrorRow kRequestErrors[] = {
     {RespState::kErrRemoteOp, IBV_WC_REM_OP_ERR, wire::NakCode::kRemoteOperationalError, false},
     {RespState::kErrLocalLength, IBV_WC_LOC_LEN_ERR, wire::NakCode::kInvalidRequest, false},
     {RespState::kErrLocalAccess, IBV_WC_LOC_PROT_ERR, wire::NakCode::kRemoteOperationalError, false},
+    {RespState::kErrXrcSrq, IBV_WC_REM_ACCESS_ERR, wire::NakCode::kRemoteAccessError, false},
 };
 
 }  // namespace
@@ -733,12 +780,14 @@ void Nic::responder_ud(Qp& qp, const wire::PacketView& v, Time now) {
 rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   wire::RoceFields f;
   f.dest_qp = qp.dest_qpn;
+  const uint8_t transport = qp.opcode_transport();  // an XRC target answers with XRC opcodes
   uint32_t len = 0;
   uint64_t host = 0;
   bool pop = false;
   rte_mbuf* m = nullptr;  // taken before anything moves on: without a frame, nothing is owed less
   bool prefetched = false;
   uint32_t prefetch_hdr = 0;
+  HostMemory* read_from = qp.ctx->memory;  // a READ response's host
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
   if (!qp.resp.tasks.empty() && qp.state != IBV_QPS_ERR) {
@@ -746,7 +795,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     f.psn = t.psn;
     if (t.kind == ResponderTask::kAtomicAck) {
       if ((m = new_frame()) == nullptr) return nullptr;
-      f.opcode = wire::op::kAtomicAck;
+      f.opcode = uint8_t(transport | wire::op::kAtomicAck);
       f.aeth_syndrome = wire::aeth_ack();
       f.aeth_msn = qp.resp.msn = (qp.resp.msn + 1) & 0xffffff;
       f.atomic_orig = t.orig;
@@ -756,10 +805,13 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       const bool last = t.remaining == len;
       using namespace wire::op;
       f.opcode = t.first && last ? kReadRespOnly : t.first ? kReadRespFirst : last ? kReadRespLast : kReadRespMiddle;
+      f.opcode = uint8_t(transport | f.opcode);
       // Every response is checked as the request was: the MR may have been
       // deregistered or invalidated meanwhile, the QP's rights changed.
+      const Pd* pd = response_pd(qp, t);
+      HostMemory* mem = pd != nullptr ? pd->ctx->memory : qp.ctx->memory;
       if (len > 0) {
-        Mr* mr = check_rkey(qp, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
+        Mr* mr = check_rkey(qp, pd, t.rkey, t.va, len, IBV_ACCESS_REMOTE_READ);
         if (mr == nullptr) {
           qp.resp.tasks.clear();
           responder_error(qp, IBV_WC_REM_ACCESS_ERR, wire::aeth_nak(wire::NakCode::kRemoteAccessError), t.psn, now);
@@ -768,7 +820,8 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
         host = mr->host(t.va);
       }
       // The frame first: without one nothing moves on.
-      if (len > 0 && qp.ctx->memory->batches()) {
+      read_from = mem;
+      if (len > 0 && mem->batches()) {
         bool failed = false;
         // A READ executed again, or one answered out of turn, finds other frames.
         m = take_ahead(qp.resp.response_prefetch, t.psn, t.va, failed,
@@ -795,7 +848,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
     }
   } else if (qp.resp.ack_pending) {
     if ((m = new_frame()) == nullptr) return nullptr;
-    f.opcode = wire::op::kAck;
+    f.opcode = uint8_t(transport | wire::op::kAck);
     f.psn = qp.resp.ack_psn;
     f.aeth_syndrome = qp.resp.ack_syndrome;
     f.aeth_msn = qp.resp.msn;
@@ -809,7 +862,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
   // (A read-ahead frame's payload sits where headers of the expected length end.)
   if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
-      (len > 0 && !prefetched && !qp.ctx->memory->read(host, data + hdr, len))) {
+      (len > 0 && !prefetched && !read_from->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
     qp.resp.tasks.clear();
     drop_prefetch(qp.resp.response_prefetch);
@@ -837,7 +890,9 @@ bool Nic::fill_response_prefetch(Qp& qp, bool more) {
     const ResponderTask& t = qp.resp.tasks[ti];
     if (t.kind != ResponderTask::kReadResponse) break;
     if (t.remaining == 0) continue;
-    Mr* mr = rkey_grants(qp, t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
+    // One read from one host: an XRC target's READs of another SRQ's PD wait their turn.
+    if (ti > 0 && response_pd(qp, t) != response_pd(qp, qp.resp.tasks[0])) break;
+    Mr* mr = rkey_grants(qp, response_pd(qp, t), t.rkey, t.va, t.remaining, IBV_ACCESS_REMOTE_READ);
     if (mr == nullptr) {
       if (ti == 0) return false;
       break;

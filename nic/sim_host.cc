@@ -91,6 +91,86 @@ SimHost::Qp* SimHost::create_qp(QpType type, Cq* send_cq, Cq* recv_cq, ibv_qp_ca
   return qps_.back().get();
 }
 
+uint32_t SimHost::open_xrcd(int* err) {
+  uint32_t handle = 0;
+  const int e = nic_.open_xrcd(ctx_, 0, 0, 0, handle);
+  if (err != nullptr) *err = e;
+  return e == 0 ? handle : 0;
+}
+
+SimHost::Srq* SimHost::create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err, uint32_t pd) {
+  auto srq = std::make_unique<Srq>();
+  const uint32_t n = round_up_pow2(entries);
+  const uint32_t stride = recv_wqe_stride(1);
+  srq->mem.resize(ring_bytes(n, stride) + 64);
+  void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(srq->mem.data()) + 63) & ~uintptr_t(63));
+  int e = nic_.create_srq(ctx_, pd != 0 ? pd : pd_, base, entries, 1, 0, srq->handle, xrcd, cq != nullptr ? cq->handle : 0);
+  if (e == 0) e = nic_.srq_number(ctx_, srq->handle, srq->srqn);
+  if (err != nullptr) *err = e;
+  if (e != 0) return nullptr;
+  srq->rq.ring = Ring(base, n, stride, false);
+  srq->rq.max_sge = 1;
+  srqs_.push_back(std::move(srq));
+  return srqs_.back().get();
+}
+
+int SimHost::destroy_srq(Srq* srq) {
+  const int e = nic_.destroy_srq(ctx_, srq->handle);
+  if (e == 0) std::erase_if(srqs_, [srq](const auto& p) { return p.get() == srq; });
+  return e;
+}
+
+SimHost::Qp* SimHost::create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err) {
+  cap.max_recv_wr = cap.max_recv_sge = 0;
+  auto qp = std::make_unique<Qp>();
+  qp->type = QpType::kXrcSend;
+  uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
+  Nic::qp_ring_sizes(cap, sq_entries, sq_stride, rq_entries, rq_stride);
+  qp->sq_mem.resize(ring_bytes(sq_entries, sq_stride) + 64);
+  void* sq = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(qp->sq_mem.data()) + 63) & ~uintptr_t(63));
+  Nic::QpInit init;
+  init.type = QpType::kXrcSend;
+  init.pd = pd_;
+  init.send_cq = send_cq->handle;
+  init.cap = cap;
+  init.sq_ring = sq;
+  const int e = nic_.create_qp(ctx_, init, qp->qpn, now());
+  if (err != nullptr) *err = e;
+  if (e != 0) return nullptr;
+  qp->sq.ring = Ring(sq, sq_entries, sq_stride, false);
+  qp->sq.max_sge = std::max(cap.max_send_sge, 1u);
+  qp->sq.max_inline = cap.max_inline_data;
+  qp->nic_qp = nic_.find_qp(qp->qpn);
+  qps_.push_back(std::move(qp));
+  return qps_.back().get();
+}
+
+SimHost::Qp* SimHost::create_xrc_recv_qp(uint32_t xrcd, int* err) {
+  auto qp = std::make_unique<Qp>();
+  qp->type = QpType::kXrcRecv;
+  Nic::QpInit init;  // no queues
+  init.type = QpType::kXrcRecv;
+  init.xrcd = xrcd;
+  const int e = nic_.create_qp(ctx_, init, qp->qpn, now());
+  if (err != nullptr) *err = e;
+  if (e != 0) return nullptr;
+  qp->nic_qp = nic_.find_qp(qp->qpn);
+  qps_.push_back(std::move(qp));
+  return qps_.back().get();
+}
+
+SimHost::Qp* SimHost::open_xrc_recv_qp(uint32_t xrcd, uint32_t qpn, int* err) {
+  const int e = nic_.open_qp(ctx_, xrcd, qpn);
+  if (err != nullptr) *err = e;
+  if (e != 0) return nullptr;
+  auto qp = std::make_unique<Qp>();
+  qp->type = QpType::kXrcRecv;
+  qp->qpn = qpn;
+  qp->nic_qp = nic_.find_qp(qpn);
+  qps_.push_back(std::move(qp));
+  return qps_.back().get();
+}
+
 int SimHost::destroy_qp(Qp* qp) {
   const int e = nic_.destroy_qp(ctx_, qp->qpn);
   if (e == 0) std::erase_if(qps_, [qp](const auto& p) { return p.get() == qp; });
@@ -115,7 +195,8 @@ int SimHost::post_send(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     const uint32_t ah = qp->type == QpType::kUd ? uint32_t(reinterpret_cast<uintptr_t>(wr->wr.ud.ah)) : 0;
     const uint32_t rqpn = qp->type == QpType::kUd ? wr->wr.ud.remote_qpn : 0;
     const uint32_t qkey = qp->type == QpType::kUd ? wr->wr.ud.remote_qkey : 0;
-    e = write_send_wqe(qp->sq, *wr, ah, rqpn, qkey);
+    const uint32_t srqn = qp->type == QpType::kXrcSend ? wr->qp_type.xrc.remote_srqn : 0;
+    e = write_send_wqe(qp->sq, *wr, ah, rqpn, qkey, srqn);
     if (e != 0) {
       if (bad != nullptr) *bad = wr;
       break;
@@ -183,7 +264,7 @@ int SimHost::connect(SimHost& a, Qp* qa, SimHost& b, Qp* qb, const ConnectOpts& 
     attr.ah_attr.grh.traffic_class = o.traffic_class;
     attr.ah_attr.port_num = 1;
     int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-    if (q->type == QpType::kRc) {
+    if (q->type == QpType::kRc || q->type == QpType::kXrcRecv) {  // a receive side
       attr.max_dest_rd_atomic = o.max_rd_atomic;
       attr.min_rnr_timer = o.min_rnr_timer;
       mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -195,7 +276,10 @@ int SimHost::connect(SimHost& a, Qp* qa, SimHost& b, Qp* qb, const ConnectOpts& 
     attr.qp_state = IBV_QPS_RTS;
     attr.sq_psn = sq_psn;
     int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-    if (q->type == QpType::kRc) {
+    if (q->type == QpType::kXrcRecv) {  // no send side: its timeout only
+      attr.timeout = o.timeout;
+      mask |= IBV_QP_TIMEOUT;
+    } else if (q->type == QpType::kRc || q->type == QpType::kXrcSend) {
       attr.timeout = o.timeout;
       attr.retry_cnt = o.retry_cnt;
       attr.rnr_retry = o.rnr_retry;

@@ -32,6 +32,7 @@ class SimHost {
   };
   struct Srq {
     uint32_t handle = 0;
+    uint32_t srqn = 0;  // XRC SRQ: its number
     std::vector<uint8_t> mem;
     RecvQueueShadow rq;
   };
@@ -60,6 +61,19 @@ class SimHost {
   Qp* create_qp(QpType type, Cq* send_cq, Cq* recv_cq, ibv_qp_cap cap, bool sq_sig_all = false,
                 Srq* srq = nullptr, int* err = nullptr);
   int destroy_qp(Qp* qp);
+  // XRC: a domain of this host's own (fd -1; 0 and `err` on failure), an
+  // SRQ in it completing to `cq`, an initiator (send queue only) and a
+  // target in the domain. post_send takes an initiator's target SRQ from
+  // wr.qp_type.xrc.remote_srqn; connect() pairs an initiator with a target.
+  uint32_t open_xrcd(int* err = nullptr);
+  int close_xrcd(uint32_t xrcd) { return nic_.close_xrcd(ctx_, xrcd); }
+  // `pd` 0: the host's own.
+  Srq* create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, int* err = nullptr, uint32_t pd = 0);
+  int destroy_srq(Srq* srq);
+  Qp* create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err = nullptr);
+  Qp* create_xrc_recv_qp(uint32_t xrcd, int* err = nullptr);
+  // ibv_open_qp of another's target (through this host's open `xrcd` of its domain).
+  Qp* open_xrc_recv_qp(uint32_t xrcd, uint32_t qpn, int* err = nullptr);
   int modify(Qp* qp, const ibv_qp_attr& attr, int mask) { return nic_.modify_qp(ctx_, qp->qpn, attr, mask, now()); }
   uint32_t create_ah(const ibv_gid& dgid, uint8_t sgid_index = 3, uint8_t traffic_class = 0);
 

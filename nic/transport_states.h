@@ -9,11 +9,13 @@
 namespace rocemu::nic {
 
 // Responder (responder.cc): a request packet goes through the checks in
-// this order -- PSN, opcode sequence, length, rkey, resources -- then is
+// this order -- PSN, XRC SRQ (an XRC target's), opcode sequence, length,
+// rkey, resources -- then is
 // executed. A duplicate READ or atomic takes the rkey and resource checks
 // too. Error states NAK (RC) or drop the message (UC).
 #define ROCEMU_RESP_STATES(X)                                                             \
   X(kCheckPsn, "check_psn")                                                               \
+  X(kCheckXrcSrq, "check_xrc_srq")                                                        \
   X(kCheckOpSeq, "check_op_seq")                                                          \
   X(kCheckLength, "check_length")                                                         \
   X(kCheckRkey, "check_rkey")                                                             \
@@ -33,7 +35,8 @@ namespace rocemu::nic {
   X(kErrRnr, "err_rnr")                        /* RNR NAK: no receive WQE (not fatal) */  \
   X(kErrRemoteOp, "err_remote_op")             /* NAK remote operational error */         \
   X(kErrLocalLength, "err_local_length")       /* receive buffer too short: NAK inv. */   \
-  X(kErrLocalAccess, "err_local_access")       /* receive SGE refused: NAK rem. op. */
+  X(kErrLocalAccess, "err_local_access")       /* receive SGE refused: NAK rem. op. */   \
+  X(kErrXrcSrq, "err_xrc_srq")                 /* XRCETH names no SRQ of the domain: NAK rem. access */
 
 enum class RespState : uint8_t {
 #define ROCEMU_STATE_ENUM(name, text) name,

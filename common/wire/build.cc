@@ -87,6 +87,10 @@ uint32_t write_roce_headers(std::span<uint8_t> out, const PathHeaders& path, con
     h->set_src_qp(f.deth_src_qp);
     t += sizeof(Deth);
   }
+  if (info.has(kExtXrceth)) {
+    reinterpret_cast<Xrceth*>(t)->set_srqn(f.xrc_srqn);
+    t += sizeof(Xrceth);
+  }
   if (info.has(kExtReth)) {
     auto* h = reinterpret_cast<Reth*>(t);
     h->va.set(f.reth_va);

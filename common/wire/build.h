@@ -63,6 +63,7 @@ struct RoceFields {
   uint32_t ieth_rkey = 0;
   uint32_t deth_qkey = 0;
   uint32_t deth_src_qp = 0;
+  uint32_t xrc_srqn = 0;    // XRC requests: the target's SRQ
 };
 
 // Bytes needed for all headers up to the payload.

@@ -34,7 +34,7 @@ inline constexpr uint32_t kMaxFrameLen = 9216 + 18;
   X(kBadUdpLength, "UDP length field disagrees with the IP length")               \
   X(kRoceIpOptions, "RoCEv2 over IPv4 with options")                              \
   X(kTruncatedBth, "RoCEv2 packet shorter than BTH + ICRC")                       \
-  X(kUnknownOpcode, "BTH opcode is not a known RC/UC/UD/CNP opcode")              \
+  X(kUnknownOpcode, "BTH opcode is not a known RC/UC/UD/XRC/CNP opcode")              \
   X(kBadTransportVersion, "BTH TVer is not 0")                                    \
   X(kTruncatedExtHeaders, "extension headers cut short")                          \
   X(kUnexpectedPayload, "payload on an opcode that carries none")                 \
@@ -109,6 +109,7 @@ struct PacketView {
   const ImmDt& imm() const { return ext<ImmDt>(kExtImmDt); }
   const Ieth& ieth() const { return ext<Ieth>(kExtIeth); }
   const Deth& deth() const { return ext<Deth>(kExtDeth); }
+  const Xrceth& xrceth() const { return ext<Xrceth>(kExtXrceth); }
   std::span<const uint8_t> payload() const { return {data + payload_off, payload_len}; }
 
   uint32_t icrc_on_wire() const;  // as carried (little-endian on the wire)

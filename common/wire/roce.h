@@ -1,5 +1,5 @@
-// RoCEv2 transport headers: BTH and the extension headers used by RC, UC
-// and UD, plus the opcode table that says which extension headers follow
+// RoCEv2 transport headers: BTH and the extension headers used by RC, UC,
+// UD and XRC, plus the opcode table that says which extension headers follow
 // the BTH (IBA vol. 1 ch. 9; kernel rxe rxe_hdr.h / rxe_opcode.c).
 #pragma once
 
@@ -90,6 +90,16 @@ struct __attribute__((packed)) Deth {
 };
 static_assert(sizeof(Deth) == 8);
 
+// XRC extended transport header (IBA annex A14): the XRC SRQ a request of an
+// XRC transport is for, at the target. Every XRC request carries it.
+struct __attribute__((packed)) Xrceth {
+  be32 srqn_word;  // resv:8 XRCSRQ:24
+
+  uint32_t srqn() const { return srqn_word.get() & 0xffffff; }
+  void set_srqn(uint32_t srqn) { srqn_word.set(srqn & 0xffffff); }
+};
+static_assert(sizeof(Xrceth) == 4);
+
 inline constexpr uint32_t kIcrcLen = 4;
 inline constexpr uint32_t kCnpPadLen = 16;  // CNP: BTH + 16 reserved bytes + ICRC
 
@@ -117,11 +127,12 @@ static_assert(aeth_nak(NakCode::kRemoteOperationalError) == 0x63);
 uint32_t rnr_timer_ns(uint8_t code);
 
 // ------------------------------------------------------- opcode table ----
-enum class Transport : uint8_t { kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80 };
+enum class Transport : uint8_t { kRc = 0x00, kUc = 0x20, kRd = 0x40, kUd = 0x60, kCnp = 0x80, kXrc = 0xa0 };
 
 // Extension headers, in the order they follow the BTH on the wire.
 enum ExtHeader : uint8_t {
   kExtDeth = 0,
+  kExtXrceth,
   kExtReth,
   kExtAtomicEth,
   kExtAeth,
@@ -130,11 +141,12 @@ enum ExtHeader : uint8_t {
   kExtIeth,
   kNumExtHeaders
 };
+static_assert(kNumExtHeaders <= 8, "OpcodeInfo::ext_mask has a bit per header");
 inline constexpr std::array<uint8_t, kNumExtHeaders> kExtHeaderLen = {
-    sizeof(Deth), sizeof(Reth), sizeof(AtomicEth), sizeof(Aeth), sizeof(AtomicAckEth),
+    sizeof(Deth), sizeof(Xrceth), sizeof(Reth), sizeof(AtomicEth), sizeof(Aeth), sizeof(AtomicAckEth),
     sizeof(ImmDt), sizeof(Ieth)};
 inline constexpr std::array<std::string_view, kNumExtHeaders> kExtHeaderName = {
-    "DETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH"};
+    "DETH", "XRCETH", "RETH", "AtomicETH", "AETH", "AtomicAckETH", "ImmDt", "IETH"};
 
 enum OpFlag : uint16_t {
   kOpPayload = 1 << 0,   // may carry payload
@@ -157,7 +169,7 @@ enum OpFlag : uint16_t {
 struct OpcodeInfo {
   std::string_view name;  // e.g. "RC_RDMA_WRITE_FIRST"; empty = not a valid opcode
   uint16_t flags = 0;
-  uint8_t ext_mask = 0;  // bit i set = ExtHeader i follows the BTH
+  uint8_t ext_mask = 0;  // bit i set = ExtHeader i follows the BTH (8 headers: 8 bits)
   uint8_t ext_len = 0;   // total bytes of those headers
 
   constexpr bool valid() const { return !name.empty(); }
@@ -180,6 +192,9 @@ inline constexpr uint8_t kCnp = 0x81;
 constexpr uint8_t rc(uint8_t o) { return o; }
 constexpr uint8_t uc(uint8_t o) { return uint8_t(0x20 | o); }
 constexpr uint8_t ud(uint8_t o) { return uint8_t(0x60 | o); }
+constexpr uint8_t xrc(uint8_t o) { return uint8_t(0xa0 | o); }
+// The operation without its transport: RC, UC and XRC share the low 5 bits.
+constexpr uint8_t base(uint8_t full) { return uint8_t(full & 0x1f); }
 }  // namespace op
 
 // The opcode table (roce.cc), read inline: every packet sent and received

@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 11;
+inline constexpr uint32_t kProtocolVersion = 12;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -61,6 +61,11 @@ enum class Op : uint32_t {
   kImportContext,
   kImportPd,  // handle: ENOENT unless a PD of the context
   kImportMr,  // handle (the MR's key): reply imported_mr, or ENOENT
+  // XRC (ibv_open_xrcd, ibv_close_xrcd, ibv_get_srq_num).
+  kOpenXrcd,   // reply handle
+  kCloseXrcd,
+  kGetSrqNum,  // reply handle: the SRQ's number
+  kOpenQp,     // ibv_open_qp of an XRC target: open_qp
 };
 inline constexpr size_t kUcmaMax = 512;
 inline constexpr size_t kCliMax = 2048;
@@ -89,8 +94,9 @@ struct PortInfo {
 };
 
 struct QpCreate {
-  uint32_t type;  // IBV_QPT_RC / UC / UD
+  uint32_t type;  // IBV_QPT_RC / UC / UD / XRC_SEND / XRC_RECV
   uint32_t pd, send_cq, recv_cq, srq;
+  uint32_t xrcd;  // IBV_QPT_XRC_RECV: its domain
   ibv_qp_cap cap;
   uint32_t sq_sig_all;
 };
@@ -134,7 +140,17 @@ struct Request {
     } create_cq;
     struct {
       uint32_t pd, entries, max_sge, limit;
+      uint32_t xrcd, cq;  // an XRC SRQ (IBV_SRQT_XRC): both; else 0
     } create_srq;
+    struct {
+      // The file's identity (st_dev, st_ino), both 0 for fd -1: the
+      // provider reads them; the engine keys shared domains by them.
+      uint64_t inode_dev, inode;
+      int32_t oflags;
+    } open_xrcd;
+    struct {
+      uint32_t xrcd, qpn;
+    } open_qp;
     struct {
       uint32_t handle, limit;
     } modify_srq;

@@ -680,6 +680,7 @@ struct VerbsServer::Impl {
   // CQs, which only its own QPs use (kCreateQp).
   static void destroy_queues(Session& s) {
     for (const auto& [qpn, ring] : s.qp_rings) s.nic->destroy_qp(s.ctx, qpn);
+    for (uint32_t qpn : s.xrc_targets) s.nic->destroy_qp(s.ctx, qpn);  // its holds
     for (const auto& [h, ring] : s.srq_rings) s.nic->destroy_srq(s.ctx, h);
     for (const auto& [h, ring] : s.cq_rings) s.nic->destroy_cq(s.ctx, h);
   }
@@ -1085,7 +1086,9 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
     }
     case Op::kCreateSrq: {
       const auto& r = req.u.create_srq;
-      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge || r.entries > s.nic->config().max_qp_wr) {
+      // An XRC SRQ's CQ is this session's, as a QP's CQs are.
+      if (r.max_sge == 0 || r.max_sge > nic::kMaxSge || r.entries > s.nic->config().max_qp_wr ||
+          (r.cq != 0 && !s.cq_rings.contains(r.cq))) {
         rep.err = EINVAL;
         return;
       }
@@ -1097,7 +1100,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       uint32_t handle = 0;
-      rep.err = on_engine([&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, wanted, r.max_sge, r.limit, handle); });
+      rep.err = on_engine(
+          [&] { return s.nic->create_srq(s.ctx, r.pd, region->addr, wanted, r.max_sge, r.limit, handle, r.xrcd, r.cq); });
       if (rep.err != 0) {
         region->release();
         return;
@@ -1130,6 +1134,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         case IBV_QPT_RC: type = nic::QpType::kRc; break;
         case IBV_QPT_UC: type = nic::QpType::kUc; break;
         case IBV_QPT_UD: type = nic::QpType::kUd; break;
+        case IBV_QPT_XRC_SEND: type = nic::QpType::kXrcSend; break;
+        case IBV_QPT_XRC_RECV: type = nic::QpType::kXrcRecv; break;
         default:
           rep.err = EOPNOTSUPP;
           return;
@@ -1137,12 +1143,20 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       // Its CQs and SRQ must be this session's: they go with it, and the
       // QP with them (a context shared by ibv_import_device has CQs of
       // other sessions, which no verb imports).
-      if (!s.cq_rings.contains(c.send_cq) || !s.cq_rings.contains(c.recv_cq) ||
+      // (An XRC initiator has no receive CQ, a target no CQ at all.)
+      const bool has_send_cq = type != nic::QpType::kXrcRecv;
+      const bool has_recv_cq = has_send_cq && type != nic::QpType::kXrcSend;
+      if ((has_send_cq && !s.cq_rings.contains(c.send_cq)) || (has_recv_cq && !s.cq_rings.contains(c.recv_cq)) ||
           (c.srq != 0 && !s.srq_rings.contains(c.srq))) {
         rep.err = EINVAL;
         return;
       }
       ibv_qp_cap cap = c.cap;
+      // XRC: an initiator has no receive queue, a target no queue at all
+      // (no memory is shared for it).
+      const bool own_rq = c.srq == 0 && type != nic::QpType::kXrcSend && type != nic::QpType::kXrcRecv;
+      if (!own_rq) cap.max_recv_wr = cap.max_recv_sge = 0;
+      if (type == nic::QpType::kXrcRecv) cap = ibv_qp_cap{};
       if (cap.max_send_sge == 0) cap.max_send_sge = 1;
       if (cap.max_recv_sge == 0) cap.max_recv_sge = 1;
       const int e = on_engine([&] { return s.nic->check_qp_caps(cap); });
@@ -1151,10 +1165,19 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         return;
       }
       QpCreated& q = rep.u.qp;
+      if (type == nic::QpType::kXrcRecv) {
+        nic::Nic::QpInit init;
+        init.type = type;
+        init.xrcd = c.xrcd;
+        rep.err = on_engine([&] { return s.nic->create_qp(s.ctx, init, q.qpn, engine.now()); });
+        if (rep.err == 0) s.xrc_targets.insert(q.qpn);
+        q.cap = ibv_qp_cap{};
+        return;
+      }
       nic::Nic::qp_ring_sizes(cap, q.sq_entries, q.sq_stride, q.rq_entries, q.rq_stride);
       const size_t sq_bytes = nic::ring_bytes(q.sq_entries, q.sq_stride);
       q.rq_offset = (sq_bytes + 4095) & ~size_t(4095);
-      const size_t total = q.rq_offset + (c.srq != 0 ? 0 : nic::ring_bytes(q.rq_entries, q.rq_stride));
+      const size_t total = q.rq_offset + (own_rq ? nic::ring_bytes(q.rq_entries, q.rq_stride) : 0);
       auto region = SharedRegion::create("rocemu-qp", total);
       if (!region.ok()) {
         rep.err = ENOMEM;
@@ -1162,7 +1185,8 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       }
       // What the application asked for, rounded up to what the rings hold.
       cap.max_send_wr = q.sq_entries;
-      cap.max_recv_wr = c.srq != 0 ? 0 : q.rq_entries;
+      cap.max_recv_wr = own_rq ? q.rq_entries : 0;
+      if (!own_rq) cap.max_recv_sge = 0;
       cap.max_inline_data = std::max(cap.max_inline_data, uint32_t(q.sq_stride - sizeof(nic::SendWqe)));
       cap.max_inline_data = std::min(cap.max_inline_data, nic::kMaxInline);
       nic::Nic::QpInit init;
@@ -1171,10 +1195,11 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       init.send_cq = c.send_cq;
       init.recv_cq = c.recv_cq;
       init.srq = c.srq;
+      init.xrcd = c.xrcd;
       init.cap = cap;
       init.sq_sig_all = c.sq_sig_all != 0;
       init.sq_ring = region->addr;
-      init.rq_ring = c.srq != 0 ? nullptr : static_cast<uint8_t*>(region->addr) + q.rq_offset;
+      init.rq_ring = own_rq ? static_cast<uint8_t*>(region->addr) + q.rq_offset : nullptr;
       rep.err = on_engine([&] {
         const int created = s.nic->create_qp(s.ctx, init, q.qpn, engine.now());
         if (created == 0) s.qpns.push_back(q.qpn);
@@ -1201,7 +1226,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     case Op::kDestroyQp: {
       const uint32_t qpn = req.u.handle.handle;
-      if (!s.qp_rings.contains(qpn)) {
+      if (!s.qp_rings.contains(qpn) && !s.xrc_targets.contains(qpn)) {
         rep.err = EINVAL;
         return;
       }
@@ -1210,12 +1235,30 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
         if (e == 0) std::erase(s.qpns, qpn);
         return e;
       });
-      if (rep.err == 0) {
+      if (rep.err == 0 && s.qp_rings.count(qpn) != 0) {
         s.qp_rings[qpn].release();
         s.qp_rings.erase(qpn);
+      } else if (rep.err == 0) {  // one of its holds of an XRC target
+        s.xrc_targets.erase(s.xrc_targets.find(qpn));
       }
       return;
     }
+    case Op::kOpenXrcd: {
+      const auto& x = req.u.open_xrcd;
+      rep.err = on_engine(
+          [&] { return s.nic->open_xrcd(s.ctx, x.inode_dev, x.inode, x.oflags, rep.u.handle.handle); });
+      return;
+    }
+    case Op::kCloseXrcd:
+      rep.err = on_engine([&] { return s.nic->close_xrcd(s.ctx, req.u.handle.handle); });
+      return;
+    case Op::kOpenQp:
+      rep.err = on_engine([&] { return s.nic->open_qp(s.ctx, req.u.open_qp.xrcd, req.u.open_qp.qpn); });
+      if (rep.err == 0) s.xrc_targets.insert(req.u.open_qp.qpn);
+      return;
+    case Op::kGetSrqNum:
+      rep.err = on_engine([&] { return s.nic->srq_number(s.ctx, req.u.handle.handle, rep.u.handle.handle); });
+      return;
     case Op::kCreateAh:
       rep.err = on_engine([&] { return s.nic->create_ah(s.ctx, req.u.create_ah.pd, req.u.create_ah.attr, rep.u.handle.handle); });
       return;

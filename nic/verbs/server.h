@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -90,6 +91,7 @@ struct Session {
   std::vector<uint32_t> qpns;             // the QPs a doorbell rescan looks at
   // Control thread only.
   std::map<uint32_t, SharedRegion> cq_rings, srq_rings, qp_rings;
+  std::multiset<uint32_t> xrc_targets;    // XRC targets it holds, created or opened (they have no rings)
   std::map<uint32_t, int> channels;       // id -> the write end of its pipe (the application reads the other)
   std::vector<int> hand_over;             // fds of the reply being sent, closed once it is
   std::map<uint32_t, uint32_t> cq_channel;  // CQ handle -> the channel it reports to

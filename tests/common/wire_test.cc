@@ -133,7 +133,7 @@ TEST_CASE("Opcode table drives the extension headers", "[unit][wire]") {
   CHECK(opcode_info(op::kCnp).valid());
   int valid = 0;
   for (int i = 0; i < 256; i++) valid += opcode_info(uint8_t(i)).valid();
-  CHECK(valid == 24 + 12 + 2 + 1);  // RC, UC, UD, CNP
+  CHECK(valid == 24 + 12 + 2 + 1 + 23);  // RC, UC, UD, CNP, XRC
   // RDMA ATOMIC WRITE (IBA 1.5, 0x1D): RETH then 8 bytes of payload, RC only.
   CHECK(opcode_info(op::kAtomicWrite).name == "RC_RDMA_ATOMIC_WRITE");
   CHECK(opcode_info(op::kAtomicWrite).has(kExtReth));
@@ -141,6 +141,59 @@ TEST_CASE("Opcode table drives the extension headers", "[unit][wire]") {
   CHECK(opcode_info(op::kAtomicWrite).is(kOpRequest | kOpPayload | kOpFirst | kOpLast | kOpAtomicWrite));
   CHECK_FALSE(opcode_info(op::kAtomicWrite).any(kOpWrite | kOpAtomic | kOpRead));
   CHECK_FALSE(opcode_info(op::uc(op::kAtomicWrite)).valid());
+}
+
+TEST_CASE("XRC opcodes: an XRCETH before the other headers of a request, none on a response", "[unit][wire]") {
+  for (int o = 0; o < 0x20; o++) {
+    const OpcodeInfo& rc = opcode_info(uint8_t(o));
+    const OpcodeInfo& xrc = opcode_info(op::xrc(uint8_t(o)));
+    INFO("opcode " << o);
+    if (o == op::kAtomicWrite) {  // RC only (as rxe)
+      CHECK_FALSE(xrc.valid());
+      continue;
+    }
+    REQUIRE(rc.valid() == xrc.valid());
+    if (!rc.valid()) continue;
+    CHECK(xrc.flags == rc.flags);
+    CHECK(xrc.name.substr(0, 4) == "XRC_");
+    CHECK(xrc.name.substr(4) == rc.name.substr(3));
+    const bool request = rc.any(kOpRequest);
+    CHECK(xrc.has(kExtXrceth) == request);
+    CHECK(xrc.ext_len == rc.ext_len + (request ? 4 : 0));
+    for (int h = kExtReth; h < kNumExtHeaders; h++)
+      if (rc.has(ExtHeader(h))) CHECK(ext_offset(op::xrc(uint8_t(o)), ExtHeader(h)) == ext_offset(uint8_t(o), ExtHeader(h)) + (request ? 4 : 0));
+  }
+  CHECK(opcode_transport(0xa4) == Transport::kXrc);
+  CHECK(op::base(op::xrc(op::kFetchAdd)) == op::kFetchAdd);
+  Xrceth x{};
+  x.set_srqn(0xfedcba98);
+  CHECK(x.srqn() == 0xdcba98);
+  CHECK(x.srqn_word.get() == 0x00dcba98);
+}
+
+TEST_CASE("An XRC request's XRCETH is written and read back", "[unit][wire]") {
+  PathHeaders path;
+  path.src_ip = IpAddr::v4(0x0a000001);
+  path.dst_ip = IpAddr::v4(0x0a000002);
+  RoceFields f;
+  f.opcode = op::xrc(op::kWriteOnlyImm);
+  f.dest_qp = 0x123456;
+  f.xrc_srqn = 0xabcdef;
+  f.reth_va = 0x1000;
+  f.reth_rkey = 0x77;
+  f.reth_len = 4;
+  f.imm = 0x01020304;
+  std::array<uint8_t, 256> buf{};
+  const uint8_t payload[4] = {1, 2, 3, 4};
+  const uint32_t n = encode_roce(buf, path, f, payload);
+  REQUIRE(n > 0);
+  PacketView v;
+  REQUIRE(decode(std::span<const uint8_t>(buf.data(), n), v) == DecodeError::kOk);
+  CHECK(v.xrceth().srqn() == 0xabcdef);
+  CHECK(v.reth().rkey.get() == 0x77);
+  CHECK(v.imm().imm.get() == 0x01020304);
+  CHECK(v.payload_len == 4);
+  CHECK(v.icrc_ok());
 }
 
 TEST_CASE("ICRC known answers", "[unit][wire]") {

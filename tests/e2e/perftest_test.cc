@@ -165,6 +165,52 @@ TEST_CASE("Both ends on one node: the NIC turns the packets around", "[e2e][perf
     DYNAMIC_SECTION(tool) { perftest(f, tool, {}, "h1", "h1"); }
 }
 
+TEST_CASE("ibv_xsrq_pingpong: XRC SENDs to an XRC SRQ through a target QP, both ways", "[e2e][perftest][xrc]") {
+  // rdma-core's XRC example, unmodified: each side opens an XRC domain on
+  // /tmp/xrc_domain, an XRC SRQ, an initiator and a target, and the two
+  // ping-pong SENDs that name the peer's SRQ number.
+  Fabric f;
+  const int port = pick_port();
+  std::vector<std::string> srv = {"ibv_xsrq_pingpong", "-d", "rocemu0", "-g", "3", "-p", std::to_string(port),
+                                  "-n", "50"};
+  std::vector<std::string> cli = srv;
+  cli.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  INFO("--- client ---\n" << r.client_out << "\n--- server ---\n" << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+  CHECK_THAT(r.client_out, Catch::Contains("success"));
+  CHECK_THAT(r.server_out, Catch::Contains("success"));
+}
+
+TEST_CASE("ibv_xsrq_pingpong with two clients sharing an XRC domain by file, and with -e", "[e2e][perftest][xrc]") {
+  // The server sends to client i on the send QP of client (i + n) % 2: the
+  // target of one client process delivers to the SRQ of the other, which
+  // shares its domain through /tmp/xrc_domain (both on h1, one NIC).
+  Fabric f;
+  const int port = pick_port();
+  const std::vector<std::string> common = {"ibv_xsrq_pingpong", "-d", "rocemu0", "-g", "3", "-p", std::to_string(port),
+                                           "-n", "20", "-e"};
+  std::vector<std::string> srv = common;
+  srv.insert(srv.end(), {"-c", "2"});
+  std::vector<std::string> cli = common;
+  cli.push_back("127.0.0.1");
+  Process s = f.exec("h2", srv);
+  REQUIRE(wait_until([&] { return tcp_listening(port, s.pid); }, std::chrono::seconds(30), {&s}));
+  Process c1 = f.exec("h1", cli);
+  Process c2 = f.exec("h1", cli);
+  const int r1 = finish(c1, std::chrono::seconds(60));
+  const int r2 = finish(c2, std::chrono::seconds(60));
+  const int rs = finish(s, std::chrono::seconds(60));
+  INFO("--- client 1 ---\n" << c1.output << "\n--- client 2 ---\n" << c2.output << "\n--- server ---\n" << s.output);
+  CHECK(r1 == 0);
+  CHECK(r2 == 0);
+  CHECK(rs == 0);
+  CHECK_THAT(c1.output, Catch::Contains("success"));
+  CHECK_THAT(c2.output, Catch::Contains("success"));
+  CHECK_THAT(s.output, Catch::Contains("success"));
+}
+
 TEST_CASE("ibv_rc/uc/ud/srq_pingpong with -g", "[e2e][perftest]") {
   Fabric f;
   for (const char* tool : {"ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong"}) {

@@ -134,6 +134,16 @@ TEST_CASE("RDMA ATOMIC WRITE through the provider: advertised, RC only, 8 bytes 
   INFO(p.output);
   CHECK(st == 0);
   CHECK_THAT(p.output, Catch::Contains("ATOMIC WRITE checked"));
+}
+
+TEST_CASE("XRC through the real libibverbs: domains by file, XRC SRQ numbers, SENDs and a WRITE by ibv_post_send and "
+          "ibv_wr_set_xrc_srqn, every misuse's errno",
+          "[e2e][verify][xrc]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--xrc"});
+  const int st = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(st == 0);
   CHECK_THAT(p.output, Catch::Contains("all good"));
 }
 

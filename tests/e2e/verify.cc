@@ -19,6 +19,9 @@
 //                                              ibv_wr_atomic_write and ibv_post_send, every
 //                                              byte of the target; misaligned, no remote
 //                                              write, past the MR refused as rxe refuses
+//   rocemu-verify --xrc                        XRC: a domain, an XRC SRQ, an initiator and a target;
+//                                              SENDs and a WRITE naming the SRQ, bytes checked,
+//                                              and each misuse's errno
 //   rocemu-verify --leave [--wait]             objects in every state, then exit
 //                                              without freeing them (or wait to be killed)
 //   rocemu-verify --import HOST                the active side of a pair split over two
@@ -31,6 +34,7 @@
 //   options: --size BYTES --iters N --gid INDEX
 //            --qp-timeout T (the QP's timeout attribute: 4.096 us * 2^T per try, default 14)
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -549,7 +553,7 @@ void check_queries(ibv_context* ctx) {
   qx.send_cq = qx.recv_cq = cq;
   qx.cap = {16, 16, 1, 1, 0};
   qx.pd = pd;
-  qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD;
+  qx.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_IND_TABLE;  // RSS: not provided
   errno = 0;
   CHECKV(ibv_create_qp_ex(ctx, &qx) == nullptr && errno == EOPNOTSUPP,
          "create_qp_ex with an unsupported comp_mask must fail EOPNOTSUPP (errno %d)", errno);
@@ -1162,6 +1166,252 @@ int run_leave(const Options& o, bool wait_to_be_killed) {
   return g_failures == 0 ? 0 : 1;  // and exit, freeing nothing
 }
 
+// XRC (ibv_open_xrcd.3, ibv_create_srq_ex.3, ibv_create_qp_ex.3,
+// ibv_get_srq_num.3): a domain, an XRC SRQ with its own CQ, an initiator
+// and a target on this NIC (loopback); SENDs and a WRITE name the SRQ by
+// number through ibv_post_send and the ibv_wr_* interface, every byte
+// checked; the errors the man pages and the kernel give for each misuse.
+struct XrcSide {
+  ibv_qp* ini = nullptr;
+  ibv_qp* tgt = nullptr;
+};
+
+int xrc_connect(ibv_qp* qp, uint32_t dest, const ibv_gid& gid, int gid_index, bool target, int extra_mask = 0) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = target ? IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
+  if (int e = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return e;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = dest;
+  a.rq_psn = 0x77;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = gid;
+  a.ah_attr.grh.sgid_index = uint8_t(gid_index);
+  a.ah_attr.grh.hop_limit = 1;
+  a.ah_attr.port_num = 1;
+  int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+  if (target) mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  if (int e = ibv_modify_qp(qp, &a, mask)) return e;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0x77;
+  a.timeout = g_qp_timeout;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT;
+  if (!target) mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  return ibv_modify_qp(qp, &a, mask | extra_mask);
+}
+
+void check_xrcd_open_flags(ibv_context* ctx) {
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD;  // no oflags
+  xa.fd = -1;
+  errno = 0;
+  CHECKV(ibv_open_xrcd(ctx, &xa) == nullptr && errno == EINVAL, "open_xrcd without OFLAGS: EINVAL (errno %d)", errno);
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS | IBV_XRCD_INIT_ATTR_RESERVED;
+  errno = 0;
+  CHECKV(ibv_open_xrcd(ctx, &xa) == nullptr && errno == EOPNOTSUPP, "open_xrcd with an unknown bit: EOPNOTSUPP (%d)",
+         errno);
+  // A domain shared through a file: none until O_CREAT, O_EXCL refused
+  // once it exists, any other open finds it.
+  char path[] = "/tmp/rocemu-verify-xrcd-XXXXXX";
+  const int fd = mkstemp(path);
+  CHECKV(fd >= 0, "mkstemp");
+  unlink(path);
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = fd;
+  xa.oflags = 0;
+  errno = 0;
+  CHECKV(ibv_open_xrcd(ctx, &xa) == nullptr && errno == EAGAIN, "open_xrcd of a new file without O_CREAT: EAGAIN (%d)",
+         errno);
+  xa.oflags = O_CREAT;
+  ibv_xrcd* x1 = ibv_open_xrcd(ctx, &xa);
+  CHECKV(x1 != nullptr, "open_xrcd O_CREAT: %s", std::strerror(errno));
+  xa.oflags = O_CREAT | O_EXCL;
+  errno = 0;
+  CHECKV(ibv_open_xrcd(ctx, &xa) == nullptr && errno == EINVAL, "open_xrcd O_EXCL of an open domain: EINVAL (%d)",
+         errno);
+  xa.oflags = 0;
+  ibv_xrcd* x2 = ibv_open_xrcd(ctx, &xa);
+  CHECKV(x2 != nullptr, "open_xrcd of an open domain: %s", std::strerror(errno));
+  CHECKV(x1 != nullptr && ibv_close_xrcd(x1) == 0, "close_xrcd");
+  CHECKV(x2 != nullptr && ibv_close_xrcd(x2) == 0, "close_xrcd of the last open");
+  xa.oflags = 0;
+  errno = 0;
+  CHECKV(ibv_open_xrcd(ctx, &xa) == nullptr && errno == EAGAIN, "the domain went with its last close (%d)", errno);
+  close(fd);
+}
+
+int run_xrc(const Options& o) {
+  ibv_context* ctx = open_device();
+  ibv_device_attr da{};
+  CHECKV(ibv_query_device(ctx, &da) == 0 && (da.device_cap_flags & IBV_DEVICE_XRC), "IBV_DEVICE_XRC");
+  check_xrcd_open_flags(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* scq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+  ibv_cq* rcq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = -1;
+  ibv_xrcd* xrcd = ibv_open_xrcd(ctx, &xa);
+  CHECKV(xrcd != nullptr, "open_xrcd(fd -1): %s", std::strerror(errno));
+  if (pd == nullptr || scq == nullptr || rcq == nullptr || xrcd == nullptr) return 1;
+  // SRQs: an XRC one needs its CQ; a basic one has no number.
+  ibv_srq_init_attr_ex sa{};
+  sa.attr = {16, 1, 0};
+  sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_PD;
+  sa.srq_type = IBV_SRQT_XRC;
+  sa.xrcd = xrcd;
+  sa.pd = pd;
+  errno = 0;
+  CHECKV(ibv_create_srq_ex(ctx, &sa) == nullptr && errno == EINVAL, "XRC SRQ without a CQ: EINVAL (%d)", errno);
+  sa.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+  sa.cq = rcq;
+  ibv_srq* srq = ibv_create_srq_ex(ctx, &sa);
+  CHECKV(srq != nullptr, "create_srq_ex(XRC): %s", std::strerror(errno));
+  ibv_srq_init_attr ba{};
+  ba.attr = {4, 1, 0};
+  ibv_srq* basic = ibv_create_srq(pd, &ba);
+  uint32_t srqn = 0, none = 0;
+  CHECKV(basic != nullptr && ibv_get_srq_num(basic, &none) == EINVAL, "get_srq_num of a basic SRQ: EINVAL");
+  CHECKV(srq != nullptr && ibv_get_srq_num(srq, &srqn) == 0 && srqn != 0 && srqn <= 0xffffff, "get_srq_num");
+  if (srq == nullptr) return 1;
+  // QPs: a target needs its domain; an initiator with the ibv_wr_* interface.
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_XRC_RECV;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+  qa.pd = pd;
+  errno = 0;
+  CHECKV(ibv_create_qp_ex(ctx, &qa) == nullptr && errno == EINVAL, "XRC_RECV without an XRCD: EINVAL (%d)", errno);
+  qa = {};
+  qa.qp_type = IBV_QPT_XRC_RECV;
+  qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  qa.xrcd = xrcd;
+  XrcSide x;
+  x.tgt = ibv_create_qp_ex(ctx, &qa);
+  CHECKV(x.tgt != nullptr, "create XRC_RECV: %s", std::strerror(errno));
+  qa = {};
+  qa.qp_type = IBV_QPT_XRC_SEND;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  qa.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+  qa.pd = pd;
+  qa.send_cq = scq;
+  qa.cap = {16, 0, 1, 0, 0};
+  x.ini = ibv_create_qp_ex(ctx, &qa);
+  CHECKV(x.ini != nullptr, "create XRC_SEND: %s", std::strerror(errno));
+  if (x.tgt == nullptr || x.ini == nullptr) return 1;
+  ibv_gid gid;
+  CHECKV(ibv_query_gid(ctx, 1, o.gid, &gid) == 0, "query_gid");
+  // A target's RTS takes no send-side attribute.
+  CHECKV(xrc_connect(x.tgt, x.ini->qp_num, gid, o.gid, true, IBV_QP_RETRY_CNT) == EINVAL,
+         "XRC_RECV RTR->RTS with a retry count: EINVAL");
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  CHECKV(ibv_modify_qp(x.tgt, &reset, IBV_QP_STATE) == 0, "target to RESET");
+  CHECKV(xrc_connect(x.tgt, x.ini->qp_num, gid, o.gid, true) == 0, "connect the target");
+  // ibv_open_qp(3): the target opened again through the domain; the
+  // creator's ibv_destroy_qp then leaves it to the opened one.
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD;
+  oa.qp_num = x.tgt->qp_num;
+  oa.xrcd = xrcd;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  errno = 0;
+  CHECKV(ibv_open_qp(ctx, &oa) == nullptr && errno == EINVAL, "open_qp without a type: EINVAL (%d)", errno);
+  oa.comp_mask |= IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = 0xabcdef;
+  errno = 0;
+  CHECKV(ibv_open_qp(ctx, &oa) == nullptr && errno == EINVAL, "open_qp of no target: EINVAL (%d)", errno);
+  oa.qp_num = x.tgt->qp_num;
+  ibv_qp* opened = ibv_open_qp(ctx, &oa);
+  CHECKV(opened != nullptr && opened->qp_num == x.tgt->qp_num, "open_qp: %s", std::strerror(errno));
+  if (opened == nullptr) return 1;
+  CHECKV(ibv_destroy_qp(x.tgt) == 0, "the creator lets go of the target");
+  x.tgt = opened;
+  ibv_qp_attr qa_now{};
+  ibv_qp_init_attr qi_now{};
+  CHECKV(ibv_query_qp(x.tgt, &qa_now, IBV_QP_STATE, &qi_now) == 0 && qa_now.qp_state == IBV_QPS_RTS,
+         "the opened target is the same, in RTS");
+  CHECKV(xrc_connect(x.ini, x.tgt->qp_num, gid, o.gid, false) == 0, "connect the initiator");
+
+  std::vector<uint8_t> buf(65536);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(),
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  if (mr == nullptr) return 1;
+  // Neither XRC QP has a receive queue; a target has no send queue.
+  ibv_sge rs{reinterpret_cast<uint64_t>(buf.data()) + 32768, 8192, mr->lkey};
+  ibv_recv_wr rw{}, *rbad = nullptr;
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  CHECKV(ibv_post_recv(x.ini, &rw, &rbad) != 0, "post_recv on XRC_SEND must fail");
+  CHECKV(ibv_post_recv(x.tgt, &rw, &rbad) != 0, "post_recv on XRC_RECV must fail");
+  ibv_sge ss{reinterpret_cast<uint64_t>(buf.data()), 3000, mr->lkey};
+  ibv_send_wr sw{}, *sbad = nullptr;
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.qp_type.xrc.remote_srqn = srqn;
+  CHECKV(ibv_post_send(x.tgt, &sw, &sbad) != 0, "post_send on XRC_RECV must fail");
+  for (int i = 0; i < 2; i++) {
+    rw.wr_id = uint64_t(50 + i);
+    rs.addr = reinterpret_cast<uint64_t>(buf.data()) + 32768 + uint64_t(i) * 8192;
+    CHECKV(ibv_post_srq_recv(srq, &rw, &rbad) == 0, "post_srq_recv");
+  }
+  for (size_t i = 0; i < 3000; i++) buf[i] = pattern(31, i);
+  for (size_t i = 3000; i < 6000; i++) buf[i] = pattern(32, i);
+  // One SEND by ibv_post_send, one by ibv_wr_* with ibv_wr_set_xrc_srqn.
+  CHECKV(ibv_post_send(x.ini, &sw, &sbad) == 0, "post_send XRC");
+  ibv_qp_ex* qx = ibv_qp_to_qp_ex(x.ini);
+  ibv_wr_start(qx);
+  qx->wr_id = 2;
+  qx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qx);
+  ibv_wr_set_sge(qx, mr->lkey, reinterpret_cast<uint64_t>(buf.data()) + 3000, 3000);
+  ibv_wr_set_xrc_srqn(qx, srqn);
+  qx->wr_id = 3;
+  ibv_wr_rdma_write(qx, mr->rkey, reinterpret_cast<uint64_t>(buf.data()) + 49152);
+  ibv_wr_set_sge(qx, mr->lkey, reinterpret_cast<uint64_t>(buf.data()), 6000);
+  ibv_wr_set_xrc_srqn(qx, srqn);
+  CHECKV(ibv_wr_complete(qx) == 0, "wr_complete");
+  Side ss_side, rs_side;
+  ss_side.cq = scq;
+  rs_side.cq = rcq;
+  const auto swc = wait(ss_side, 3);
+  for (const auto& c : swc) CHECKV(c.status == IBV_WC_SUCCESS, "XRC send %llu: %s", static_cast<unsigned long long>(c.wr_id), ibv_wc_status_str(c.status));
+  const auto rwc = wait(rs_side, 2);
+  for (const auto& c : rwc) {
+    CHECKV(c.status == IBV_WC_SUCCESS && c.byte_len == 3000, "XRC receive: %s, %u bytes", ibv_wc_status_str(c.status),
+           c.byte_len);
+    CHECKV(c.qp_num == x.tgt->qp_num, "XRC receive on QP %u, not the target %u", c.qp_num, x.tgt->qp_num);
+  }
+  CHECKV(std::memcmp(buf.data() + 32768, buf.data(), 3000) == 0, "first XRC SEND bytes differ");
+  CHECKV(std::memcmp(buf.data() + 32768 + 8192, buf.data() + 3000, 3000) == 0, "second XRC SEND bytes differ");
+  CHECKV(std::memcmp(buf.data() + 49152, buf.data(), 6000) == 0, "XRC WRITE bytes differ");
+  // In use: the domain (its SRQ and target), the SRQ's CQ.
+  CHECKV(ibv_close_xrcd(xrcd) == EBUSY, "close_xrcd with an SRQ and a target: EBUSY");
+  CHECKV(ibv_destroy_cq(rcq) == EBUSY, "destroy_cq of an XRC SRQ's CQ: EBUSY");
+  // remote_srqn left 0: no SRQ has that number; the target NAKs.
+  sw.qp_type.xrc.remote_srqn = 0;
+  CHECKV(ibv_post_send(x.ini, &sw, &sbad) == 0, "post_send");
+  const auto bad = wait(ss_side, 1);
+  CHECKV(bad[0].status == IBV_WC_REM_ACCESS_ERR, "remote_srqn 0: %s", ibv_wc_status_str(bad[0].status));
+  CHECKV(ibv_destroy_qp(x.ini) == 0 && ibv_destroy_qp(x.tgt) == 0, "destroy XRC QPs");
+  CHECKV(ibv_destroy_srq(srq) == 0 && ibv_destroy_srq(basic) == 0, "destroy SRQs");
+  CHECKV(ibv_close_xrcd(xrcd) == 0, "close_xrcd once unused");
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(scq);
+  ibv_destroy_cq(rcq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 // ---- one context in two processes (ibv_import_device) --------------------
@@ -1544,7 +1794,7 @@ int run_parent_domain(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false,
-       atomic_write = false;
+       atomic_write = false, xrc = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1557,6 +1807,7 @@ int main(int argc, char** argv) {
     else if (a == "--api") api = true;
     else if (a == "--mw") mw = true;
     else if (a == "--atomic-write") atomic_write = true;
+    else if (a == "--xrc") xrc = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -1573,7 +1824,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --import HOST | --misuse | "
-                   "--api | --mw | --parent-domain | --atomic-write | --leave [--wait] [options]\n");
+                   "--api | --mw | --parent-domain | --atomic-write | --xrc | --leave [--wait] [options]\n");
       return 2;
     }
   }
@@ -1585,6 +1836,7 @@ int main(int argc, char** argv) {
   else if (import) rc = run_import(o);
   else if (parent) rc = run_parent_domain(o);
   else if (atomic_write) rc = run_atomic_write(o);
+  else if (xrc) rc = run_xrc(o);
   else if (o.misuse) rc = run_misuse(o);
   else if (o.loopback) rc = run_loopback(o);
   else rc = run_pair(o);

@@ -27,7 +27,7 @@ using verbs::Reply;
 using verbs::Request;
 
 constexpr int kReplyMs = 2000;
-constexpr uint32_t kOps = uint32_t(Op::kImportMr) + 1;  // every op, and one that is none
+constexpr uint32_t kOps = uint32_t(Op::kOpenQp) + 1;  // every op, and one that is none
 
 // The server, made once per process: an engine that is not running (the
 // control requests run on the server's thread) with one NIC, h1.
@@ -81,7 +81,7 @@ struct Input {
 
 // What the server handed out in this session, to be named again.
 struct Known {
-  std::vector<uint32_t> pds, cqs, qps, mrs, mws, srqs, ahs, channels, cm_ids;
+  std::vector<uint32_t> pds, cqs, qps, mrs, mws, srqs, ahs, channels, cm_ids, xrcds;
   static uint32_t pick(const std::vector<uint32_t>& v, Input& in) {
     const uint8_t b = in.byte();
     if (v.empty() || b < 64) return in.u32();  // anything at all
@@ -119,13 +119,25 @@ Request make_request(Input& in, Known& k, World& w) {
     case Op::kDestroyCq: r.u.handle.handle = k.pick(k.cqs, in); break;
     case Op::kCreateSrq:
       r.u.create_srq = {k.pick(k.pds, in), in.byte() & 1 ? in.u32() : in.byte(), uint32_t(in.byte() % 20),
-                        in.byte()};
+                        in.byte(), 0, 0};
+      if (in.byte() & 1) {  // an XRC SRQ, or half of one
+        r.u.create_srq.xrcd = k.pick(k.xrcds, in);
+        r.u.create_srq.cq = in.byte() & 1 ? k.pick(k.cqs, in) : 0;
+      }
       break;
+    case Op::kOpenXrcd:
+      r.u.open_xrcd = {in.byte() & 1 ? 0 : uint64_t(in.byte() % 3), in.byte() & 1 ? 0 : uint64_t(in.byte() % 3),
+                       int32_t(in.byte() & 1 ? in.u32() : uint32_t(in.byte()) << 6)};  // O_CREAT 0100, O_EXCL 0200
+      break;
+    case Op::kCloseXrcd: r.u.handle.handle = k.pick(k.xrcds, in); break;
+    case Op::kGetSrqNum: r.u.handle.handle = k.pick(k.srqs, in); break;
+    case Op::kOpenQp: r.u.open_qp = {k.pick(k.xrcds, in), k.pick(k.qps, in)}; break;
     case Op::kModifySrq: r.u.modify_srq = {k.pick(k.srqs, in), in.u32()}; break;
     case Op::kDestroySrq: r.u.handle.handle = k.pick(k.srqs, in); break;
     case Op::kCreateQp: {
       auto& q = r.u.create_qp;
-      q.type = in.byte() % 6;
+      q.type = in.byte() % 12;  // RC 2, UC 3, UD 4, XRC_SEND 9, XRC_RECV 10, and others
+      q.xrcd = in.byte() & 1 ? k.pick(k.xrcds, in) : 0;
       q.pd = k.pick(k.pds, in);
       q.send_cq = k.pick(k.cqs, in);
       q.recv_cq = k.pick(k.cqs, in);
@@ -227,8 +239,10 @@ void remember(const Request& r, const Reply& rep, Known& k) {
     case Op::kCreateChannel: k.channels.push_back(rep.u.handle.handle); break;
     case Op::kCreateCq: k.cqs.push_back(rep.u.ring.handle); break;
     case Op::kCreateSrq: k.srqs.push_back(rep.u.ring.handle); break;
-    case Op::kCreateQp: k.qps.push_back(rep.u.qp.qpn); break;
+    case Op::kCreateQp:
+    case Op::kOpenQp: k.qps.push_back(r.op == Op::kOpenQp ? r.u.open_qp.qpn : rep.u.qp.qpn); break;
     case Op::kCreateAh: k.ahs.push_back(rep.u.handle.handle); break;
+    case Op::kOpenXrcd: k.xrcds.push_back(rep.u.handle.handle); break;
     case Op::kCmCommand:
       if (rep.u.ucma.length >= 4) {
         uint32_t id;

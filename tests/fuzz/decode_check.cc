@@ -129,6 +129,7 @@ uint64_t touch_view(const PacketView& v) {
     h = mix(h, uint32_t(b.se()) | b.mig_req() << 1 | b.fecn() << 2 | b.becn() << 3 | b.ack_req() << 4);
     const OpcodeInfo& op = v.op();
     if (op.has(kExtDeth)) h = mix(mix(h, v.deth().qkey.get()), v.deth().src_qp());
+    if (op.has(kExtXrceth)) h = mix(h, v.xrceth().srqn());
     if (op.has(kExtReth)) h = mix(mix(mix(h, v.reth().va.get()), v.reth().rkey.get()), v.reth().dma_length.get());
     if (op.has(kExtAtomicEth)) {
       const AtomicEth& a = v.atomic_eth();

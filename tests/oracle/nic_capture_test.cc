@@ -294,6 +294,120 @@ TEST_CASE("ATOMIC WRITE as the NIC sends it: tshark finds opcode 29 and the IBA 
   for (int i = 0; i < kWrites; i++) CHECK(std::memcmp(mem.data() + 64 * (i + 1), &values[i], 8) == 0);
 }
 
+TEST_CASE("A captured XRC exchange: tshark decodes every frame without error, each request's XRCETH names the SRQ",
+          "[oracle][nic][xrc]") {
+  TwoNics f(23);
+  const std::string path = std::string(ROCEMU_ORACLE_OUT) + "/nic-capture-xrc.pcapng";
+  REQUIRE(f.engine->capture_link(*f.link, path).ok());
+  // h1: an initiator; h2: a domain, a target and an SRQ; then a second
+  // initiator/target pair whose request names no SRQ.
+  auto* scq = f.h1->create_cq(64);
+  auto* rcq = f.h2->create_cq(64);
+  const uint32_t xrcd = f.h2->open_xrcd();
+  auto* srq = f.h2->create_xrc_srq(xrcd, rcq, 16);
+  REQUIRE(srq != nullptr);
+  const ibv_qp_cap cap{16, 0, 1, 0, 0};
+  auto* ini = f.h1->create_xrc_send_qp(scq, cap);
+  auto* tgt = f.h2->create_xrc_recv_qp(xrcd);
+  REQUIRE(nic::SimHost::connect(*f.h1, ini, *f.h2, tgt) == 0);
+  std::vector<uint8_t> src(4096, 0x21), mem(8192, 0), rbuf(8192, 0);
+  uint64_t counter = 5;
+  const uint32_t src_key = f.h1->reg_mr(src.data(), src.size(), kAccessAll);
+  const uint32_t mem_key = f.h2->reg_mr(mem.data(), mem.size(), kAccessAll);
+  const uint32_t rbuf_key = f.h2->reg_mr(rbuf.data(), rbuf.size(), kAccessAll);
+  const uint32_t ctr_key = f.h2->reg_mr(&counter, 8, kAccessAll);
+  ibv_sge rs = sge(rbuf.data(), uint32_t(rbuf.size()), rbuf_key);
+  ibv_recv_wr rw{};
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  REQUIRE(f.h2->post_srq_recv(srq, &rw) == 0);
+  ibv_sge s = sge(src.data(), 3000, src_key);  // three packets: FIRST, MIDDLE, LAST
+  ibv_send_wr send{};
+  send.sg_list = &s;
+  send.num_sge = 1;
+  send.opcode = IBV_WR_SEND;
+  send.send_flags = IBV_SEND_SIGNALED;
+  send.qp_type.xrc.remote_srqn = srq->srqn;
+  ibv_send_wr write = rdma_wr(&s, reinterpret_cast<uint64_t>(mem.data()), mem_key, 2);
+  write.qp_type.xrc.remote_srqn = srq->srqn;
+  ibv_sge back = sge(src.data() + 3000, 1000, src_key);
+  ibv_send_wr read = rdma_wr(&back, reinterpret_cast<uint64_t>(mem.data()), mem_key, 3, IBV_WR_RDMA_READ);
+  read.qp_type.xrc.remote_srqn = srq->srqn;
+  ibv_sge orig = sge(src.data() + 4088, 8, src_key);
+  ibv_send_wr add{};
+  add.sg_list = &orig;
+  add.num_sge = 1;
+  add.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  add.send_flags = IBV_SEND_SIGNALED;
+  add.wr.atomic.remote_addr = reinterpret_cast<uint64_t>(&counter);
+  add.wr.atomic.compare_add = 1;
+  add.wr.atomic.rkey = ctr_key;
+  add.qp_type.xrc.remote_srqn = srq->srqn;
+  send.next = &write;
+  write.next = &read;
+  read.next = &add;
+  REQUIRE(f.h1->post_send(ini, &send) == 0);
+  const auto wc = wait_cqes(f, *f.h1, scq, 4);
+  REQUIRE(wc.size() == 4);
+  for (const auto& c : wc) CHECK(c.status == IBV_WC_SUCCESS);
+  CHECK(counter == 6);
+  // A request naming no SRQ: NAK remote access error.
+  auto* ini2 = f.h1->create_xrc_send_qp(scq, cap);
+  auto* tgt2 = f.h2->create_xrc_recv_qp(xrcd);
+  REQUIRE(nic::SimHost::connect(*f.h1, ini2, *f.h2, tgt2) == 0);
+  ibv_send_wr stray = send;
+  stray.next = nullptr;
+  stray.qp_type.xrc.remote_srqn = 0x654321;
+  REQUIRE(f.h1->post_send(ini2, &stray) == 0);
+  const auto bad = wait_cqes(f, *f.h1, scq, 1);
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].status == IBV_WC_REM_ACCESS_ERR);
+  f.engine->flush_captures();
+
+  const auto captured = read_capture(path);
+  const auto run = run_tshark(path, {"infiniband.bth.opcode", "infiniband.vendor"});
+  INFO(run.stderr_text);
+  REQUIRE(run.status == 0);
+  REQUIRE(run.frames.size() == captured.size());
+  std::map<int, int> opcodes;  // XRC opcode -> frames
+  int xrceth_ok = 0, nak_access = 0;
+  for (size_t i = 0; i < captured.size(); i++) {
+    const TsharkFrame& fr = run.frames[i];
+    CHECK_FALSE(fr.malformed);
+    CHECK(fr.errors.empty());
+    wire::PacketView v;
+    REQUIRE(wire::decode(captured[i].bytes, v) == wire::DecodeError::kOk);
+    if (!v.is_roce) continue;
+    REQUIRE(fr.values[0].size() == 1);
+    const int op = std::stoi(fr.values[0][0], nullptr, 0);
+    CHECK(op == v.opcode);
+    CHECK(wire::opcode_transport(v.opcode) == wire::Transport::kXrc);  // nothing but XRC on this link
+    CHECK(v.icrc_ok());
+    opcodes[op]++;
+    // What follows the BTH, as tshark shows it (Wireshark 4.0: one blob).
+    REQUIRE(fr.values[1].size() == 2);
+    const std::string& blob = fr.values[1][1];
+    char want[9];
+    if (v.op().any(wire::kOpRequest)) {
+      std::snprintf(want, sizeof want, "%08x", v.bth().dest_qp() == tgt->qpn ? srq->srqn : 0x654321u);
+      xrceth_ok += blob.compare(0, 8, want) == 0;
+    } else if (v.op().has(wire::kExtAeth) && v.aeth().syndrome() == wire::aeth_nak(wire::NakCode::kRemoteAccessError)) {
+      nak_access += blob.compare(0, 2, "62") == 0;
+    }
+  }
+  using namespace wire::op;
+  for (uint8_t o : {kSendFirst, kSendMiddle, kSendLast, kWriteFirst, kWriteMiddle, kWriteLast, kReadRequest,
+                    kReadRespOnly, kAck, kFetchAdd, kAtomicAck}) {
+    INFO("opcode " << int(xrc(o)));
+    CHECK(opcodes[xrc(o)] > 0);
+  }
+  int requests = 0;
+  for (const auto& [op, n] : opcodes)
+    if (wire::opcode_info(uint8_t(op)).any(wire::kOpRequest)) requests += n;
+  CHECK(xrceth_ok == requests);
+  CHECK(nak_access >= 1);
+}
+
 namespace {
 
 std::string shell(const std::string& cmd) {

@@ -79,6 +79,7 @@ RoceFields make_fields(uint8_t opcode, uint32_t k) {
   f.ieth_rkey = 0xbeef0000u | k;
   f.deth_qkey = 0x80010000u + k;
   f.deth_src_qp = 0x400000u + k;
+  f.xrc_srqn = 0x800000u | ((k * 0x3b1) & 0x7fffff);  // top bit set: all 24 bits count
   return f;
 }
 
@@ -151,6 +152,16 @@ void expect_roce(OracleFrame& o) {
   e.push_back(F::num("infiniband.bth.destqp", f.dest_qp));
   e.push_back(F::num("infiniband.bth.a", f.ack_req));
   e.push_back(F::num("infiniband.bth.psn", f.psn));
+  if (opcode_transport(f.opcode) == Transport::kXrc) {
+    // Wireshark 4.0 names the XRC opcodes but dissects nothing behind the
+    // BTH: it shows the XRCETH, the other headers, the payload with its
+    // pad and the ICRC as one vendor-specific blob (occurrence 0 is the
+    // subtree's own 4-byte item). Byte for byte, so the XRCETH's place
+    // and value and every header behind it are checked all the same.
+    const size_t bth_end = o.path.outer_len() + sizeof(Bth);
+    e.push_back(F::str("infiniband.vendor", hex(&o.bytes[bth_end], o.bytes.size() - bth_end)).at(1));
+    return;
+  }
   if (info.has(kExtDeth)) {
     e.push_back(F::num("infiniband.deth.q_key", f.deth_qkey));
     e.push_back(F::num("infiniband.deth.srcqp", f.deth_src_qp));
@@ -238,7 +249,7 @@ OracleFrame roce_frame(std::string name, const PathHeaders& path, const RoceFiel
   }
   // Wireshark 4.0 hands the payload and the pad bytes to the data dissector.
   const uint8_t pad = pad_for(payload_len);
-  if (payload_len > 0) {
+  if (payload_len > 0 && opcode_transport(f.opcode) != Transport::kXrc) {  // XRC: in the blob
     o.expect.push_back(FieldExpect::str("data.data", hex(payload.data(), payload_len) + std::string(2u * pad, '0')));
     o.expect.push_back(FieldExpect::num("data.len", payload_len + pad));
   }

@@ -23,17 +23,19 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp& q = qp_of(ibqp);
   // As hardware providers do: no sending before RTS (a QP in ERR takes the
   // work and flushes it).
-  if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR) {
+  // An XRC target has no send queue.
+  if (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
+      ibqp->qp_type == IBV_QPT_XRC_RECV) {
     if (bad != nullptr) *bad = wr;
     return EINVAL;
   }
   int err = 0;
   {
     std::lock_guard lock(q.send_lock);
+    const bool ud = ibqp->qp_type == IBV_QPT_UD, xrc = ibqp->qp_type == IBV_QPT_XRC_SEND;
     for (; wr != nullptr; wr = wr->next) {
-      const bool ud = ibqp->qp_type == IBV_QPT_UD;
       err = nic::write_send_wqe(q.sq, *wr, ud ? ah_handle(*wr) : 0, ud ? wr->wr.ud.remote_qpn : 0,
-                                ud ? wr->wr.ud.remote_qkey : 0);
+                                ud ? wr->wr.ud.remote_qkey : 0, xrc ? wr->qp_type.xrc.remote_srqn : 0);
       if (err != 0) {
         if (bad != nullptr) *bad = wr;
         break;
@@ -68,7 +70,9 @@ int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* mb) {
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp& q = qp_of(ibqp);
-  if (ibqp->state == IBV_QPS_RESET || ibqp->srq != nullptr) {
+  // Not on an SRQ's QP, nor an XRC one: neither has a receive queue.
+  if (ibqp->state == IBV_QPS_RESET || ibqp->srq != nullptr || ibqp->qp_type == IBV_QPT_XRC_SEND ||
+      ibqp->qp_type == IBV_QPT_XRC_RECV) {
     if (bad != nullptr) *bad = wr;
     return EINVAL;
   }
@@ -140,12 +144,12 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
 
 void wr_atomic_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, const void* atomic_wr);
 
-ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
-  if (a == nullptr || !(a->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* a) {
+  if (a == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+  if (a->comp_mask & ~uint32_t(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -158,13 +162,36 @@ ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex* a) {
   }
   ibv_qp_init_attr init{};
   init.qp_context = a->qp_context;
-  init.send_cq = a->send_cq;
-  init.recv_cq = a->recv_cq;
-  init.srq = a->srq;
   init.cap = a->cap;
   init.qp_type = a->qp_type;
   init.sq_sig_all = a->sq_sig_all;
-  ibv_qp* qp = ibv_create_qp(a->pd, &init);
+  ibv_qp* qp = nullptr;
+  if (a->qp_type == IBV_QPT_XRC_RECV) {
+    // A target: in a domain, with no PD, CQs or queues (mlx5 ignores them).
+    if (!(a->comp_mask & IBV_QP_INIT_ATTR_XRCD) || a->xrcd == nullptr) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    init.cap = {};
+    qp = create_qp(context, nullptr, &init, reinterpret_cast<Xrcd*>(a->xrcd));
+  } else if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || a->pd == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  } else if (a->qp_type == IBV_QPT_XRC_SEND) {
+    // An initiator: a send queue (and its CQ) only.
+    if (a->send_cq == nullptr) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    init.send_cq = a->send_cq;
+    init.cap.max_recv_wr = init.cap.max_recv_sge = 0;
+    qp = create_qp(context, a->pd, &init, nullptr);
+  } else {
+    init.send_cq = a->send_cq;
+    init.recv_cq = a->recv_cq;
+    init.srq = a->srq;
+    qp = ibv_create_qp(a->pd, &init);
+  }
   if (qp == nullptr) return nullptr;
   a->cap = init.cap;
   if (atomic_write) qp_of(qp).qpx.wr_atomic_write = wr_atomic_write;  // else it refuses (init_qp_ex)
@@ -193,7 +220,8 @@ int wr_complete(ibv_qp_ex* qpx) {
   Qp& q = qp_of(qpx);
   ibv_qp* ibqp = &qpx->qp_base;
   int err = q.pending_error;
-  if (err == 0 && (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR))
+  if (err == 0 && (ibqp->state == IBV_QPS_RESET || ibqp->state == IBV_QPS_INIT || ibqp->state == IBV_QPS_RTR ||
+                   ibqp->qp_type == IBV_QPT_XRC_RECV))
     err = EINVAL;
   if (err == 0) {
     std::lock_guard lock(q.send_lock);
@@ -208,9 +236,9 @@ int wr_complete(ibv_qp_ex* qpx) {
         p.wr.num_sge = 1;
         p.wr.send_flags |= IBV_SEND_INLINE;
       }
-      const bool ud = ibqp->qp_type == IBV_QPT_UD;
+      const bool ud = ibqp->qp_type == IBV_QPT_UD, xrc = ibqp->qp_type == IBV_QPT_XRC_SEND;
       err = nic::write_send_wqe(q.sq, p.wr, ud ? p.ah : 0, ud ? p.wr.wr.ud.remote_qpn : 0,
-                                ud ? p.wr.wr.ud.remote_qkey : 0);
+                                ud ? p.wr.wr.ud.remote_qkey : 0, xrc ? p.wr.qp_type.xrc.remote_srqn : 0);
       if (err != 0) {
         q.sq.tail = start;  // nothing of this batch is posted
         break;
@@ -320,7 +348,14 @@ void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_inf
 }
 void wr_local_inv(ibv_qp_ex* qpx, uint32_t rkey) { begin(qpx, IBV_WR_LOCAL_INV).wr.invalidate_rkey = rkey; }
 void wr_unsupported_tso(ibv_qp_ex* qpx, void*, uint16_t, uint16_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
-void wr_unsupported_xrc(ibv_qp_ex* qpx, uint32_t) { qp_of(qpx).pending_error = EOPNOTSUPP; }
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t remote_srqn) {
+  Qp& q = qp_of(qpx);
+  if (q.pending.empty()) {
+    q.pending_error = EINVAL;
+    return;
+  }
+  q.pending.back().wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
 void wr_unsupported_atomic_write(ibv_qp_ex* qpx, uint32_t, uint64_t, const void*) {
   qp_of(qpx).pending_error = EOPNOTSUPP;
 }
@@ -349,6 +384,11 @@ void init_context_ops(Context& c) {
   ops.dealloc_mw = dealloc_mw;
   ops.bind_mw = bind_mw;
   c.vctx.create_qp_ex = create_qp_ex;
+  c.vctx.open_xrcd = open_xrcd;
+  c.vctx.close_xrcd = close_xrcd;
+  c.vctx.create_srq_ex = create_srq_ex;
+  c.vctx.get_srq_num = get_srq_num;
+  c.vctx.open_qp = open_qp;
 }
 
 void init_qp_ex(Qp& q) {
@@ -373,7 +413,7 @@ void init_qp_ex(Qp& q) {
   x.wr_bind_mw = wr_bind_mw;
   x.wr_local_inv = wr_local_inv;
   x.wr_send_tso = wr_unsupported_tso;
-  x.wr_set_xrc_srqn = wr_unsupported_xrc;
+  x.wr_set_xrc_srqn = wr_set_xrc_srqn;
   x.wr_atomic_write = wr_unsupported_atomic_write;
 }
 

@@ -106,7 +106,7 @@ void fill_device(const Context& c, ibv_device_attr& a) {
   a.max_qp_wr = int(c.info.max_qp_wr);
   a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SRQ_RESIZE |
                        IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
-                       IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.max_mw = int(c.info.max_mr);  // as mlx5: both are mkeys
   a.max_sge = int(c.info.max_sge);
   a.max_sge_rd = int(c.info.max_sge);

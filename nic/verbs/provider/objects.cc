@@ -2,6 +2,7 @@
 // each an RPC to the engine; queue memory arrives as a memfd to map.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -411,21 +412,16 @@ namespace {
 
 uint32_t qp_type_of(ibv_qp_type t) { return uint32_t(t); }
 
-}  // namespace
-
-extern "C" {
-
-// -------------------------------------------------------------- SRQs ----
-
-ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
-  if (pd == nullptr || init == nullptr) return fail<ibv_srq>(EINVAL);
+// An SRQ; with `xrcd` an XRC SRQ completing to `cq`. `attr.max_wr` comes
+// back as granted.
+ibv_srq* make_srq(ibv_pd* pd, void* srq_context, ibv_srq_attr& attr, uint32_t xrcd, ibv_cq* cq) {
   Context& c = ctx_of(pd);
-  if (init->attr.max_wr == 0 || init->attr.max_wr > c.info.max_srq_wr || init->attr.max_sge == 0 ||
-      init->attr.max_sge > c.info.max_sge)
+  if (attr.max_wr == 0 || attr.max_wr > c.info.max_srq_wr || attr.max_sge == 0 || attr.max_sge > c.info.max_sge)
     return fail<ibv_srq>(EINVAL);
   verbs::Request req;
   req.op = verbs::Op::kCreateSrq;
-  req.u.create_srq = {reinterpret_cast<Pd*>(pd)->handle, init->attr.max_wr, init->attr.max_sge, init->attr.srq_limit};
+  req.u.create_srq = {reinterpret_cast<Pd*>(pd)->handle, attr.max_wr, attr.max_sge, attr.srq_limit, xrcd,
+                      cq != nullptr ? reinterpret_cast<Cq*>(cq)->handle : 0};
   verbs::Reply rep;
   std::vector<int> fds;
   if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
@@ -443,17 +439,28 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
   }
   hold_domain(pd);
   s->handle = rep.u.ring.handle;
-  s->rq.ring = nic::Ring(s->map, rep.u.ring.entries, nic::recv_wqe_stride(init->attr.max_sge), false);
-  s->rq.max_sge = init->attr.max_sge;
+  s->rq.ring = nic::Ring(s->map, rep.u.ring.entries, nic::recv_wqe_stride(attr.max_sge), false);
+  s->rq.max_sge = attr.max_sge;
   std::memset(&s->srq, 0, sizeof s->srq);
   s->srq.context = pd->context;
-  s->srq.srq_context = init->srq_context;
+  s->srq.srq_context = srq_context;
   s->srq.pd = pd;
   s->srq.handle = s->handle;
   pthread_mutex_init(&s->srq.mutex, nullptr);
   pthread_cond_init(&s->srq.cond, nullptr);
-  init->attr.max_wr = rep.u.ring.entries;
+  attr.max_wr = rep.u.ring.entries;
   return &s->srq;
+}
+
+}  // namespace
+
+extern "C" {
+
+// -------------------------------------------------------------- SRQs ----
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* init) {
+  if (pd == nullptr || init == nullptr) return fail<ibv_srq>(EINVAL);
+  return make_srq(pd, init->srq_context, init->attr, 0, nullptr);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
@@ -490,68 +497,22 @@ int ibv_destroy_srq(ibv_srq* srq) {
 // --------------------------------------------------------------- QPs ----
 
 ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* init) {
-  if (pd == nullptr || init == nullptr || init->send_cq == nullptr || init->recv_cq == nullptr)
-    return fail<ibv_qp>(EINVAL);
+  if (pd == nullptr || init == nullptr || init->send_cq == nullptr) return fail<ibv_qp>(EINVAL);
+  // An XRC initiator (ibv_create_qp_ex with only a PD comes here): a send
+  // queue only. A target needs a domain, which only ibv_create_qp_ex gives.
+  if (init->qp_type == IBV_QPT_XRC_SEND) {
+    ibv_qp_init_attr ini = *init;
+    ini.recv_cq = nullptr;
+    ini.srq = nullptr;
+    ini.cap.max_recv_wr = ini.cap.max_recv_sge = 0;
+    ibv_qp* qp = create_qp(pd->context, pd, &ini, nullptr);
+    if (qp != nullptr) init->cap = ini.cap;
+    return qp;
+  }
+  if (init->qp_type == IBV_QPT_XRC_RECV || init->recv_cq == nullptr) return fail<ibv_qp>(EINVAL);
   if (init->qp_type != IBV_QPT_RC && init->qp_type != IBV_QPT_UC && init->qp_type != IBV_QPT_UD)
     return fail<ibv_qp>(EOPNOTSUPP);
-  Context& c = ctx_of(pd);
-  verbs::Request req;
-  req.op = verbs::Op::kCreateQp;
-  verbs::QpCreate& q = req.u.create_qp;
-  q.type = qp_type_of(init->qp_type);
-  q.pd = reinterpret_cast<Pd*>(pd)->handle;
-  q.send_cq = reinterpret_cast<Cq*>(init->send_cq)->handle;
-  q.recv_cq = reinterpret_cast<Cq*>(init->recv_cq)->handle;
-  q.srq = init->srq != nullptr ? reinterpret_cast<Srq*>(init->srq)->handle : 0;
-  q.cap = init->cap;
-  q.sq_sig_all = uint32_t(init->sq_sig_all);
-  verbs::Reply rep;
-  std::vector<int> fds;
-  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
-    for (int f : fds) close(f);
-    return fail<ibv_qp>(e != 0 ? e : EPROTO);
-  }
-  const verbs::QpCreated& r = rep.u.qp;
-  auto* qp = new Qp();
-  qp->ctx = &c;
-  qp->map_bytes = r.map_bytes;
-  qp->map = map_queue(pd, fds[0], qp->map_bytes, kResourceQpRings, qp->map_external);
-  if (qp->map == nullptr) {
-    const int e = errno;
-    simple(c, verbs::Op::kDestroyQp, r.qpn);
-    delete qp;
-    return fail<ibv_qp>(e);
-  }
-  hold_domain(pd);
-  qp->sq.ring = nic::Ring(qp->map, r.sq_entries, r.sq_stride, false);
-  qp->sq.max_sge = std::max(r.cap.max_send_sge, 1u);
-  qp->sq.max_inline = r.cap.max_inline_data;
-  qp->sq.sig_all = init->sq_sig_all != 0;
-  if (init->srq == nullptr) {
-    qp->rq.ring = nic::Ring(static_cast<uint8_t*>(qp->map) + r.rq_offset, r.rq_entries, r.rq_stride, false);
-    qp->rq.max_sge = std::max(r.cap.max_recv_sge, 1u);
-  }
-  std::memset(&qp->qpx, 0, sizeof qp->qpx);
-  ibv_qp& b = qp->qpx.qp_base;
-  b.context = pd->context;
-  b.qp_context = init->qp_context;
-  b.pd = pd;
-  b.send_cq = init->send_cq;
-  b.recv_cq = init->recv_cq;
-  b.srq = init->srq;
-  b.handle = r.qpn;
-  b.qp_num = r.qpn;
-  b.state = IBV_QPS_RESET;
-  b.qp_type = init->qp_type;
-  pthread_mutex_init(&b.mutex, nullptr);
-  pthread_cond_init(&b.cond, nullptr);
-  init_qp_ex(*qp);
-  init->cap = r.cap;
-  {
-    std::lock_guard lock(c.qps_lock);
-    c.qps[r.qpn] = qp;
-  }
-  return &b;
+  return create_qp(pd->context, pd, init, nullptr);
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
@@ -603,12 +564,14 @@ int ibv_destroy_qp(ibv_qp* qp) {
   Context& c = *Context::of(qp->context);
   const int e = simple(c, verbs::Op::kDestroyQp, qp->qp_num);
   if (e != 0 && e != EIO) return e;
-  {
-    std::lock_guard lock(c.qps_lock);
-    c.qps.erase(qp->qp_num);
+  if (q->map != nullptr) {  // (an XRC target has no queues, no PD, and is not in c.qps)
+    {
+      std::lock_guard lock(c.qps_lock);
+      c.qps.erase(qp->qp_num);
+    }
+    unmap_queue(qp->pd, q->map, q->map_bytes, kResourceQpRings, q->map_external);
+    release_domain(qp->pd);
   }
-  unmap_queue(qp->pd, q->map, q->map_bytes, kResourceQpRings, q->map_external);
-  release_domain(qp->pd);
   delete q;
   return 0;
 }
@@ -722,3 +685,173 @@ int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) { return EOPNOTSUPP; }
 
 }  // extern "C"
+
+namespace rocemu::provider {
+
+// An XRC target as the application sees it (created or opened): a number,
+// no queues, no PD or CQs.
+ibv_qp* make_target_qp(Context& c, uint32_t qpn, void* qp_context) {
+  auto* qp = new Qp();
+  qp->ctx = &c;
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& b = qp->qpx.qp_base;
+  b.context = &c.vctx.context;
+  b.qp_context = qp_context;
+  b.handle = qpn;
+  b.qp_num = qpn;
+  b.state = IBV_QPS_RESET;
+  b.qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  init_qp_ex(*qp);
+  return &b;
+}
+
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd* xrcd) {
+  Context& c = *Context::of(context);
+  verbs::Request req;
+  req.op = verbs::Op::kCreateQp;
+  verbs::QpCreate& q = req.u.create_qp;
+  q.type = qp_type_of(init->qp_type);
+  q.pd = pd != nullptr ? reinterpret_cast<Pd*>(pd)->handle : 0;
+  q.send_cq = init->send_cq != nullptr ? reinterpret_cast<Cq*>(init->send_cq)->handle : 0;
+  q.recv_cq = init->recv_cq != nullptr ? reinterpret_cast<Cq*>(init->recv_cq)->handle : 0;
+  q.xrcd = xrcd != nullptr ? xrcd->handle : 0;
+  q.srq = init->srq != nullptr ? reinterpret_cast<Srq*>(init->srq)->handle : 0;
+  q.cap = init->cap;
+  q.sq_sig_all = uint32_t(init->sq_sig_all);
+  verbs::Reply rep;
+  std::vector<int> fds;
+  const bool target = init->qp_type == IBV_QPT_XRC_RECV;  // no queues, no memory to map
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != (target ? 0u : 1u)) {
+    for (int f : fds) close(f);
+    return fail<ibv_qp>(e != 0 ? e : EPROTO);
+  }
+  const verbs::QpCreated& r = rep.u.qp;
+  if (target) return make_target_qp(c, r.qpn, init->qp_context);
+  auto* qp = new Qp();
+  qp->ctx = &c;
+  qp->map_bytes = r.map_bytes;
+  qp->map = map_queue(pd, fds[0], qp->map_bytes, kResourceQpRings, qp->map_external);
+  if (qp->map == nullptr) {
+    const int e = errno;
+    simple(c, verbs::Op::kDestroyQp, r.qpn);
+    delete qp;
+    return fail<ibv_qp>(e);
+  }
+  hold_domain(pd);
+  qp->sq.ring = nic::Ring(qp->map, r.sq_entries, r.sq_stride, false);
+  qp->sq.max_sge = std::max(r.cap.max_send_sge, 1u);
+  qp->sq.max_inline = r.cap.max_inline_data;
+  qp->sq.sig_all = init->sq_sig_all != 0;
+  // Its own receive queue (not with an SRQ, nor on an XRC QP).
+  if (init->srq == nullptr && r.cap.max_recv_wr > 0) {
+    qp->rq.ring = nic::Ring(static_cast<uint8_t*>(qp->map) + r.rq_offset, r.rq_entries, r.rq_stride, false);
+    qp->rq.max_sge = std::max(r.cap.max_recv_sge, 1u);
+  }
+  std::memset(&qp->qpx, 0, sizeof qp->qpx);
+  ibv_qp& b = qp->qpx.qp_base;
+  b.context = context;
+  b.qp_context = init->qp_context;
+  b.pd = pd;
+  b.send_cq = init->send_cq;
+  b.recv_cq = init->recv_cq;
+  b.srq = init->srq;
+  b.handle = r.qpn;
+  b.qp_num = r.qpn;
+  b.state = IBV_QPS_RESET;
+  b.qp_type = init->qp_type;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  init_qp_ex(*qp);
+  init->cap = r.cap;
+  {
+    std::lock_guard lock(c.qps_lock);
+    c.qps[r.qpn] = qp;
+  }
+  return &b;
+}
+
+// ---------------------------------------------------------------- XRC ----
+
+ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
+  // As libibverbs' ibv_cmd_open_xrcd: no bit it does not know, and both
+  // the file and the flags given.
+  if (context == nullptr || attr == nullptr) return fail<ibv_xrcd>(EINVAL);
+  if (attr->comp_mask >= IBV_XRCD_INIT_ATTR_RESERVED) return fail<ibv_xrcd>(EOPNOTSUPP);
+  if (!(attr->comp_mask & IBV_XRCD_INIT_ATTR_FD) || !(attr->comp_mask & IBV_XRCD_INIT_ATTR_OFLAGS))
+    return fail<ibv_xrcd>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kOpenXrcd;
+  req.u.open_xrcd.oflags = attr->oflags;
+  if (attr->fd != -1) {
+    // The kernel keys a shared domain by the file's inode: so does the
+    // engine, by what fstat says of it.
+    struct stat st {};
+    if (fstat(attr->fd, &st) != 0) return fail<ibv_xrcd>(EBADF);
+    req.u.open_xrcd.inode_dev = uint64_t(st.st_dev) + 1;  // never both 0 (that is fd -1)
+    req.u.open_xrcd.inode = uint64_t(st.st_ino);
+  }
+  verbs::Reply rep;
+  if (int e = call(*Context::of(context), req, rep); e != 0) return fail<ibv_xrcd>(e);
+  auto* x = new Xrcd();
+  x->xrcd.context = context;
+  x->handle = rep.u.handle.handle;
+  return &x->xrcd;
+}
+
+int close_xrcd(ibv_xrcd* xrcd) {
+  if (xrcd == nullptr) return EINVAL;
+  auto* x = reinterpret_cast<Xrcd*>(xrcd);
+  const int e = simple(*Context::of(xrcd->context), verbs::Op::kCloseXrcd, x->handle);
+  if (e != 0 && e != EIO) return e;  // EBUSY: SRQs or target QPs still in it
+  delete x;
+  return 0;
+}
+
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+  if (context == nullptr || attr == nullptr) return fail<ibv_srq>(EINVAL);
+  constexpr uint32_t kKnown = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                              IBV_SRQ_INIT_ATTR_CQ;
+  if (attr->comp_mask & ~kKnown) return fail<ibv_srq>(EOPNOTSUPP);  // tag matching
+  const ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr || attr->pd->context != context)
+    return fail<ibv_srq>(EINVAL);
+  if (type == IBV_SRQT_BASIC) return make_srq(attr->pd, attr->srq_context, attr->attr, 0, nullptr);
+  if (type != IBV_SRQT_XRC) return fail<ibv_srq>(EOPNOTSUPP);
+  // An XRC SRQ: its domain and the CQ its completions go to.
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) ||
+      attr->xrcd == nullptr || attr->cq == nullptr)
+    return fail<ibv_srq>(EINVAL);
+  return make_srq(attr->pd, attr->srq_context, attr->attr, reinterpret_cast<Xrcd*>(attr->xrcd)->handle, attr->cq);
+}
+
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
+  if (srq == nullptr || srq_num == nullptr) return EINVAL;
+  verbs::Request req;
+  req.op = verbs::Op::kGetSrqNum;
+  req.u.handle.handle = reinterpret_cast<Srq*>(srq)->handle;
+  verbs::Reply rep;
+  if (int e = call(*Context::of(srq->context), req, rep); e != 0) return e;  // EINVAL: not an XRC SRQ
+  *srq_num = rep.u.handle.handle;
+  return 0;
+}
+
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr) {
+  // ibv_open_qp(3): the number, the domain and the type are needed; only
+  // an XRC target can be opened.
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (context == nullptr || attr == nullptr) return fail<ibv_qp>(EINVAL);
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) return fail<ibv_qp>(EOPNOTSUPP);
+  if ((attr->comp_mask & kNeeded) != kNeeded || attr->xrcd == nullptr) return fail<ibv_qp>(EINVAL);
+  if (attr->qp_type != IBV_QPT_XRC_RECV) return fail<ibv_qp>(EINVAL);
+  verbs::Request req;
+  req.op = verbs::Op::kOpenQp;
+  req.u.open_qp = {reinterpret_cast<Xrcd*>(attr->xrcd)->handle, attr->qp_num};
+  verbs::Reply rep;
+  Context& c = *Context::of(context);
+  if (int e = call(c, req, rep); e != 0) return fail<ibv_qp>(e);  // EINVAL: no target of that domain
+  return make_target_qp(c, attr->qp_num, (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr);
+}
+
+}  // namespace rocemu::provider

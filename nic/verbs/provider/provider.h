@@ -128,6 +128,22 @@ struct Ah {
   ibv_ah ah;
   uint32_t handle = 0;
 };
+// An open of an XRC domain (objects.cc).
+struct Xrcd {
+  ibv_xrcd xrcd;
+  uint32_t handle = 0;
+};
+// XRC and the _ex object calls libibverbs reaches through verbs_context
+// (objects.cc).
+ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* xrcd);
+ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+ibv_qp* open_qp(ibv_context* context, ibv_qp_open_attr* attr);
+ibv_qp* make_target_qp(Context& c, uint32_t qpn, void* qp_context);
+// A QP of any type: `pd` null and `xrcd` set for an XRC target, whose
+// CQs and SRQ `init` leaves null; the caller has checked what the type needs.
+ibv_qp* create_qp(ibv_context* context, ibv_pd* pd, ibv_qp_init_attr* init, Xrcd* xrcd);
 
 struct Qp {
   ibv_qp_ex qpx;  // must stay first: ibv_qp is its first member
