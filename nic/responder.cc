@@ -535,10 +535,16 @@ RespState Nic::execute_atomic(Request& r) {
 }
 
 RespState Nic::execute_atomic_write(Request& r) {
-  // One aligned 8-byte store, after everything before it has landed (the
-  // store flushes the deferred writes first); answered by a READ response
-  // without payload (IBA 1.5, rxe's send_read_response_ack).
+  // One aligned 8-byte store, after everything before it has landed;
+  // answered by a READ response without payload (IBA 1.5, rxe's
+  // send_read_response_ack). The deferred writes are flushed first and
+  // their failures handled now: if one of this QP's did not land, its
+  // request is NAKed and the QP is in ERR, and the store -- typically a
+  // flag saying the data is there -- is not made.
   Qp& qp = r.qp;
+  flush_dma();
+  handle_dma_failures(r.now);
+  if (qp.state == IBV_QPS_ERR) return RespState::kDone;
   const wire::Reth& reth = r.v.reth();
   const uint64_t va = reth.va.get();
   uint64_t value;

@@ -162,6 +162,26 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
   CHECK(atomic_write_test::all_zero(no_write.data(), no_write.size()));
 }
 
+TEST_CASE("ATOMIC WRITE after a WRITE that failed to land: no store and the WRITE NAKed", "[protocol][nic]") {
+  // The host reached as another process is: the WRITE's bytes are deferred
+  // and fail at the flush (a hole). A flag stored after them would publish
+  // data that is not there.
+  test::ProbeBench b(0, QpType::kRc, 12, LossRecovery::kGoBackN, true);
+  auto& memory = dynamic_cast<DeferringLocalMemory&>(b.host->memory());
+  memory.set_hole(b.addr(1000), 24);
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
+  b.deliver({b.packet(b.write(wire::op::kWriteOnly, 0, false, b.addr(1000), 24), std::vector<uint8_t>(24, 0x77)),
+             b.packet(atomic_write_test::atomic_write(1, b.addr(2048), b.rkey), payload)});
+  CHECK(atomic_write_test::all_zero(b.mem.data() + 2048, 8));  // the flag word untouched
+  auto r = b.replies();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].opcode == wire::op::kAck);
+  CHECK(r[0].aeth().syndrome() == wire::aeth_nak(wire::NakCode::kRemoteOperationalError));
+  CHECK(r[0].bth().psn() == 0);  // the WRITE's: nothing after it is acknowledged
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+  CHECK(b.nic->counters()[NicCounters::dma_write_errors] == 1);
+}
+
 TEST_CASE("ATOMIC WRITE is RC only: to a UC QP it is dropped", "[protocol][nic]") {
   test::ProbeBench b(0, QpType::kUc);
   const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
