@@ -19,6 +19,12 @@ namespace {
 bool is_send(uint8_t op) { return wire::opcode_info(op).any(wire::kOpSend); }
 bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
+// An 8-byte atomic's target: aligned as the requester names it and in the
+// memory behind it (an MR registered with an iova that differs from its
+// address modulo 8 maps an aligned address to a misaligned one; rxe checks
+// the host address, so no store there is reported atomic).
+bool atomic_target_aligned(const Mr& mr, uint64_t va) { return ((va | mr.host(va)) & 7) == 0; }
+
 }  // namespace
 
 Mr* Nic::rkey_grants(const Qp& qp, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
@@ -419,13 +425,14 @@ RespState Nic::check_request_rkey(Request& r) {
     if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
     if ((r.mr = check_rkey(qp, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
       return RespState::kErrRkey;
+    if (!atomic_target_aligned(*r.mr, a.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.atomic_write()) {
     // Remote write access, as a WRITE (rxe); then the alignment, as rxe's
     // atomic_write_reply checks it after the key.
     const wire::Reth& reth = r.v.reth();
     if ((r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
       return RespState::kErrRkey;
-    if ((reth.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
+    if (!atomic_target_aligned(*r.mr, reth.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.write()) {
     if (r.first) {
       const wire::Reth& reth = r.v.reth();

@@ -182,6 +182,52 @@ TEST_CASE("ATOMIC WRITE after a WRITE that failed to land: no store and the WRIT
   CHECK(b.nic->counters()[NicCounters::dma_write_errors] == 1);
 }
 
+TEST_CASE("Atomics where iova and memory differ mod 8: NAK Invalid Request", "[protocol][nic]") {
+  // ibv_reg_mr_iova with iova and addr 4 apart modulo 8: an aligned
+  // address maps to a misaligned host address, where no store is atomic
+  // (rxe checks the host address: NAK Invalid Request).
+  test::ProbeBench b;
+  const uint64_t iova = 0x10000004;
+  const uint32_t key = b.host->reg_mr(b.mem.data(), 4096, test::kProbeAccessAll, nullptr, iova);
+  REQUIRE(key != 0);
+  const uint64_t va = iova + 4;  // aligned; b.mem.data() + 4 in the host
+  std::vector<uint8_t> frame;
+  const char* what = "";
+  SECTION("ATOMIC WRITE") {
+    what = "atomic write";
+    frame = b.packet(atomic_write_test::atomic_write(0, va, key), atomic_write_test::value_bytes(atomic_write_test::kValue));
+  }
+  SECTION("compare and swap") {
+    what = "cmp swap";
+    wire::RoceFields f;
+    f.opcode = wire::op::kCmpSwap;
+    f.ack_req = true;
+    f.atomic_va = va;
+    f.atomic_rkey = key;
+    f.atomic_compare = 0;
+    f.atomic_swap_add = atomic_write_test::kValue;
+    frame = b.packet(f);
+  }
+  SECTION("fetch and add") {
+    what = "fetch add";
+    wire::RoceFields f;
+    f.opcode = wire::op::kFetchAdd;
+    f.ack_req = true;
+    f.atomic_va = va;
+    f.atomic_rkey = key;
+    f.atomic_swap_add = atomic_write_test::kValue;
+    frame = b.packet(f);
+  }
+  INFO(what);
+  b.deliver({frame});
+  auto r = b.replies();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].opcode == wire::op::kAck);
+  CHECK(r[0].aeth().syndrome() == wire::aeth_nak(wire::NakCode::kInvalidRequest));
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+  CHECK(atomic_write_test::all_zero(b.mem.data(), b.mem.size()));
+}
+
 TEST_CASE("ATOMIC WRITE is RC only: to a UC QP it is dropped", "[protocol][nic]") {
   test::ProbeBench b(0, QpType::kUc);
   const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
