@@ -397,9 +397,7 @@ RespState Nic::check_length(Request& r) {
   } else if (r.atomic()) {
     counters_[NicCounters::rx_atomic_requests]++;
   } else if (r.atomic_write()) {
-    // Exactly 8 bytes, announced and carried (IBA 1.5 9.4.7).
-    counters_[NicCounters::rx_atomic_write_requests]++;
-    if (r.v.reth().dma_length.get() != 8 || payload != 8) return RespState::kErrLength;
+    counters_[NicCounters::rx_atomic_write_requests]++;  // its length is checked after the key, as rxe does
   } else if (r.write()) {
     // A WRITE's packets carry exactly the bytes its RETH announced.
     if (r.first) counters_[NicCounters::rx_write_requests]++;
@@ -427,11 +425,15 @@ RespState Nic::check_request_rkey(Request& r) {
       return RespState::kErrRkey;
     if (!atomic_target_aligned(*r.mr, a.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.atomic_write()) {
-    // Remote write access, as a WRITE (rxe); then the alignment, as rxe's
-    // atomic_write_reply checks it after the key.
+    // In rxe's order: the key, remote write access (as a WRITE) and the
+    // range the RETH announces (check_rkey); then exactly 8 bytes,
+    // announced and carried (IBA 1.5 9.4.7); then the alignment
+    // (atomic_write_reply).
     const wire::Reth& reth = r.v.reth();
-    if ((r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+    const uint32_t len = reth.dma_length.get();
+    if ((r.mr = check_rkey(qp, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
       return RespState::kErrRkey;
+    if (len != 8 || r.v.payload_len != 8) return RespState::kErrLength;
     if (!atomic_target_aligned(*r.mr, reth.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.write()) {
     if (r.first) {

@@ -2,7 +2,8 @@
 // 8 bytes, stored at once by the responder after everything before it,
 // answered by an empty READ RESPONSE ONLY. The rules are rxe's
 // (rxe_resp.c check_rkey / atomic_write_reply, rxe_comp.c check_ack):
-// remote write access, exactly 8 bytes, an aligned address (else NAK
+// the key, remote write access and range, then exactly 8 bytes, then an
+// address aligned at the requester and in the MR's memory (else NAK
 // Invalid Request), one responder resource, RC only.
 #include <arpa/inet.h>
 
@@ -149,6 +150,21 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
   SECTION("RETH announces other than 8 bytes") {
     what = "dma length 4";
     frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey, 4), payload);
+    nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
+  }
+  SECTION("wrong rkey and a RETH of 4 bytes: the key is checked first (rxe)") {
+    what = "wrong rkey, dma length 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey ^ 0x100, 4), payload);
+    nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
+  }
+  SECTION("past the end of the MR and a payload of 4 bytes: the range is checked first (rxe)") {
+    what = "out of bounds, payload 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(b.mem.size() - 4), b.rkey), std::vector<uint8_t>(4, 0x55));
+    nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
+  }
+  SECTION("misaligned and a RETH of 4 bytes: the length is checked before the alignment") {
+    what = "misaligned, dma length 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(68), b.rkey, 4), payload);
     nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
   }
   SECTION("payload other than 8 bytes") {
