@@ -924,9 +924,6 @@ int run_mw(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
-// Takes every kind of object into every state and then leaves without
-// freeing anything (or, with --wait, waits to be killed): what the engine
-// must clean up after an application that dies.
 // RDMA ATOMIC WRITE (ibv_wr_atomic_write; IBV_WR_ATOMIC_WRITE through
 // ibv_post_send): the device says it has it (device_cap_flags_ex bit 40,
 // IB_UVERBS_DEVICE_ATOMIC_WRITE), QPs ask for it at creation (RC only),
@@ -1118,6 +1115,9 @@ int run_atomic_write(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Takes every kind of object into every state and then leaves without
+// freeing anything (or, with --wait, waits to be killed): what the engine
+// must clean up after an application that dies.
 int run_leave(const Options& o, bool wait_to_be_killed) {
   ibv_context* ctx = open_device();
   ibv_pd* pd = ibv_alloc_pd(ctx);
