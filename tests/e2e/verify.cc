@@ -928,8 +928,9 @@ int run_mw(const Options& o) {
 // ibv_post_send): the device says it has it (device_cap_flags_ex bit 40,
 // IB_UVERBS_DEVICE_ATOMIC_WRITE), QPs ask for it at creation (RC only),
 // the 8 bytes are taken at the call and land whole behind what was posted
-// before; every byte of the target checked. Misaligned, no remote write
-// access, past the MR: the completion status rxe gives.
+// before; every byte of the target checked. Misaligned (at the address
+// or, through an iova 4 off, in memory), no remote write access, past the
+// MR: the completion status rxe gives.
 constexpr uint64_t kAtomicWriteCap = 1ull << 40;
 constexpr size_t kAwBytes = 4096;
 
@@ -1000,6 +1001,28 @@ void check_atomic_write_refused(ibv_context* ctx, ibv_pd* pd, const Options& o, 
   CHECKV(wc.status == want && wc.wr_id == 0xbad, "%s: %s, want %s", what, ibv_wc_status_str(wc.status),
          ibv_wc_status_str(want));
   check_target(a, std::vector<uint8_t>(kAwBytes, 0xee), what);
+}
+
+// An MR registered with ibv_reg_mr_iova whose iova differs from its
+// address by 4 modulo 8: an aligned address of it is misaligned in memory,
+// refused as rxe refuses it (it checks the host address).
+void check_atomic_write_iova_refused(ibv_context* ctx, ibv_pd* pd, const Options& o, uint32_t psn) {
+  AwPair a;
+  aw_pair(a, ctx, pd, o, psn, -1);
+  CHECKV(ibv_dereg_mr(a.to.mr) == 0, "dereg_mr");
+  const uint64_t addr = reinterpret_cast<uint64_t>(a.to.buf.data());
+  const uint64_t iova = 0x10000000 + ((addr + 4) & 0xfff);
+  a.to.mr = ibv_reg_mr_iova(pd, a.to.buf.data(), kAwBytes, iova,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  CHECKV(a.to.mr != nullptr, "reg_mr_iova: %s", std::strerror(errno));
+  a.to.local.rkey = a.to.mr->rkey;
+  a.to.local.addr = iova;
+  const size_t off = size_t(((iova + 7) & ~7ull) - iova);  // aligned in the iova, 4 off in memory
+  CHECKV(atomic_write_ex(a, off, 0x1122334455667788ull, 0xbad) == 0, "iova 4 off: wr_complete");
+  const ibv_wc wc = wait(a.from, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_INV_REQ_ERR && wc.wr_id == 0xbad, "iova 4 off: %s, want %s",
+         ibv_wc_status_str(wc.status), ibv_wc_status_str(IBV_WC_REM_INV_REQ_ERR));
+  check_target(a, std::vector<uint8_t>(kAwBytes, 0xee), "iova 4 off");
 }
 
 int run_atomic_write(const Options& o) {
@@ -1111,6 +1134,7 @@ int run_atomic_write(const Options& o) {
                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 64,
                              IBV_WC_REM_ACCESS_ERR, "an MR without remote write access");
   check_atomic_write_refused(ctx, pd, o, 0x600, -1, kAwBytes, IBV_WC_REM_ACCESS_ERR, "past the MR");
+  check_atomic_write_iova_refused(ctx, pd, o, 0x700);
   if (g_failures == 0) std::printf("rocemu-verify: ATOMIC WRITE checked\n");
   return g_failures == 0 ? 0 : 1;
 }
