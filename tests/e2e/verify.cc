@@ -391,6 +391,20 @@ int run_misuse(const Options& o) {
   wr.sg_list = many;
   wr.num_sge = 5;
   CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "5 SGEs on a 4-SGE QP must be EINVAL");
+  wr.send_flags = IBV_SEND_INLINE;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "5 inline SGEs on a 4-SGE QP must be EINVAL");
+  // SGE lengths whose 32-bit sum wraps (0xFFFFFFF8 + 0x10 = 8): refused, not
+  // copied (an inline SEND; an ATOMIC WRITE, which takes exactly 8 bytes).
+  ibv_sge wrap[2] = {{sge.addr, 0xFFFFFFF8u, sge.lkey}, {sge.addr, 0x10u, sge.lkey}};
+  wr.sg_list = wrap;
+  wr.num_sge = 2;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "inline SGE lengths wrapping to 8 must be EINVAL");
+  wr.send_flags = 0;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.wr.rdma.remote_addr = b.local.addr;
+  wr.wr.rdma.rkey = b.local.rkey;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "ATOMIC WRITE SGE lengths wrapping to 8 must be EINVAL");
+  wr.opcode = IBV_WR_SEND;
   // A wrong rkey: remote access error, nothing written.
   std::memset(a.buf.data(), 0x5a, 64);
   post(a, IBV_WR_RDMA_WRITE, 0, 64, b.local.addr, b.local.rkey ^ 0x1000, 7);
