@@ -44,8 +44,9 @@ class HostMemory {
   virtual bool read(uint64_t addr, void* dst, size_t len) = 0;
   virtual bool write(uint64_t addr, const void* src, size_t len) = 0;
   // One 8-byte store the host's CPUs see whole, never half of it (an RDMA
-  // ATOMIC WRITE), after the deferred writes before it. Where the host can
-  // only be reached by a copy, that copy.
+  // ATOMIC WRITE), after the deferred writes before it. `addr` is 8-byte
+  // aligned (the responder NAKs any other). Where the host can only be
+  // reached by a copy, that copy.
   virtual bool store64(uint64_t addr, uint64_t value) { return write(addr, &value, 8); }
   // Reads `n` pieces, one after the other, into `dst`.
   virtual bool readv(const HostPiece* pieces, size_t n, void* dst) {
@@ -121,10 +122,6 @@ class LocalMemory final : public HostMemory {
   bool store64(uint64_t addr, uint64_t value) override { return store64_at(addr, value); }
   // The store itself, in this process: one aligned 8-byte release store.
   static bool store64_at(uint64_t addr, uint64_t value) {
-    if ((addr & 7) != 0) {
-      std::memcpy(reinterpret_cast<void*>(addr), &value, 8);
-      return true;
-    }
     __atomic_store_n(reinterpret_cast<uint64_t*>(addr), value, __ATOMIC_RELEASE);
     return true;
   }

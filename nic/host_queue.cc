@@ -5,9 +5,27 @@
 
 namespace rocemu::nic {
 
+namespace host_queue_sge {
+
+// Sum of the SGE lengths, stopped as soon as it passes `limit` (each length
+// is compared with what is left, so no sum wraps); false when it does.
+bool total_within(const ibv_send_wr& wr, uint32_t limit, uint32_t& total) {
+  total = 0;
+  for (int i = 0; i < wr.num_sge; i++) {
+    if (wr.sg_list[i].length > limit - total) return false;
+    total += wr.sg_list[i].length;
+  }
+  return true;
+}
+
+}  // namespace host_queue_sge
+
 int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, uint32_t ud_qpn, uint32_t ud_qkey,
                    uint32_t xrc_srqn) {
   if (sq.tail - sq.head >= sq.ring.entries()) return ENOMEM;
+  // As mlx5_post_send: more SGEs than the QP was created with is EINVAL,
+  // whatever the opcode and whether inline or not.
+  if (wr.num_sge < 0 || uint32_t(wr.num_sge) > sq.max_sge) return EINVAL;
   uint8_t* e = sq.ring.entry(sq.tail);
   SendWqe hdr{};
   hdr.wr_id = wr.wr_id;
@@ -33,8 +51,7 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
       // The 8 bytes are taken now, as inline data is (rxe's
       // ibv_wr_atomic_write copies them at the call too).
       uint32_t total = 0;
-      for (int i = 0; i < wr.num_sge; i++) total += wr.sg_list[i].length;
-      if (wr.num_sge < 0 || total != 8) return EINVAL;
+      if (!host_queue_sge::total_within(wr, 8, total) || total != 8) return EINVAL;
       uint8_t value[8];
       uint8_t* p = value;
       for (int i = 0; i < wr.num_sge; i++) {
@@ -69,8 +86,7 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
   hdr.ud_remote_qkey = ud_qkey;
   if (wr.send_flags & IBV_SEND_INLINE) {
     uint32_t total = 0;
-    for (int i = 0; i < wr.num_sge; i++) total += wr.sg_list[i].length;
-    if (total > sq.max_inline || sizeof(SendWqe) + total > sq.ring.stride()) return EINVAL;
+    if (!host_queue_sge::total_within(wr, sq.max_inline, total) || sizeof(SendWqe) + total > sq.ring.stride()) return EINVAL;
     uint8_t* p = e + sizeof(SendWqe);
     for (int i = 0; i < wr.num_sge; i++) {
       std::memcpy(p, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
@@ -78,7 +94,6 @@ int write_send_wqe(SendQueueShadow& sq, const ibv_send_wr& wr, uint32_t ud_ah, u
     }
     hdr.inline_len = total;
   } else {
-    if (wr.num_sge < 0 || uint32_t(wr.num_sge) > sq.max_sge) return EINVAL;
     hdr.num_sge = uint8_t(wr.num_sge);
     auto* s = reinterpret_cast<Sge*>(e + sizeof(SendWqe));
     for (int i = 0; i < wr.num_sge; i++) s[i] = {wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};

@@ -19,6 +19,12 @@ namespace {
 bool is_send(uint8_t op) { return wire::opcode_info(op).any(wire::kOpSend); }
 bool is_write(uint8_t op) { return wire::opcode_info(op).any(wire::kOpWrite); }
 
+// An 8-byte atomic's target: aligned as the requester names it and in the
+// memory behind it (an MR registered with an iova that differs from its
+// address modulo 8 maps an aligned address to a misaligned one; rxe checks
+// the host address, so no store there is reported atomic).
+bool atomic_target_aligned(const Mr& mr, uint64_t va) { return ((va | mr.host(va)) & 7) == 0; }
+
 }  // namespace
 
 Mr* Nic::rkey_grants(const Qp& qp, const Pd* pd, uint32_t rkey, uint64_t va, uint64_t len, int access) const {
@@ -435,9 +441,7 @@ RespState Nic::check_length(Request& r) {
   } else if (r.atomic()) {
     counters_[NicCounters::rx_atomic_requests]++;
   } else if (r.atomic_write()) {
-    // Exactly 8 bytes, announced and carried (IBA 1.5 9.4.7).
-    counters_[NicCounters::rx_atomic_write_requests]++;
-    if (r.v.reth().dma_length.get() != 8 || payload != 8) return RespState::kErrLength;
+    counters_[NicCounters::rx_atomic_write_requests]++;  // its length is checked after the key, as rxe does
   } else if (r.write()) {
     // A WRITE's packets carry exactly the bytes its RETH announced.
     if (r.first) counters_[NicCounters::rx_write_requests]++;
@@ -463,13 +467,18 @@ RespState Nic::check_request_rkey(Request& r) {
     if ((a.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
     if ((r.mr = check_rkey(qp, r.pd, a.rkey.get(), a.va.get(), 8, IBV_ACCESS_REMOTE_ATOMIC)) == nullptr)
       return RespState::kErrRkey;
+    if (!atomic_target_aligned(*r.mr, a.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.atomic_write()) {
-    // Remote write access, as a WRITE (rxe); then the alignment, as rxe's
-    // atomic_write_reply checks it after the key.
+    // In rxe's order: the key, remote write access (as a WRITE) and the
+    // range the RETH announces (check_rkey); then exactly 8 bytes,
+    // announced and carried (IBA 1.5 9.4.7); then the alignment
+    // (atomic_write_reply).
     const wire::Reth& reth = r.v.reth();
-    if ((r.mr = check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), 8, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
+    const uint32_t len = reth.dma_length.get();
+    if ((r.mr = check_rkey(qp, r.pd, reth.rkey.get(), reth.va.get(), len, IBV_ACCESS_REMOTE_WRITE)) == nullptr)
       return RespState::kErrRkey;
-    if ((reth.va.get() & 7) != 0) return RespState::kErrMisalignedAtomic;
+    if (len != 8 || r.v.payload_len != 8) return RespState::kErrLength;
+    if (!atomic_target_aligned(*r.mr, reth.va.get())) return RespState::kErrMisalignedAtomic;
   } else if (r.write()) {
     if (r.first) {
       const wire::Reth& reth = r.v.reth();
@@ -581,10 +590,16 @@ RespState Nic::execute_atomic(Request& r) {
 }
 
 RespState Nic::execute_atomic_write(Request& r) {
-  // One aligned 8-byte store, after everything before it has landed (the
-  // store flushes the deferred writes first); answered by a READ response
-  // without payload (IBA 1.5, rxe's send_read_response_ack).
+  // One aligned 8-byte store, after everything before it has landed;
+  // answered by a READ response without payload (IBA 1.5, rxe's
+  // send_read_response_ack). The deferred writes are flushed first and
+  // their failures handled now: if one of this QP's did not land, its
+  // request is NAKed and the QP is in ERR, and the store -- typically a
+  // flag saying the data is there -- is not made.
   Qp& qp = r.qp;
+  flush_dma();
+  handle_dma_failures(r.now);
+  if (qp.state == IBV_QPS_ERR) return RespState::kDone;
   const wire::Reth& reth = r.v.reth();
   const uint64_t va = reth.va.get();
   uint64_t value;

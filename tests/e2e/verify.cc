@@ -395,6 +395,20 @@ int run_misuse(const Options& o) {
   wr.sg_list = many;
   wr.num_sge = 5;
   CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "5 SGEs on a 4-SGE QP must be EINVAL");
+  wr.send_flags = IBV_SEND_INLINE;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "5 inline SGEs on a 4-SGE QP must be EINVAL");
+  // SGE lengths whose 32-bit sum wraps (0xFFFFFFF8 + 0x10 = 8): refused, not
+  // copied (an inline SEND; an ATOMIC WRITE, which takes exactly 8 bytes).
+  ibv_sge wrap[2] = {{sge.addr, 0xFFFFFFF8u, sge.lkey}, {sge.addr, 0x10u, sge.lkey}};
+  wr.sg_list = wrap;
+  wr.num_sge = 2;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "inline SGE lengths wrapping to 8 must be EINVAL");
+  wr.send_flags = 0;
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  wr.wr.rdma.remote_addr = b.local.addr;
+  wr.wr.rdma.rkey = b.local.rkey;
+  CHECKV(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr, "ATOMIC WRITE SGE lengths wrapping to 8 must be EINVAL");
+  wr.opcode = IBV_WR_SEND;
   // A wrong rkey: remote access error, nothing written.
   std::memset(a.buf.data(), 0x5a, 64);
   post(a, IBV_WR_RDMA_WRITE, 0, 64, b.local.addr, b.local.rkey ^ 0x1000, 7);
@@ -928,15 +942,13 @@ int run_mw(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
-// Takes every kind of object into every state and then leaves without
-// freeing anything (or, with --wait, waits to be killed): what the engine
-// must clean up after an application that dies.
 // RDMA ATOMIC WRITE (ibv_wr_atomic_write; IBV_WR_ATOMIC_WRITE through
 // ibv_post_send): the device says it has it (device_cap_flags_ex bit 40,
 // IB_UVERBS_DEVICE_ATOMIC_WRITE), QPs ask for it at creation (RC only),
 // the 8 bytes are taken at the call and land whole behind what was posted
-// before; every byte of the target checked. Misaligned, no remote write
-// access, past the MR: the completion status rxe gives.
+// before; every byte of the target checked. Misaligned (at the address
+// or, through an iova 4 off, in memory), no remote write access, past the
+// MR: the completion status rxe gives.
 constexpr uint64_t kAtomicWriteCap = 1ull << 40;
 constexpr size_t kAwBytes = 4096;
 
@@ -1007,6 +1019,28 @@ void check_atomic_write_refused(ibv_context* ctx, ibv_pd* pd, const Options& o, 
   CHECKV(wc.status == want && wc.wr_id == 0xbad, "%s: %s, want %s", what, ibv_wc_status_str(wc.status),
          ibv_wc_status_str(want));
   check_target(a, std::vector<uint8_t>(kAwBytes, 0xee), what);
+}
+
+// An MR registered with ibv_reg_mr_iova whose iova differs from its
+// address by 4 modulo 8: an aligned address of it is misaligned in memory,
+// refused as rxe refuses it (it checks the host address).
+void check_atomic_write_iova_refused(ibv_context* ctx, ibv_pd* pd, const Options& o, uint32_t psn) {
+  AwPair a;
+  aw_pair(a, ctx, pd, o, psn, -1);
+  CHECKV(ibv_dereg_mr(a.to.mr) == 0, "dereg_mr");
+  const uint64_t addr = reinterpret_cast<uint64_t>(a.to.buf.data());
+  const uint64_t iova = 0x10000000 + ((addr + 4) & 0xfff);
+  a.to.mr = ibv_reg_mr_iova(pd, a.to.buf.data(), kAwBytes, iova,
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  CHECKV(a.to.mr != nullptr, "reg_mr_iova: %s", std::strerror(errno));
+  a.to.local.rkey = a.to.mr->rkey;
+  a.to.local.addr = iova;
+  const size_t off = size_t(((iova + 7) & ~7ull) - iova);  // aligned in the iova, 4 off in memory
+  CHECKV(atomic_write_ex(a, off, 0x1122334455667788ull, 0xbad) == 0, "iova 4 off: wr_complete");
+  const ibv_wc wc = wait(a.from, 1)[0];
+  CHECKV(wc.status == IBV_WC_REM_INV_REQ_ERR && wc.wr_id == 0xbad, "iova 4 off: %s, want %s",
+         ibv_wc_status_str(wc.status), ibv_wc_status_str(IBV_WC_REM_INV_REQ_ERR));
+  check_target(a, std::vector<uint8_t>(kAwBytes, 0xee), "iova 4 off");
 }
 
 int run_atomic_write(const Options& o) {
@@ -1118,10 +1152,14 @@ int run_atomic_write(const Options& o) {
                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, 64,
                              IBV_WC_REM_ACCESS_ERR, "an MR without remote write access");
   check_atomic_write_refused(ctx, pd, o, 0x600, -1, kAwBytes, IBV_WC_REM_ACCESS_ERR, "past the MR");
+  check_atomic_write_iova_refused(ctx, pd, o, 0x700);
   if (g_failures == 0) std::printf("rocemu-verify: ATOMIC WRITE checked\n");
   return g_failures == 0 ? 0 : 1;
 }
 
+// Takes every kind of object into every state and then leaves without
+// freeing anything (or, with --wait, waits to be killed): what the engine
+// must clean up after an application that dies.
 int run_leave(const Options& o, bool wait_to_be_killed) {
   ibv_context* ctx = open_device();
   ibv_pd* pd = ibv_alloc_pd(ctx);

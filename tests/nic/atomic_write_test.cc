@@ -2,7 +2,8 @@
 // 8 bytes, stored at once by the responder after everything before it,
 // answered by an empty READ RESPONSE ONLY. The rules are rxe's
 // (rxe_resp.c check_rkey / atomic_write_reply, rxe_comp.c check_ack):
-// remote write access, exactly 8 bytes, an aligned address (else NAK
+// the key, remote write access and range, then exactly 8 bytes, then an
+// address aligned at the requester and in the MR's memory (else NAK
 // Invalid Request), one responder resource, RC only.
 #include <arpa/inet.h>
 
@@ -91,17 +92,23 @@ TEST_CASE("ATOMIC WRITE: stored once, answered by an empty READ response, a dupl
   CHECK(b.mem[71] == 0x44);
   CHECK(b.nic->counters()[NicCounters::duplicate_request] == 1);
   CHECK(b.nic->counters()[NicCounters::rx_atomic_write_requests] == 1);
+}
 
-  // A WRITE then an ATOMIC WRITE over its middle, in one burst: the store
-  // comes after the WRITE's bytes, never under them.
-  b.deliver({b.packet(b.write(wire::op::kWriteOnly, 1, false, b.addr(1000), 24), std::vector<uint8_t>(24, 0x77)),
-             b.packet(atomic_write_test::atomic_write(2, b.addr(1008), b.rkey), payload)});
-  r = b.replies();
+TEST_CASE("ATOMIC WRITE over the middle of a WRITE in one burst: stored after the WRITE's bytes", "[protocol][nic]") {
+  // The host reached as another process is (batched_dma): the WRITE's
+  // bytes wait for a flush, so a store not ordered after them would be
+  // overwritten by them at the burst's end.
+  test::ProbeBench b(0, QpType::kRc, 12, LossRecovery::kGoBackN, true);
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
+  b.deliver({b.packet(b.write(wire::op::kWriteOnly, 0, false, b.addr(1000), 24), std::vector<uint8_t>(24, 0x77)),
+             b.packet(atomic_write_test::atomic_write(1, b.addr(1008), b.rkey), payload)});
+  auto r = b.replies();
   // (The WRITE's own ACK may follow: responses go out before ACKs.)
   REQUIRE(!r.empty());
   CHECK(r[0].opcode == wire::op::kReadRespOnly);
-  CHECK(r[0].bth().psn() == 2);
+  CHECK(r[0].bth().psn() == 1);
   CHECK(r[0].payload_len == 0);
+  uint64_t stored = 0;
   std::memcpy(&stored, b.mem.data() + 1008, 8);
   CHECK(stored == atomic_write_test::kValue);
   CHECK(b.mem[1007] == 0x77);
@@ -145,6 +152,21 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
     frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey, 4), payload);
     nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
   }
+  SECTION("wrong rkey and a RETH of 4 bytes: the key is checked first (rxe)") {
+    what = "wrong rkey, dma length 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey ^ 0x100, 4), payload);
+    nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
+  }
+  SECTION("past the end of the MR and a payload of 4 bytes: the range is checked first (rxe)") {
+    what = "out of bounds, payload 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(b.mem.size() - 4), b.rkey), std::vector<uint8_t>(4, 0x55));
+    nak = wire::aeth_nak(wire::NakCode::kRemoteAccessError);
+  }
+  SECTION("misaligned and a RETH of 4 bytes: the length is checked before the alignment") {
+    what = "misaligned, dma length 4";
+    frame = b.packet(atomic_write_test::atomic_write(0, b.addr(68), b.rkey, 4), payload);
+    nak = wire::aeth_nak(wire::NakCode::kInvalidRequest);
+  }
   SECTION("payload other than 8 bytes") {
     what = "payload 4";
     frame = b.packet(atomic_write_test::atomic_write(0, b.addr(64), b.rkey), std::vector<uint8_t>(4, 0x55));
@@ -160,6 +182,72 @@ TEST_CASE("ATOMIC WRITE refused: each error its NAK, nothing stored", "[protocol
   CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
   CHECK(atomic_write_test::all_zero(b.mem.data(), b.mem.size()));
   CHECK(atomic_write_test::all_zero(no_write.data(), no_write.size()));
+}
+
+TEST_CASE("ATOMIC WRITE after a WRITE that failed to land: no store and the WRITE NAKed", "[protocol][nic]") {
+  // The host reached as another process is: the WRITE's bytes are deferred
+  // and fail at the flush (a hole). A flag stored after them would publish
+  // data that is not there.
+  test::ProbeBench b(0, QpType::kRc, 12, LossRecovery::kGoBackN, true);
+  auto& memory = dynamic_cast<DeferringLocalMemory&>(b.host->memory());
+  memory.set_hole(b.addr(1000), 24);
+  const auto payload = atomic_write_test::value_bytes(atomic_write_test::kValue);
+  b.deliver({b.packet(b.write(wire::op::kWriteOnly, 0, false, b.addr(1000), 24), std::vector<uint8_t>(24, 0x77)),
+             b.packet(atomic_write_test::atomic_write(1, b.addr(2048), b.rkey), payload)});
+  CHECK(atomic_write_test::all_zero(b.mem.data() + 2048, 8));  // the flag word untouched
+  auto r = b.replies();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].opcode == wire::op::kAck);
+  CHECK(r[0].aeth().syndrome() == wire::aeth_nak(wire::NakCode::kRemoteOperationalError));
+  CHECK(r[0].bth().psn() == 0);  // the WRITE's: nothing after it is acknowledged
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+  CHECK(b.nic->counters()[NicCounters::dma_write_errors] == 1);
+}
+
+TEST_CASE("Atomics where iova and memory differ mod 8: NAK Invalid Request", "[protocol][nic]") {
+  // ibv_reg_mr_iova with iova and addr 4 apart modulo 8: an aligned
+  // address maps to a misaligned host address, where no store is atomic
+  // (rxe checks the host address: NAK Invalid Request).
+  test::ProbeBench b;
+  const uint64_t iova = 0x10000004;
+  const uint32_t key = b.host->reg_mr(b.mem.data(), 4096, test::kProbeAccessAll, nullptr, iova);
+  REQUIRE(key != 0);
+  const uint64_t va = iova + 4;  // aligned; b.mem.data() + 4 in the host
+  std::vector<uint8_t> frame;
+  const char* what = "";
+  SECTION("ATOMIC WRITE") {
+    what = "atomic write";
+    frame = b.packet(atomic_write_test::atomic_write(0, va, key), atomic_write_test::value_bytes(atomic_write_test::kValue));
+  }
+  SECTION("compare and swap") {
+    what = "cmp swap";
+    wire::RoceFields f;
+    f.opcode = wire::op::kCmpSwap;
+    f.ack_req = true;
+    f.atomic_va = va;
+    f.atomic_rkey = key;
+    f.atomic_compare = 0;
+    f.atomic_swap_add = atomic_write_test::kValue;
+    frame = b.packet(f);
+  }
+  SECTION("fetch and add") {
+    what = "fetch add";
+    wire::RoceFields f;
+    f.opcode = wire::op::kFetchAdd;
+    f.ack_req = true;
+    f.atomic_va = va;
+    f.atomic_rkey = key;
+    f.atomic_swap_add = atomic_write_test::kValue;
+    frame = b.packet(f);
+  }
+  INFO(what);
+  b.deliver({frame});
+  auto r = b.replies();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].opcode == wire::op::kAck);
+  CHECK(r[0].aeth().syndrome() == wire::aeth_nak(wire::NakCode::kInvalidRequest));
+  CHECK(b.qp->nic_qp->state == IBV_QPS_ERR);
+  CHECK(atomic_write_test::all_zero(b.mem.data(), b.mem.size()));
 }
 
 TEST_CASE("ATOMIC WRITE is RC only: to a UC QP it is dropped", "[protocol][nic]") {
@@ -232,7 +320,10 @@ TEST_CASE("ATOMIC WRITE request on the wire: RETH, the 8 bytes, an ACK request",
 }
 
 TEST_CASE("ATOMIC WRITE between two NICs: 8 bytes land, IBV_WC_ATOMIC_WRITE", "[sim][nic][rc]") {
-  test::TwoNics f;
+  // The hosts reached as other processes are (batched_dma: writes wait for
+  // a flush), as under the provider. (The two requests arrive in bursts
+  // of their own here; the order within one burst is the probe test's.)
+  test::TwoNics f(1, LossRecovery::kGoBackN, LinkParams{}, 16384, false, true);
   auto p = test::connect_rc(f);
   std::vector<uint8_t> dst(256, 0);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessRw);  // no remote atomic: not needed

@@ -103,7 +103,7 @@ struct ProbeBench {
   uint32_t rkey = 0;
 
   explicit ProbeBench(uint32_t rq_psn = 0, nic::QpType type = nic::QpType::kRc, uint8_t min_rnr_timer = 12,
-                      nic::LossRecovery mode = nic::LossRecovery::kGoBackN) {
+                      nic::LossRecovery mode = nic::LossRecovery::kGoBackN, bool batched_dma = false) {
     engine = make_engine(3);
     nic::NicConfig c = probe_peer_config();
     c.recovery = mode;
@@ -112,7 +112,9 @@ struct ProbeBench {
     // No slack, a fast wire: injected packets arrive together.
     REQUIRE(engine->connect(*nic, 0, *probe, 0, LinkParams{.rate_bps = 400'000'000'000ull, .delay = ns(100)}).ok());
     engine->start();
-    host = std::make_unique<nic::SimHost>(*engine, *nic);
+    // batched_dma: the host is reached as another process is (writes
+    // deferred until a flush: DeferringLocalMemory).
+    host = std::make_unique<nic::SimHost>(*engine, *nic, batched_dma);
     cq = host->create_cq(64);
     qp = host->create_qp(type, cq, cq, ibv_qp_cap{16, 16, 1, 1, 0});
     rkey = host->reg_mr(mem.data(), mem.size(), kProbeAccessAll);

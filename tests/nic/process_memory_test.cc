@@ -255,3 +255,62 @@ TEST_CASE("ProcessMemory: inside a window one memcpy, anything else the system c
   munmap(view, 2 * kPage);
   munmap(pages, 3 * kPage);
 }
+
+TEST_CASE("ProcessMemory::store64: in a window one store, elsewhere the system call, unmapped false", "[unit][nic]") {
+  // An RDMA ATOMIC WRITE's store: single-copy atomic only where the pages
+  // are shared with the engine (a window); elsewhere process_vm_writev's
+  // copy; an address the process has not mapped fails (the responder NAKs
+  // it with a remote operational error).
+  constexpr size_t kPage = 4096;
+  auto* pages = static_cast<uint8_t*>(mmap(nullptr, 2 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(pages != MAP_FAILED);
+  std::memset(pages, 0x11, 2 * kPage);
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  const pid_t child = waiting_child(go[0]);
+  REQUIRE(child > 0);
+  auto owned = memory_of(child);
+  ProcessMemory& mem = *owned;
+  const uint64_t base = reinterpret_cast<uint64_t>(pages);
+  const int fd = memfd_create("window", MFD_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(ftruncate(fd, kPage) == 0);
+  void* local = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  auto* view = static_cast<uint8_t*>(mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  REQUIRE(local != MAP_FAILED);
+  REQUIRE(view != MAP_FAILED);
+  std::memset(view, 0x22, kPage);
+  mem.add_window(7, base, kPage, local);  // the first page only
+  const uint64_t value = 0x0123456789abcdefull;
+  const uint8_t before[8] = {5, 5, 5, 5, 5, 5, 5, 5};
+  uint64_t got = 0;
+
+  SECTION("shared pages, aligned: one store through the window, after the writes deferred before it") {
+    REQUIRE(mem.write_deferred(base + kPage + 64, before, 8, 1));  // outside: waits for a flush
+    CHECK(pages[kPage + 64] == 0x11);
+    REQUIRE(mem.store64(base + 128, value));
+    CHECK(pages[kPage + 64] == 5);  // landed first
+    std::memcpy(&got, view + 128, 8);
+    CHECK(got == value);
+    CHECK(pages[128] == 0x11);  // the window, not the call
+    CHECK(mem.calls() == 1);    // the deferred write's flush only
+  }
+  SECTION("pages not shared: process_vm_writev's copy") {
+    REQUIRE(mem.store64(base + kPage + 8, value));
+    std::memcpy(&got, pages + kPage + 8, 8);
+    CHECK(got == value);
+    CHECK(mem.calls() == 1);
+    CHECK(mem.copies() == 0);
+  }
+  SECTION("an address the process has not mapped: false") {
+    CHECK_FALSE(mem.store64(8, value));
+    CHECK_FALSE(mem.gone());
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  close(go[0]);
+  close(go[1]);
+  close(fd);
+  munmap(view, kPage);
+  munmap(pages, 2 * kPage);
+}
