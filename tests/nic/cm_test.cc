@@ -10,6 +10,7 @@
 
 #include "nic/cm/cm.h"
 #include "nic/cm/mad.h"
+#include "tests/nic/fabric.h"
 
 using namespace rocemu;
 using namespace rocemu::nic::cm;
@@ -561,8 +562,22 @@ TEST_CASE("rdma_cm: the REQ's path MTU is clamped to the port's; one that is no 
     ib_uverbs_qp_attr rtr{};
     REQUIRE(p.b->init_qp_attr(p.ch_b, req.id, IBV_QPS_RTR, rtr) == 0);
     INFO("REQ path MTU " << int(asked));
-    const uint8_t expect = asked >= IBV_MTU_256 && asked <= IBV_MTU_4096 ? std::min<uint8_t>(asked, IBV_MTU_2048) : asked;
+    const bool iba_mtu = asked >= IBV_MTU_256 && asked <= IBV_MTU_4096;
+    const uint8_t expect = iba_mtu ? std::min<uint8_t>(asked, IBV_MTU_2048) : asked;
     CHECK(rtr.path_mtu == expect);
+    // librdmacm's next step: the QP to RTR with that MTU (the NICs' port
+    // carries 4096-byte packets, nic/control.cc checks 256..active MTU).
+    test::TwoNics nics;
+    REQUIRE(nics.n2->active_mtu() == IBV_MTU_4096);
+    auto* cq1 = nics.h1->create_cq(4);
+    auto* cq2 = nics.h2->create_cq(4);
+    ibv_qp_cap cap{4, 4, 1, 1, 0};
+    auto* q1 = nics.h1->create_qp(nic::QpType::kRc, cq1, cq1, cap);
+    auto* q2 = nics.h2->create_qp(nic::QpType::kRc, cq2, cq2, cap);
+    nic::SimHost::ConnectOpts o;
+    o.mtu = ibv_mtu(rtr.path_mtu);
+    CHECK(nic::SimHost::connect(*nics.h1, q1, *nics.h2, q2, o) == (iba_mtu ? 0 : EINVAL));
+    CHECK(q2->nic_qp->state == (iba_mtu ? IBV_QPS_RTS : IBV_QPS_INIT));
   }
 }
 
