@@ -140,6 +140,8 @@ class ConnectionManager {
   struct Counters {
     uint64_t mads_sent = 0, mads_received = 0, mads_resent = 0, mads_dropped = 0;
     uint64_t no_listener = 0;  // REQs and SIDR_REQs for a service nobody listens on
+    uint64_t qp_type_mismatch = 0;  // REQs and SIDR_REQs turned down: another QP type than the listener's
+    uint64_t backlog_full = 0;      // REQs and SIDR_REQs turned down: the listener's backlog (or the id table) full
   };
   const Counters& counters() const { return counters_; }
 
@@ -157,6 +159,7 @@ class ConnectionManager {
   Id* by_local_comm_id(uint32_t comm_id);
   Id* listener_for(uint16_t ps, uint16_t port, const wire::IpAddr& dst);
   bool backlog_full(const Id& listener) const;
+  bool accepts_request(const Id& listener, uint8_t qp_type);
   void queue_event(Id& id, uint32_t event, int32_t status);
   void queue_event(Id& id, EventResp ev);
   void drop_events(uint32_t id);
