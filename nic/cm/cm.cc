@@ -78,7 +78,19 @@ uint8_t req_qp_type(const Mad& m) {
   }
 }
 
-bool is_loopback(const wire::IpAddr& ip) { return ip.is_v4() && (ip.v4_host_order() >> 24) == 127; }
+// The kernel's cma_loopback_addr: 127/8 for AF_INET, ::1 only for
+// AF_INET6 (ipv6_addr_loopback: ::ffff:127.0.0.1 is none).
+bool is_loopback(const wire::IpAddr& ip, ConnectionManager::Family family = ConnectionManager::Family::kAsAddress) {
+  using Family = ConnectionManager::Family;
+  static const wire::IpAddr v6_loopback = [] {
+    wire::IpAddr a;
+    a.b[15] = 1;
+    return a;
+  }();
+  const bool inet = family == Family::kInet || (family == Family::kAsAddress && ip.is_v4());
+  if (inet) return ip.is_v4() && (ip.v4_host_order() >> 24) == 127;
+  return ip == v6_loopback;
+}
 bool is_any(const wire::IpAddr& ip) {
   static const wire::IpAddr v4_any = wire::IpAddr::v4(0);
   return ip == v4_any || ip == wire::IpAddr{};
@@ -317,14 +329,14 @@ int ConnectionManager::allocate_port(Id& id, uint16_t port) {
   return 0;
 }
 
-int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAddr* ip, uint16_t port) {
+int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAddr* ip, uint16_t port, Family family) {
   Id* id = find(channel, handle);
   if (id == nullptr) return EINVAL;
   if (id->bound || id->state != State::kIdle) return EINVAL;
   // A loopback address binds as the wildcard does (the kernel's
   // cma_any_addr): no device, and a listener there hears every address.
   // libfabric's verbs provider binds 127.0.0.1 to learn that much.
-  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip);
+  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip, family);
   if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address
   id->has_device = !any;
   id->src_ip = ip == nullptr ? wire::IpAddr::v4(0) : any ? *ip : cfg_.ip;

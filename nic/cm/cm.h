@@ -101,7 +101,11 @@ class ConnectionManager {
   // How many events the id reported (librdmacm waits for as many acks).
   int destroy_id(uint32_t channel, uint32_t id, uint32_t& events_reported, Time now);
   int migrate_id(uint32_t channel, uint32_t id, uint32_t to_channel, uint32_t& events_reported);
-  int bind(uint32_t channel, uint32_t id, const wire::IpAddr* ip, uint16_t port);
+  // The address family an address came in: the kernel tells loopback
+  // addresses by it (cma_loopback_addr), and an IPv4-mapped IPv6 address
+  // looks the same as the IPv4 one here. kAsAddress: IPv4 if mapped.
+  enum class Family : uint8_t { kAsAddress, kInet, kInet6 };
+  int bind(uint32_t channel, uint32_t id, const wire::IpAddr* ip, uint16_t port, Family family = Family::kAsAddress);
   // `src`: nullptr for any. ADDR_RESOLVED or ADDR_ERROR follows.
   int resolve_addr(uint32_t channel, uint32_t id, const wire::IpAddr* src, const wire::IpAddr& dst, uint16_t dst_port,
                    uint32_t timeout_ms, Time now);

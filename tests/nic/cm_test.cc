@@ -389,6 +389,35 @@ TEST_CASE("rdma_cm: a bind to 127.0.0.1 is a wildcard bind (no device), and a li
   CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
 }
 
+TEST_CASE("rdma_cm: loopback as the kernel's cma_loopback_addr: ::1 binds as the wildcard, an AF_INET6 "
+          "::ffff:127.0.0.1 is no loopback address",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t v6 = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, v6) == 0);
+  const wire::IpAddr v6_loopback = *wire::IpAddr::parse("::1");
+  REQUIRE(p.b->bind(p.ch_b, v6, &v6_loopback, 7174) == 0);  // ipv6_addr_loopback
+  rdma_ucm_query_route_resp route{};
+  REQUIRE(p.b->query_route(p.ch_b, v6, route) == 0);
+  CHECK(route.node_guid == 0);  // no device, as a wildcard bind
+  REQUIRE(p.b->listen(p.ch_b, v6, 8) == 0);
+  uint32_t id = 0;
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+  // 127.0.0.1 as an IPv4-mapped IPv6 address (AF_INET6): an address of
+  // no RDMA device; as AF_INET the wildcard.
+  const wire::IpAddr mapped = wire::IpAddr::v4(0x7f000001);
+  uint32_t m6 = 0, m4 = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb1, RDMA_PS_TCP, IBV_QPT_RC, m6) == 0);
+  CHECK(p.b->bind(p.ch_b, m6, &mapped, 7175, ConnectionManager::Family::kInet6) == ENODEV);
+  REQUIRE(p.b->create_id(p.ch_b, 0xb2, RDMA_PS_TCP, IBV_QPT_RC, m4) == 0);
+  CHECK(p.b->bind(p.ch_b, m4, &mapped, 7175, ConnectionManager::Family::kInet) == 0);
+}
+
 TEST_CASE("rdma_cm: a lost REQ is sent again on its timeout; 15 losses later UNREACHABLE", "[unit][cm]") {
   CmPair p;
   uint32_t listen_id = 0;
