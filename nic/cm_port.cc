@@ -40,7 +40,10 @@ void Nic::report_cm_counters(CounterSink& sink) const {
   sink.counter(scope, "mads_sent", c.mads_sent);
   sink.counter(scope, "mads_received", c.mads_received);
   sink.counter(scope, "mads_resent", c.mads_resent);
+  sink.counter(scope, "mads_dropped", c.mads_dropped);
   sink.counter(scope, "no_listener", c.no_listener);
+  sink.counter(scope, "qp_type_mismatch", c.qp_type_mismatch);
+  sink.counter(scope, "backlog_full", c.backlog_full);
   sink.counter(scope, "ids", cm_->ids());
   sink.counter(scope, "listening", cm_->listening());
 }

@@ -66,7 +66,31 @@ namespace cm_cc {
 
 using State = ConnectionManager::State;
 
-bool is_loopback(const wire::IpAddr& ip) { return ip.is_v4() && (ip.v4_host_order() >> 24) == 127; }
+// The QP type a REQ asks for, as the kernel reads it (cm_req_get_qp_type):
+// transport 0 RC, 1 UC, 3 with extended type 1 XRC (its target side);
+// anything else no type (0).
+uint8_t req_qp_type(const Mad& m) {
+  switch (m.get(req::kTransportType)) {
+    case 0: return IBV_QPT_RC;
+    case 1: return IBV_QPT_UC;
+    case 3: return m.get(req::kExtendedTransportType) == 1 ? uint8_t(IBV_QPT_XRC_RECV) : 0;
+    default: return 0;
+  }
+}
+
+// The kernel's cma_loopback_addr: 127/8 for AF_INET, ::1 only for
+// AF_INET6 (ipv6_addr_loopback: ::ffff:127.0.0.1 is none).
+bool is_loopback(const wire::IpAddr& ip, ConnectionManager::Family family = ConnectionManager::Family::kAsAddress) {
+  using Family = ConnectionManager::Family;
+  static const wire::IpAddr v6_loopback = [] {
+    wire::IpAddr a;
+    a.b[15] = 1;
+    return a;
+  }();
+  const bool inet = family == Family::kInet || (family == Family::kAsAddress && ip.is_v4());
+  if (inet) return ip.is_v4() && (ip.v4_host_order() >> 24) == 127;
+  return ip == v6_loopback;
+}
 bool is_any(const wire::IpAddr& ip) {
   static const wire::IpAddr v4_any = wire::IpAddr::v4(0);
   return ip == v4_any || ip == wire::IpAddr{};
@@ -225,6 +249,20 @@ ConnectionManager::Id* ConnectionManager::listener_for(uint16_t ps, uint16_t por
   return nullptr;
 }
 
+// Whether `listener` takes a request for a QP of `qp_type` now; a request
+// it does not take is counted by why.
+bool ConnectionManager::accepts_request(const Id& listener, uint8_t qp_type) {
+  if (listener.qp_type != 0 && listener.qp_type != qp_type) {
+    counters_.qp_type_mismatch++;
+    return false;
+  }
+  if (backlog_full(listener) || ids_.size() >= cfg_.max_ids) {
+    counters_.backlog_full++;
+    return false;
+  }
+  return true;
+}
+
 bool ConnectionManager::backlog_full(const Id& listener) const {
   auto it = channels_.find(listener.channel);
   if (it == channels_.end()) return true;
@@ -291,14 +329,14 @@ int ConnectionManager::allocate_port(Id& id, uint16_t port) {
   return 0;
 }
 
-int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAddr* ip, uint16_t port) {
+int ConnectionManager::bind(uint32_t channel, uint32_t handle, const wire::IpAddr* ip, uint16_t port, Family family) {
   Id* id = find(channel, handle);
   if (id == nullptr) return EINVAL;
   if (id->bound || id->state != State::kIdle) return EINVAL;
   // A loopback address binds as the wildcard does (the kernel's
   // cma_any_addr): no device, and a listener there hears every address.
   // libfabric's verbs provider binds 127.0.0.1 to learn that much.
-  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip);
+  const bool any = ip == nullptr || is_any(*ip) || is_loopback(*ip, family);
   if (!any && *ip != cfg_.ip) return ENODEV;  // not this RDMA device's address
   id->has_device = !any;
   id->src_ip = ip == nullptr ? wire::IpAddr::v4(0) : any ? *ip : cfg_.ip;
@@ -815,16 +853,18 @@ void ConnectionManager::on_req(const wire::IpAddr& src, const Mad& m, Time now) 
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejInvalidServiceId, {}, now);
     return;
   }
-  // A listener hears requests for its own QP type only (the kernel's
-  // cma_ib_check_req_qp_type); as many wait unfetched as the backlog allows
-  // (ucma's). Otherwise the consumer turns the request down.
-  const uint8_t req_qp_type = m.get(req::kTransportType) == 1 ? IBV_QPT_UC : IBV_QPT_RC;
-  if (listener->qp_type != req_qp_type || backlog_full(*listener) || ids_.size() >= cfg_.max_ids) {
+  // A listener hears requests for its own QP type only, or any if its
+  // type is 0 (the kernel's cma_ib_check_req_qp_type); as many wait
+  // unfetched as the backlog allows (ucma's). Otherwise the consumer turns
+  // the request down.
+  const uint8_t qp_type = cm_cc::req_qp_type(m);
+  if (!accepts_request(*listener, qp_type)) {
     send_rej(src, next_comm_id_++, remote_comm_id, 0, kRejConsumerDefined, {}, now);
     return;
   }
   auto child = new_child(*listener, service_port(sid), src, hdr->src_port);
   Id& c = *child;
+  c.qp_type = qp_type;  // the request's (cma_ib_new_conn_id), whatever a type-0 listener's
   c.local_comm_id = next_comm_id_++;
   c.remote_comm_id = remote_comm_id;
   c.remote_qpn = uint32_t(m.get(req::kQpn));
@@ -944,8 +984,7 @@ void ConnectionManager::on_sidr_req(const wire::IpAddr& src, const Mad& m, Time 
   // Nobody listening: unsupported. A listener that is not UD, or has no
   // room: the new id is destroyed, which rejects (the kernel's
   // cm_destroy_id in IB_CM_SIDR_REQ_RCVD).
-  if (listener == nullptr || listener->qp_type != IBV_QPT_UD || backlog_full(*listener) ||
-      ids_.size() >= cfg_.max_ids) {
+  if (listener == nullptr || !accepts_request(*listener, IBV_QPT_UD)) {
     if (listener == nullptr) counters_.no_listener++;
     Mad r(Attr::kSidrRep, request_id);
     r.set(sidr_rep::kRequestId, request_id);

@@ -101,7 +101,11 @@ class ConnectionManager {
   // How many events the id reported (librdmacm waits for as many acks).
   int destroy_id(uint32_t channel, uint32_t id, uint32_t& events_reported, Time now);
   int migrate_id(uint32_t channel, uint32_t id, uint32_t to_channel, uint32_t& events_reported);
-  int bind(uint32_t channel, uint32_t id, const wire::IpAddr* ip, uint16_t port);
+  // The address family an address came in: the kernel tells loopback
+  // addresses by it (cma_loopback_addr), and an IPv4-mapped IPv6 address
+  // looks the same as the IPv4 one here. kAsAddress: IPv4 if mapped.
+  enum class Family : uint8_t { kAsAddress, kInet, kInet6 };
+  int bind(uint32_t channel, uint32_t id, const wire::IpAddr* ip, uint16_t port, Family family = Family::kAsAddress);
   // `src`: nullptr for any. ADDR_RESOLVED or ADDR_ERROR follows.
   int resolve_addr(uint32_t channel, uint32_t id, const wire::IpAddr* src, const wire::IpAddr& dst, uint16_t dst_port,
                    uint32_t timeout_ms, Time now);
@@ -140,6 +144,8 @@ class ConnectionManager {
   struct Counters {
     uint64_t mads_sent = 0, mads_received = 0, mads_resent = 0, mads_dropped = 0;
     uint64_t no_listener = 0;  // REQs and SIDR_REQs for a service nobody listens on
+    uint64_t qp_type_mismatch = 0;  // REQs and SIDR_REQs turned down: another QP type than the listener's
+    uint64_t backlog_full = 0;      // REQs and SIDR_REQs turned down: the listener's backlog (or the id table) full
   };
   const Counters& counters() const { return counters_; }
 
@@ -157,6 +163,7 @@ class ConnectionManager {
   Id* by_local_comm_id(uint32_t comm_id);
   Id* listener_for(uint16_t ps, uint16_t port, const wire::IpAddr& dst);
   bool backlog_full(const Id& listener) const;
+  bool accepts_request(const Id& listener, uint8_t qp_type);
   void queue_event(Id& id, uint32_t event, int32_t status);
   void queue_event(Id& id, EventResp ev);
   void drop_events(uint32_t id);

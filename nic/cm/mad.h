@@ -75,7 +75,7 @@ inline constexpr Field kQpn{32, 0, 24};
 inline constexpr Field kResponderResources{35, 0, 8};
 inline constexpr Field kInitiatorDepth{39, 0, 8};
 inline constexpr Field kRemoteCmResponseTimeout{43, 0, 5};
-inline constexpr Field kTransportType{43, 5, 2};  // 0 RC, 1 UC
+inline constexpr Field kTransportType{43, 5, 2};  // 0 RC, 1 UC, 3 extended
 inline constexpr Field kEndToEndFlowControl{43, 7, 1};
 inline constexpr Field kStartingPsn{44, 0, 24};
 inline constexpr Field kLocalCmResponseTimeout{47, 0, 5};
@@ -85,6 +85,7 @@ inline constexpr Field kPathMtu{50, 0, 4};
 inline constexpr Field kRnrRetryCount{50, 5, 3};
 inline constexpr Field kMaxCmRetries{51, 0, 4};
 inline constexpr Field kSrq{51, 4, 1};
+inline constexpr Field kExtendedTransportType{51, 5, 3};  // 1 XRC with transport type 3
 inline constexpr Field kLocalLid{52, 0, 16};
 inline constexpr Field kRemoteLid{54, 0, 16};
 inline constexpr Bytes kLocalGid{56, 16};

@@ -34,6 +34,7 @@ struct SockAddr {
   bool present = false;
   wire::IpAddr ip;
   uint16_t port = 0;
+  ConnectionManager::Family family = ConnectionManager::Family::kAsAddress;
 };
 bool parse_sockaddr(const void* raw, SockAddr& out) {
   sa_family_t family;
@@ -42,7 +43,7 @@ bool parse_sockaddr(const void* raw, SockAddr& out) {
   if (family == AF_INET) {
     sockaddr_in in;
     std::memcpy(&in, raw, sizeof in);
-    out = {true, wire::IpAddr::v4(ntohl(in.sin_addr.s_addr)), ntohs(in.sin_port)};
+    out = {true, wire::IpAddr::v4(ntohl(in.sin_addr.s_addr)), ntohs(in.sin_port), ConnectionManager::Family::kInet};
     return true;
   }
   if (family == AF_INET6) {
@@ -51,6 +52,7 @@ bool parse_sockaddr(const void* raw, SockAddr& out) {
     out.present = true;
     std::memcpy(out.ip.b.data(), &in6.sin6_addr, 16);
     out.port = ntohs(in6.sin6_port);
+    out.family = ConnectionManager::Family::kInet6;
     return true;
   }
   return false;
@@ -119,7 +121,7 @@ int serve_ucma(nic::Nic& nic, uint32_t channel, std::span<const uint8_t> cmd, Uc
         auto c = command_of<rdma_ucm_bind_ip>(cmd, hdr);
         SockAddr a;
         if (!parse_sockaddr(&c.addr, a) || !a.present) return EAFNOSUPPORT;
-        return cm.bind(channel, c.id, &a.ip, a.port);
+        return cm.bind(channel, c.id, &a.ip, a.port, a.family);
       }
       case RDMA_USER_CM_CMD_BIND:  // AF_IB: not offered
         return EAFNOSUPPORT;

@@ -7,8 +7,13 @@
 // own and runs the engine and the programs there. fi_pingpong's control
 // connection (TCP) reaches the server through that namespace; the data
 // crosses the fabric.
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 
@@ -20,16 +25,58 @@ namespace libfabric_test {
 
 // A network namespace whose veth interface holds both NICs' addresses,
 // deleted with it.
+constexpr const char* kNetnsPrefix = "rocemu-fi-";
+
+// True if `pid` is an engine this test started in a namespace: the
+// rocemu binary, run with an e2e runtime directory (Fabric's mkdtemp).
+bool is_test_engine(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  char exe[4096];
+  const ssize_t n = readlink((proc + "/exe").c_str(), exe, sizeof exe - 1);
+  if (n <= 0) return false;
+  const std::string path(exe, size_t(n));
+  if (path.size() < 7 || path.compare(path.size() - 7, 7, "/rocemu") != 0) return false;
+  std::ifstream env(proc + "/environ");
+  const std::string text((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+  return text.find(std::string("ROCEMU_RUNTIME_DIR=/tmp/rocemu-e2e-")) != std::string::npos;
+}
+
+// Namespaces an earlier run of this test left (it was killed before its
+// destructor ran): rocemu-fi-PID whose PID is gone. Their engines (only
+// processes identified as such) are killed by pid, then the namespace
+// is deleted.
+void sweep_stale_namespaces() {
+  const auto [st, out] = run({"ip", "netns", "list"});
+  if (st != 0) return;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::string name = line.substr(0, line.find(' '));
+    if (name.rfind(kNetnsPrefix, 0) != 0) continue;
+    const std::string digits = name.substr(std::strlen(kNetnsPrefix));
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t owner = pid_t(std::stol(digits));
+    if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue;  // its test still runs
+    const auto [pst, pids] = run({"ip", "netns", "pids", name});
+    std::istringstream pin(pids);
+    for (pid_t pid; pst == 0 && pin >> pid;)
+      if (is_test_engine(pid)) kill(pid, SIGKILL);
+    WARN("removed network namespace " << name << " left by an earlier run (pid " << owner << " gone)");
+    sh("ip netns del " + name);
+  }
+}
+
 struct NicAddressNetns {
-  std::string name = "rocemu-fi-" + std::to_string(getpid());
+  std::string name = kNetnsPrefix + std::to_string(getpid());
+  bool created = false;  // `ip netns add` worked (CAP_SYS_ADMIN and CAP_NET_ADMIN)
   bool ok = false;
   NicAddressNetns() {
     sh("ip netns del " + name + " 2>/dev/null");
     const std::string in = "ip netns exec " + name + " ";
-    ok = sh("ip netns add " + name) && sh(in + "ip link set lo up") &&
-         sh(in + "ip link add rdma0 type veth peer name rdma1") && sh(in + "ip addr add 10.0.1.1/24 dev rdma0") &&
-         sh(in + "ip addr add 10.0.2.1/24 dev rdma0") && sh(in + "ip link set rdma0 up") &&
-         sh(in + "ip link set rdma1 up");
+    created = sh("ip netns add " + name + " 2>/dev/null");
+    ok = created && sh(in + "ip link set lo up") && sh(in + "ip link add rdma0 type veth peer name rdma1") &&
+         sh(in + "ip addr add 10.0.1.1/24 dev rdma0") && sh(in + "ip addr add 10.0.2.1/24 dev rdma0") &&
+         sh(in + "ip link set rdma0 up") && sh(in + "ip link set rdma1 up");
   }
   ~NicAddressNetns() { sh("ip netns del " + name); }
   std::vector<std::string> wrapper() const { return {"ip", "netns", "exec", name}; }
@@ -66,7 +113,13 @@ TEST_CASE("libfabric's verbs provider: fi_info lists rocemu0 (msg, rdm over ofi_
     WARN("SKIPPED: no fi_pingpong (Debian's libfabric-bin; scripts/setup.sh installs it)");
     return;
   }
+  sweep_stale_namespaces();
   NicAddressNetns ns;
+  if (!ns.created) {  // uid 0 without the capabilities (a container)
+    WARN("SKIPPED: 'ip netns add' failed: no network namespace for the NICs' addresses (CAP_SYS_ADMIN, "
+         "CAP_NET_ADMIN)");
+    return;
+  }
   REQUIRE(ns.ok);
   Fabric f("", {}, ns.wrapper());
 

@@ -3,6 +3,9 @@
 // kernel, the connection is made with CM MADs across the fabric. The
 // built-in topology: h1 10.0.1.1 and h2 10.0.2.1, each behind sw1.
 #include <signal.h>
+#include <sys/syscall.h>
+
+#include <fstream>
 
 #include <regex>
 #include <sstream>
@@ -274,11 +277,70 @@ TEST_CASE("rdma_cm's file as the kernel's: ENOSPC for a short response; dup, dup
   CHECK(oks == 15);
 }
 
+TEST_CASE("rdma_cm's channel outlives a subprocess (vfork, close_range and dup2 in the child)", "[e2e][rdma_cm]") {
+  Fabric f;
+  Process p = f.exec("h1", ucma_raw({"subprocess"}));
+  const int status = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(status == 0);
+  CHECK_THAT(p.output, !Catch::Contains("FAIL"));
+  CHECK_THAT(p.output, Catch::Contains("ok CREATE_ID after a subprocess"));
+}
+
+TEST_CASE("Fork children dup2 and close while another thread reads and writes: none deadlocks on the provider",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  Process p = f.exec("h1", ucma_raw({"fork_threads"}));
+  const int status = finish(p, std::chrono::seconds(120));  // a deadlocked child hangs it: killed, not 0
+  INFO(p.output);
+  CHECK(status == 0);
+  CHECK_THAT(p.output, Catch::Contains("ok 2000 fork children"));
+}
+
+TEST_CASE("close_range over a channel and its engine connection: the channel's release closes nothing of the program's",
+          "[e2e][rdma_cm]") {
+  Fabric f;
+  Process p = f.exec("h1", ucma_raw({"close_range_socket"}));
+  const int status = finish(p, std::chrono::seconds(60));
+  INFO(p.output);
+  CHECK(status == 0);
+  CHECK_THAT(p.output, Catch::Contains("ok close_range: releasing the channel closes nothing"));
+}
+
+namespace rdma_cm_test {
+
+// True once process `pid` sleeps in poll (GET_EVENT's wait): its state is
+// S and, where /proc lets us read it, its system call is poll or ppoll.
+bool asleep_in_poll(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'S') return false;
+  std::ifstream sys("/proc/" + std::to_string(pid) + "/syscall");
+  long nr = -1;
+  if (!(sys >> nr)) return true;  // not ours to read: the state alone
+  return nr == SYS_poll || nr == SYS_ppoll;
+}
+
+}  // namespace rdma_cm_test
+
 TEST_CASE("A blocking rdma_get_cm_event fails with EIO when the engine dies, instead of waiting for ever",
           "[e2e][rdma_cm]") {
   Fabric f;
   Process p = f.exec("h1", ucma_raw({"block"}));
-  REQUIRE(wait_until([&] { return p.output.find("waiting") != std::string::npos; }, std::chrono::seconds(30), {&p}));
+  static const std::regex waiting(R"(waiting (\d+))");
+  pid_t pid = -1;
+  REQUIRE(wait_until(
+      [&] {
+        std::smatch m;
+        if (std::regex_search(p.output, m, waiting)) pid = std::stoi(m[1].str());
+        return pid > 0;
+      },
+      std::chrono::seconds(30), {&p}));
+  // Killed only once the call blocks: an engine gone before would fail
+  // CREATE_ID's neighbour, not the wait this checks.
+  REQUIRE(wait_until([&] { return asleep_in_poll(pid); }, std::chrono::seconds(30), {&p}));
   kill(f.engine_pid(), SIGKILL);  // ours, by pid
   f.forget_engine();
   const int status = finish(p, std::chrono::seconds(30));

@@ -10,6 +10,7 @@
 
 #include "nic/cm/cm.h"
 #include "nic/cm/mad.h"
+#include "tests/nic/fabric.h"
 
 using namespace rocemu;
 using namespace rocemu::nic::cm;
@@ -30,7 +31,7 @@ TEST_CASE("CM MAD fields hold exactly their width, and nothing else moves", "[un
                           req::kQpn,          req::kResponderResources, req::kInitiatorDepth, req::kRemoteCmResponseTimeout,
                           req::kTransportType, req::kEndToEndFlowControl, req::kStartingPsn, req::kLocalCmResponseTimeout,
                           req::kRetryCount,   req::kPkey,           req::kPathMtu,        req::kRnrRetryCount,
-                          req::kMaxCmRetries, req::kSrq,            req::kLocalLid,       req::kRemoteLid,
+                          req::kMaxCmRetries, req::kSrq,            req::kExtendedTransportType,            req::kLocalLid,       req::kRemoteLid,
                           req::kFlowLabel,    req::kPacketRate,     req::kTrafficClass,   req::kHopLimit,
                           req::kSl,           req::kSubnetLocal,    req::kLocalAckTimeout, rep::kQpn,
                           rep::kStartingPsn,  rep::kTargetAckDelay, rep::kFailoverAccepted, rep::kEndToEndFlowControl,
@@ -388,6 +389,35 @@ TEST_CASE("rdma_cm: a bind to 127.0.0.1 is a wildcard bind (no device), and a li
   CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
 }
 
+TEST_CASE("rdma_cm: loopback as the kernel's cma_loopback_addr: ::1 binds as the wildcard, an AF_INET6 "
+          "::ffff:127.0.0.1 is no loopback address",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t v6 = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_TCP, IBV_QPT_RC, v6) == 0);
+  const wire::IpAddr v6_loopback = *wire::IpAddr::parse("::1");
+  REQUIRE(p.b->bind(p.ch_b, v6, &v6_loopback, 7174) == 0);  // ipv6_addr_loopback
+  rdma_ucm_query_route_resp route{};
+  REQUIRE(p.b->query_route(p.ch_b, v6, route) == 0);
+  CHECK(route.node_guid == 0);  // no device, as a wildcard bind
+  REQUIRE(p.b->listen(p.ch_b, v6, 8) == 0);
+  uint32_t id = 0;
+  REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_TCP, IBV_QPT_RC, id) == 0);
+  REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, 7174, 2000, p.now) == 0);
+  REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+  REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+  CHECK(p.deliver() == std::vector<Attr>{Attr::kReq});
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+  // 127.0.0.1 as an IPv4-mapped IPv6 address (AF_INET6): an address of
+  // no RDMA device; as AF_INET the wildcard.
+  const wire::IpAddr mapped = wire::IpAddr::v4(0x7f000001);
+  uint32_t m6 = 0, m4 = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb1, RDMA_PS_TCP, IBV_QPT_RC, m6) == 0);
+  CHECK(p.b->bind(p.ch_b, m6, &mapped, 7175, ConnectionManager::Family::kInet6) == ENODEV);
+  REQUIRE(p.b->create_id(p.ch_b, 0xb2, RDMA_PS_TCP, IBV_QPT_RC, m4) == 0);
+  CHECK(p.b->bind(p.ch_b, m4, &mapped, 7175, ConnectionManager::Family::kInet) == 0);
+}
+
 TEST_CASE("rdma_cm: a lost REQ is sent again on its timeout; 15 losses later UNREACHABLE", "[unit][cm]") {
   CmPair p;
   uint32_t listen_id = 0;
@@ -534,6 +564,61 @@ TEST_CASE("rdma_cm: a REQ to a UD listener is rejected (28), a SIDR_REQ to an RC
   CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
 }
 
+TEST_CASE("rdma_cm: a REQ's QP type read as the kernel's cm_req_get_qp_type; a listener of QP type 0 hears any "
+          "request; requests turned down are counted",
+          "[unit][cm]") {
+  CmPair p;
+  uint32_t rc_listener = 0, any_listener = 0, ud_listener = 0;
+  REQUIRE(p.b->create_id(p.ch_b, 0xb0, RDMA_PS_IB, IBV_QPT_RC, rc_listener) == 0);
+  REQUIRE(p.b->bind(p.ch_b, rc_listener, nullptr, 7000) == 0);
+  REQUIRE(p.b->listen(p.ch_b, rc_listener, 8) == 0);
+  REQUIRE(p.b->create_id(p.ch_b, 0xb1, RDMA_PS_IB, 0, any_listener) == 0);
+  REQUIRE(p.b->bind(p.ch_b, any_listener, nullptr, 7001) == 0);
+  REQUIRE(p.b->listen(p.ch_b, any_listener, 8) == 0);
+  REQUIRE(p.b->create_id(p.ch_b, 0xb2, RDMA_PS_IB, IBV_QPT_UD, ud_listener) == 0);
+  REQUIRE(p.b->bind(p.ch_b, ud_listener, nullptr, 7002) == 0);
+  REQUIRE(p.b->listen(p.ch_b, ud_listener, 1) == 0);
+  // A request from side a; `transport` and `extended` (if set) rewrite
+  // the REQ's transport service type fields on the wire.
+  auto request = [&](uint8_t qp_type, uint16_t port, int transport = -1, int extended = -1) {
+    uint32_t id = 0;
+    REQUIRE(p.a->create_id(p.ch_a, 0xa0, RDMA_PS_IB, qp_type, id) == 0);
+    REQUIRE(p.a->resolve_addr(p.ch_a, id, nullptr, p.ip_b, port, 2000, p.now) == 0);
+    REQUIRE(p.a->resolve_route(p.ch_a, id, p.now) == 0);
+    CmPair::next(*p.a, p.ch_a);
+    CmPair::next(*p.a, p.ch_a);
+    REQUIRE(p.a->connect(p.ch_a, id, {}, p.now) == 0);
+    REQUIRE(p.wire_.size() == 1);
+    if (transport >= 0) p.wire_.front().mad.set(req::kTransportType, uint64_t(transport));
+    if (extended >= 0) p.wire_.front().mad.set(req::kExtendedTransportType, uint64_t(extended));
+    return p.deliver();
+  };
+  const std::vector<Attr> rejected{Attr::kReq, Attr::kRej};
+  const std::vector<Attr> taken{Attr::kReq};
+  // Transport 3 is XRC_TGT with extended type 1, no QP type otherwise:
+  // neither is an RC listener's.
+  CHECK(request(IBV_QPT_RC, 7000, 3, 1) == rejected);
+  CHECK(request(IBV_QPT_RC, 7000, 3, 0) == rejected);
+  CHECK(request(IBV_QPT_RC, 7000, 2) == rejected);
+  CHECK(p.b->counters().qp_type_mismatch == 3);
+  CHECK(request(IBV_QPT_RC, 7000) == taken);
+  CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+  // QP type 0 (cma_ib_check_req_qp_type's !id->qp_type): RC, UC, none, and SIDR.
+  CHECK(request(IBV_QPT_RC, 7001) == taken);
+  CHECK(request(IBV_QPT_RC, 7001, 1) == taken);
+  CHECK(request(IBV_QPT_RC, 7001, 3, 0) == taken);
+  CHECK(request(IBV_QPT_UD, 7001) == std::vector<Attr>{Attr::kSidrReq});
+  for (int i = 0; i < 4; i++) CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);
+  CHECK(p.b->counters().qp_type_mismatch == 3);
+  // A SIDR_REQ to an RC listener, and one beyond a UD listener's backlog.
+  CHECK(request(IBV_QPT_UD, 7000) == std::vector<Attr>{Attr::kSidrReq, Attr::kSidrRep});
+  CHECK(p.b->counters().qp_type_mismatch == 4);
+  CHECK(request(IBV_QPT_UD, 7002) == std::vector<Attr>{Attr::kSidrReq});
+  CHECK(request(IBV_QPT_UD, 7002) == std::vector<Attr>{Attr::kSidrReq, Attr::kSidrRep});
+  CHECK(p.b->counters().backlog_full == 1);
+  CHECK(p.b->counters().qp_type_mismatch == 4);
+}
+
 TEST_CASE("rdma_cm: the REQ's path MTU is clamped to the port's; one that is no IBA MTU is kept, and the QP's RTR "
           "fails on it as a RoCE driver's",
           "[unit][cm]") {
@@ -561,8 +646,22 @@ TEST_CASE("rdma_cm: the REQ's path MTU is clamped to the port's; one that is no 
     ib_uverbs_qp_attr rtr{};
     REQUIRE(p.b->init_qp_attr(p.ch_b, req.id, IBV_QPS_RTR, rtr) == 0);
     INFO("REQ path MTU " << int(asked));
-    const uint8_t expect = asked >= IBV_MTU_256 && asked <= IBV_MTU_4096 ? std::min<uint8_t>(asked, IBV_MTU_2048) : asked;
+    const bool iba_mtu = asked >= IBV_MTU_256 && asked <= IBV_MTU_4096;
+    const uint8_t expect = iba_mtu ? std::min<uint8_t>(asked, IBV_MTU_2048) : asked;
     CHECK(rtr.path_mtu == expect);
+    // librdmacm's next step: the QP to RTR with that MTU (the NICs' port
+    // carries 4096-byte packets, nic/control.cc checks 256..active MTU).
+    test::TwoNics nics;
+    REQUIRE(nics.n2->active_mtu() == IBV_MTU_4096);
+    auto* cq1 = nics.h1->create_cq(4);
+    auto* cq2 = nics.h2->create_cq(4);
+    ibv_qp_cap cap{4, 4, 1, 1, 0};
+    auto* q1 = nics.h1->create_qp(nic::QpType::kRc, cq1, cq1, cap);
+    auto* q2 = nics.h2->create_qp(nic::QpType::kRc, cq2, cq2, cap);
+    nic::SimHost::ConnectOpts o;
+    o.mtu = ibv_mtu(rtr.path_mtu);
+    CHECK(nic::SimHost::connect(*nics.h1, q1, *nics.h2, q2, o) == (iba_mtu ? 0 : EINVAL));
+    CHECK(q2->nic_qp->state == (iba_mtu ? IBV_QPS_RTS : IBV_QPS_INIT));
   }
 }
 
@@ -661,6 +760,7 @@ TEST_CASE("rdma_cm: connection requests beyond the listen backlog are turned dow
   CHECK(rej.event == RDMA_CM_EVENT_REJECTED);
   CHECK(rej.uid == 3);
   CHECK(rej.status == kRejConsumerDefined);
+  CHECK(p.b->counters().backlog_full == 1);
   CHECK(CmPair::next(*p.b, p.ch_b).event == RDMA_CM_EVENT_CONNECT_REQUEST);  // one taken: room again
   CHECK(connect_one(4) == std::vector<Attr>{Attr::kReq});
 }

@@ -16,8 +16,19 @@
 //    the channel, and so does closing it under dup2(), dup3(),
 //    close_range() or closefrom(), after which the number is forgotten
 //    (whatever the program opens there next is its own).
+// The table of channels by descriptor is this process's: a child made by
+// vfork() runs in the parent's memory (CPython's subprocess closes every
+// descriptor from 3 there, then dup2s its stdio), so calls made by another
+// process id leave the table alone (its descriptors are its own); a fork()
+// child gets its own copy (a pthread_atfork handler makes it the child's,
+// with the lock taken across the fork so no thread holds it in the child).
+// close_range(CLOSE_RANGE_UNSHARE) closes in a table of the calling
+// thread's own: the process's channels stay known (a limitation: that
+// thread no longer has them, and a write there goes to whatever it opens
+// under the number next).
 // Every other path and descriptor goes to the C library untouched.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <netinet/in.h>  // before the kernel header: glibc owns the in6 structs
@@ -49,84 +60,158 @@ namespace ucma_interpose {
 
 constexpr const char* kRdmaCmPath = "/dev/infiniband/rdma_cm";
 
-int libc_close(int fd);
+// The C library's calls, resolved once when this library loads: a first
+// dlsym() inside an interposed call would take the loader's locks, in a
+// fork() or vfork() child too. Called earlier (another library's
+// constructor), they are resolved then.
+struct LibcCalls {
+  int (*open)(const char*, int, ...);
+  int (*openat)(int, const char*, int, ...);
+  ssize_t (*write)(int, const void*, size_t);
+  ssize_t (*read)(int, void*, size_t);
+  int (*close)(int);
+  int (*dup)(int);
+  int (*dup2)(int, int);
+  int (*dup3)(int, int, int);
+  int (*close_range)(unsigned int, unsigned int, int);  // null before glibc 2.34
+  void (*closefrom)(int);                                // null before glibc 2.34
+  int (*fstat)(int, struct stat*);
+  int (*fstat64)(int, struct stat64*);
+};
+
+template <typename Fn>
+void resolve_libc(Fn& f, const char* name) {
+  f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+const LibcCalls& libc_calls() {
+  static const LibcCalls calls = [] {
+    LibcCalls c{};
+    resolve_libc(c.open, "open");
+    resolve_libc(c.openat, "openat");
+    resolve_libc(c.write, "write");
+    resolve_libc(c.read, "read");
+    resolve_libc(c.close, "close");
+    resolve_libc(c.dup, "dup");
+    resolve_libc(c.dup2, "dup2");
+    resolve_libc(c.dup3, "dup3");
+    resolve_libc(c.close_range, "close_range");
+    resolve_libc(c.closefrom, "closefrom");
+    resolve_libc(c.fstat, "fstat");
+    resolve_libc(c.fstat64, "fstat64");
+    return c;
+  }();
+  return calls;
+}
+
+int libc_close(int fd) { return libc_calls().close(fd); }
+ssize_t libc_read(int fd, void* buf, size_t n) { return libc_calls().read(fd, buf, n); }
 
 struct UcmaChannel {
   int events = -1;  // the eventfd the engine sent (each descriptor of the channel is one of its copies)
-  int sock = -1;
+  std::atomic<int> sock{-1};  // -1 once the program closed it (close_range, closefrom, dup2 over it)
   std::mutex rpc;
   std::atomic<bool> dead{false};
   uint32_t engine_id = 0;
   ~UcmaChannel() {
-    if (sock >= 0) libc_close(sock);
+    if (const int s = sock.load(); s >= 0) libc_close(s);
   }
 };
+using ChannelRef = std::shared_ptr<UcmaChannel>;
 
 std::mutex g_channels_lock;
-std::unordered_map<int, std::shared_ptr<UcmaChannel>> g_channels;  // by descriptor
-std::atomic<int> g_channel_count{0};                               // fast path: none open
+std::unordered_map<int, ChannelRef> g_channels;  // by descriptor
+std::atomic<int> g_channel_count{0};             // fast path: none open
+std::atomic<pid_t> g_table_owner{0};             // the process whose descriptors the table names
 
-std::shared_ptr<UcmaChannel> channel_of(int fd) {
+// Taken across fork(): the child's copy of the table is unlocked and its own.
+void channels_before_fork() { g_channels_lock.lock(); }
+void channels_after_fork_parent() { g_channels_lock.unlock(); }
+void channels_after_fork_child() {
+  g_table_owner.store(getpid(), std::memory_order_relaxed);
+  g_channels_lock.unlock();
+}
+
+__attribute__((constructor)) void ucma_interpose_load() {
+  libc_calls();
+  g_table_owner.store(getpid(), std::memory_order_relaxed);
+  pthread_atfork(channels_before_fork, channels_after_fork_parent, channels_after_fork_child);
+}
+
+// True if a descriptor call must keep the table: some channel is open and
+// the caller is the table's process (not a vfork() child in its memory,
+// which keeps its own process id and runs no atfork handler).
+bool table_is_callers() {
+  return g_channel_count.load(std::memory_order_acquire) != 0 &&
+         getpid() == g_table_owner.load(std::memory_order_relaxed);
+}
+
+ChannelRef channel_of(int fd) {
   if (g_channel_count.load(std::memory_order_acquire) == 0) return nullptr;
   std::lock_guard lock(g_channels_lock);
   auto it = g_channels.find(fd);
   return it == g_channels.end() ? nullptr : it->second;
 }
 
-// The channel descriptors in [first, last] were closed by the C library:
-// forget them (a channel's connection closes with its last descriptor).
-void forget_channels(int first, int last) {
-  if (g_channel_count.load(std::memory_order_acquire) == 0) return;
-  std::vector<std::shared_ptr<UcmaChannel>> released;  // let go after the lock
+// What a call closing descriptors [first, last] may take away, seen before
+// the call: the channels there, and the channels whose engine connection
+// is there. Applied after the call only to entries still the same (another
+// thread may meanwhile have opened a channel under a freed number).
+struct ClosingSnapshot {
+  int first = 0, last = -1;
+  std::vector<std::pair<int, ChannelRef>> entries;
+  std::vector<ChannelRef> connections;
+};
+
+ClosingSnapshot snapshot_closing(int first, int last) {
+  ClosingSnapshot s;
+  s.first = first;
+  s.last = last;
   std::lock_guard lock(g_channels_lock);
-  for (auto it = g_channels.begin(); it != g_channels.end();) {
-    if (it->first < first || it->first > last) {
-      ++it;
-      continue;
-    }
-    released.push_back(std::move(it->second));
-    it = g_channels.erase(it);
-    g_channel_count.fetch_sub(1, std::memory_order_release);
+  for (const auto& [fd, ch] : g_channels) {
+    if (fd >= first && fd <= last) s.entries.emplace_back(fd, ch);
+    const int sock = ch->sock.load();
+    if (sock >= first && sock <= last) s.connections.push_back(ch);
   }
+  return s;
 }
 
-// `copy` now refers to what `original` does (dup, dup2, dup3): whatever
-// channel `copy` was is closed, and it is `original`'s channel if that is one.
-void descriptor_copied(int original, int copy) {
-  if (g_channel_count.load(std::memory_order_acquire) == 0) return;
-  std::shared_ptr<UcmaChannel> released;  // let go after the lock
-  std::lock_guard lock(g_channels_lock);
-  auto from = g_channels.find(original);
-  std::shared_ptr<UcmaChannel> ch = from == g_channels.end() ? nullptr : from->second;
-  if (auto it = g_channels.find(copy); it != g_channels.end()) {
-    released = std::move(it->second);
+// The C library closed what `s` saw: the channels' numbers are forgotten
+// (a channel's connection closes with its last descriptor) and a
+// connection closed with them is not closed again when its channel goes.
+// Must be called with the lock held; what is let go is returned.
+std::vector<ChannelRef> forget_closed_locked(ClosingSnapshot& s) {
+  for (const ChannelRef& ch : s.connections)
+    if (ch->sock.exchange(-1) >= 0) ch->dead = true;  // its calls fail with EIO from now on
+  std::vector<ChannelRef> released;
+  for (auto& [fd, ch] : s.entries) {
+    auto it = g_channels.find(fd);
+    if (it == g_channels.end() || it->second != ch) continue;
+    released.push_back(std::move(it->second));
     g_channels.erase(it);
     g_channel_count.fetch_sub(1, std::memory_order_release);
   }
-  if (ch != nullptr) {
-    g_channels[copy] = std::move(ch);
-    g_channel_count.fetch_add(1, std::memory_order_release);
-  }
+  return released;
 }
 
-template <typename Fn>
-Fn libc(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+void forget_closed(ClosingSnapshot& s) {
+  std::vector<ChannelRef> released;  // let go after the lock
+  std::lock_guard lock(g_channels_lock);
+  released = forget_closed_locked(s);
 }
-using OpenFn = int (*)(const char*, int, ...);
-using OpenatFn = int (*)(int, const char*, int, ...);
-using WriteFn = ssize_t (*)(int, const void*, size_t);
-using ReadFn = ssize_t (*)(int, void*, size_t);
-using CloseFn = int (*)(int);
-using FstatFn = int (*)(int, struct stat*);
 
-ssize_t libc_read(int fd, void* buf, size_t n) {
-  static const ReadFn f = libc<ReadFn>("read");
-  return f(fd, buf, n);
-}
-int libc_close(int fd) {
-  static const CloseFn f = libc<CloseFn>("close");
-  return f(fd);
+// `copy` now refers to what `original` did before the call (dup, dup2,
+// dup3): whatever channel `copy` was is closed (`closing`), and it is
+// `original`'s channel if that was one.
+void descriptor_copied(ClosingSnapshot& closing, const ChannelRef& original, int copy) {
+  std::vector<ChannelRef> released;  // let go after the lock
+  std::lock_guard lock(g_channels_lock);
+  released = forget_closed_locked(closing);
+  if (original == nullptr) return;
+  auto& slot = g_channels[copy];
+  if (slot == nullptr) g_channel_count.fetch_add(1, std::memory_order_release);
+  released.push_back(std::move(slot));  // a stale entry (closed behind our back)
+  slot = original;
 }
 
 bool is_rdma_cm(const char* path) { return path != nullptr && std::strcmp(path, kRdmaCmPath) == 0; }
@@ -136,19 +221,18 @@ int open_channel(int flags) {
   const char* node = std::getenv(verbs::kNodeEnv);
   const char* path = std::getenv(verbs::kSocketEnv);
   if (node == nullptr || path == nullptr) {  // not under rocemu exec: the file system's answer
-    static const OpenFn f = libc<OpenFn>("open");
-    return f(kRdmaCmPath, flags);
+    return libc_calls().open(kRdmaCmPath, flags);
   }
   auto ch = std::make_shared<UcmaChannel>();
   ch->sock = provider::connect_engine(path);
-  if (ch->sock < 0) {
+  if (ch->sock.load() < 0) {
     errno = ENODEV;
     return -1;
   }
   // Only an engine of this user (or root) answers for this process.
   ucred cred{};
   socklen_t len = sizeof cred;
-  if (getsockopt(ch->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != geteuid() && cred.uid != 0)) {
+  if (getsockopt(ch->sock.load(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || (cred.uid != geteuid() && cred.uid != 0)) {
     errno = EACCES;
     return -1;
   }
@@ -157,7 +241,7 @@ int open_channel(int flags) {
   std::snprintf(req.u.cm_open.node, sizeof req.u.cm_open.node, "%s", node);
   verbs::Reply rep;
   std::vector<int> fds;
-  const int err = provider::call(ch->sock, ch->rpc, ch->dead, req, rep, {}, &fds);
+  const int err = provider::call(ch->sock.load(), ch->rpc, ch->dead, req, rep, {}, &fds);
   if (err != 0 || fds.size() != 1) {
     for (int f : fds) libc_close(f);
     errno = err != 0 ? err : EPROTO;
@@ -170,6 +254,7 @@ int open_channel(int flags) {
   std::shared_ptr<UcmaChannel> stale;  // a descriptor closed behind our back (close_range, dup2)
   {
     std::lock_guard lock(g_channels_lock);
+    g_table_owner.store(getpid(), std::memory_order_relaxed);
     auto& slot = g_channels[ch->events];
     stale = std::move(slot);
     slot = ch;
@@ -185,7 +270,7 @@ int forward_command(UcmaChannel& ch, const uint8_t* cmd, size_t len) {
   std::memcpy(req.u.ucma.bytes, cmd, len);
   req.u.ucma.length = uint32_t(len);
   verbs::Reply rep;
-  if (int err = provider::call(ch.sock, ch.rpc, ch.dead, req, rep); err != 0) return err;
+  if (int err = provider::call(ch.sock.load(), ch.rpc, ch.dead, req, rep); err != 0) return err;
   if (rep.u.ucma.address != 0 && rep.u.ucma.length != 0 && rep.u.ucma.length <= verbs::kUcmaMax)
     std::memcpy(reinterpret_cast<void*>(rep.u.ucma.address), rep.u.ucma.bytes, rep.u.ucma.length);
   return 0;
@@ -199,7 +284,8 @@ int wait_for_event(UcmaChannel& ch, int fd, const uint8_t* cmd, size_t len) {
     // A blocking wait also watches the connection: an engine that went
     // away fails the call instead of leaving it blocked for ever.
     if (!(fcntl(fd, F_GETFL) & O_NONBLOCK)) {
-      pollfd p[2] = {{fd, POLLIN, 0}, {ch.sock, POLLRDHUP, 0}};
+      pollfd p[2] = {{fd, POLLIN, 0}, {ch.sock.load(), POLLRDHUP, 0}};
+      if (p[1].fd < 0) return EIO;  // the program closed the connection
       if (::poll(p, 2, -1) < 0) return errno;  // EINTR
       if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) return EIO;
       if (!(p[0].revents & POLLIN)) continue;
@@ -269,12 +355,8 @@ ssize_t ucma_write(UcmaChannel& ch, int fd, const void* buf, size_t len) {
 
 int open_common(const char* path, int flags, mode_t mode, bool at, int dirfd) {
   if (is_rdma_cm(path)) return open_channel(flags);
-  if (at) {
-    static const OpenatFn f = libc<OpenatFn>("openat");
-    return f(dirfd, path, flags, mode);
-  }
-  static const OpenFn f = libc<OpenFn>("open");
-  return f(path, flags, mode);
+  if (at) return libc_calls().openat(dirfd, path, flags, mode);
+  return libc_calls().open(path, flags, mode);
 }
 
 mode_t mode_arg(int flags, va_list ap) {
@@ -332,8 +414,7 @@ int ucma_openat64(int dirfd, const char* path, int flags, ...) {
 
 ssize_t write(int fd, const void* buf, size_t len) {
   if (auto ch = channel_of(fd)) return ucma_write(*ch, fd, buf, len);
-  static const WriteFn f = libc<WriteFn>("write");
-  return f(fd, buf, len);
+  return libc_calls().write(fd, buf, len);
 }
 
 ssize_t read(int fd, void* buf, size_t len) {
@@ -344,66 +425,77 @@ ssize_t read(int fd, void* buf, size_t len) {
   return libc_read(fd, buf, len);
 }
 
+// The connection closes with the last user of the channel: the engine
+// then destroys its ids, as the kernel does when the file is released.
 int close(int fd) {
-  if (g_channel_count.load(std::memory_order_acquire) != 0) {
-    std::shared_ptr<UcmaChannel> ch;
-    {
-      std::lock_guard lock(g_channels_lock);
-      auto it = g_channels.find(fd);
-      if (it != g_channels.end()) {
-        ch = std::move(it->second);
-        g_channels.erase(it);
-        g_channel_count.fetch_sub(1, std::memory_order_release);
-      }
-    }
-    // The connection closes with the last user of the channel: the engine
-    // then destroys its ids, as the kernel does when the file is released.
-  }
-  return libc_close(fd);
+  if (!table_is_callers()) return libc_close(fd);
+  ClosingSnapshot s = snapshot_closing(fd, fd);
+  const int r = libc_close(fd);
+  const int err = errno;
+  if (r == 0 || err == EINTR) forget_closed(s);  // closed even when interrupted (Linux)
+  errno = err;
+  return r;
 }
 
 int dup(int fd) {
-  static const auto f = libc<int (*)(int)>("dup");
-  const int copy = f(fd);
-  if (copy >= 0) descriptor_copied(fd, copy);
+  if (!table_is_callers()) return libc_calls().dup(fd);
+  const ChannelRef original = channel_of(fd);
+  const int copy = libc_calls().dup(fd);
+  if (copy >= 0 && original != nullptr) {
+    ClosingSnapshot none;
+    descriptor_copied(none, original, copy);
+  }
   return copy;
 }
 
 int dup2(int fd, int copy) {
-  static const auto f = libc<int (*)(int, int)>("dup2");
-  const int r = f(fd, copy);
-  if (r >= 0 && fd != copy) descriptor_copied(fd, copy);
+  if (!table_is_callers() || fd == copy) return libc_calls().dup2(fd, copy);
+  const ChannelRef original = channel_of(fd);
+  ClosingSnapshot closing = snapshot_closing(copy, copy);
+  const int r = libc_calls().dup2(fd, copy);
+  if (r >= 0) descriptor_copied(closing, original, copy);
   return r;
 }
 
 int dup3(int fd, int copy, int flags) {
-  static const auto f = libc<int (*)(int, int, int)>("dup3");
-  const int r = f(fd, copy, flags);
-  if (r >= 0) descriptor_copied(fd, copy);
+  if (!table_is_callers()) return libc_calls().dup3(fd, copy, flags);
+  const ChannelRef original = channel_of(fd);
+  ClosingSnapshot closing = snapshot_closing(copy, copy);
+  const int r = libc_calls().dup3(fd, copy, flags);
+  if (r >= 0) descriptor_copied(closing, original, copy);
   return r;
 }
 
 int close_range(unsigned int first, unsigned int last, int flags) {
-  static const auto f = libc<int (*)(unsigned int, unsigned int, int)>("close_range");
+  const auto f = libc_calls().close_range;
   if (f == nullptr) {
     errno = ENOSYS;
     return -1;
   }
+  // CLOEXEC closes nothing now; UNSHARE closes in the calling thread's
+  // own new table, the process's channels stay (see the top of the file).
+  if (!table_is_callers() || (flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) || first > unsigned(INT_MAX))
+    return f(first, last, flags);
+  ClosingSnapshot s = snapshot_closing(int(first), int(std::min(last, unsigned(INT_MAX))));
   const int r = f(first, last, flags);
-  if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && first <= unsigned(INT_MAX))
-    forget_channels(int(first), int(std::min(last, unsigned(INT_MAX))));
+  if (r == 0) forget_closed(s);
   return r;
 }
 
 void closefrom(int first) {
-  static const auto f = libc<void (*)(int)>("closefrom");
-  if (f != nullptr) f(first);
-  forget_channels(std::max(first, 0), INT_MAX);
+  const auto f = libc_calls().closefrom;
+  if (!table_is_callers()) {
+    if (f != nullptr) f(first);
+    return;
+  }
+  if (f == nullptr) return;
+  ClosingSnapshot s = snapshot_closing(std::max(first, 0), INT_MAX);
+  f(first);
+  forget_closed(s);
 }
 
 int ucma_fstat(int fd, struct stat* st) {
-  static const FstatFn f = libc<FstatFn>("fstat");
-  const int r = f(fd, st);
+  const int r = libc_calls().fstat(fd, st);
   if (r == 0 && channel_of(fd) != nullptr) {
     st->st_mode = S_IFCHR | 0666;
     st->st_rdev = 0;  // a dynamic misc minor; librdmacm asks for none without netlink
@@ -412,8 +504,7 @@ int ucma_fstat(int fd, struct stat* st) {
 }
 
 int ucma_fstat64(int fd, struct stat64* st) {
-  static const auto f = libc<int (*)(int, struct stat64*)>("fstat64");
-  const int r = f(fd, st);
+  const int r = libc_calls().fstat64(fd, st);
   if (r == 0 && channel_of(fd) != nullptr) {
     st->st_mode = S_IFCHR | 0666;
     st->st_rdev = 0;

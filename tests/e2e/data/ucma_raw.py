@@ -6,15 +6,17 @@ closed under the channel, a blocking GET_EVENT whose engine dies. Run under
 `rocemu exec NODE --`; each check prints "ok NAME" or "FAIL NAME: why" and
 the exit status counts the failures.
 
-  ucma_raw.py enospc dup close_range closefrom
-  ucma_raw.py block        # prints "waiting", then blocks in GET_EVENT
+  ucma_raw.py enospc dup close_range closefrom subprocess fork_threads
+  ucma_raw.py block        # prints "waiting PID", then blocks in GET_EVENT
 """
 import ctypes
 import errno
 import fcntl
 import os
 import struct
+import subprocess as subprocess_module
 import sys
+import threading
 
 PATH = "/dev/infiniband/rdma_cm"
 CREATE_ID, DESTROY_ID, QUERY_ROUTE, INIT_QP_ATTR, GET_EVENT = 0, 1, 5, 11, 12
@@ -146,17 +148,106 @@ def closefrom():
     closed_under("closefrom", lambda fd: libc.closefrom(fd))
 
 
+def subprocess():
+    # CPython 3.11 starts a program with vfork(), then, in the child (in
+    # the parent's memory), close_range(3, ~0U, 0) and dup2: the child's
+    # closes are its own, the parent's channel stays whole.
+    fd = os.open(PATH, os.O_RDWR)
+    err, ident = create_id(fd)
+    check("CREATE_ID before a subprocess", err is None, f"errno {err}")
+    subprocess_module.run(["/bin/true"], check=True)
+    subprocess_module.run(["/bin/true"], check=True, close_fds=False, stdout=subprocess_module.DEVNULL)
+    err, _ = create_id(fd)
+    check("CREATE_ID after a subprocess (vfork, close_range, dup2 in the child)", err is None, f"errno {err}")
+    check("the id made before the subprocess lives", destroy_id(fd, ident) is None)
+    os.close(fd)
+
+
+def fork_threads():
+    # A thread reads and writes a pipe (each call looks its descriptor up
+    # among the channels) while the main thread forks children that dup2
+    # and close, as every fork+exec child does with its stdio: none may
+    # find the provider's table locked by a thread that is not in it.
+    fd = os.open(PATH, os.O_RDWR)
+    r, w = os.pipe()
+    stop = threading.Event()
+
+    def hammer():
+        while not stop.is_set():
+            os.write(w, b"x")
+            os.read(r, 1)
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    forks = 2000
+    for _ in range(forks):
+        pid = os.fork()
+        if pid == 0:
+            libc.dup2(2, 1)
+            libc.close(1)
+            os._exit(0)
+        os.waitpid(pid, 0)  # a deadlocked child hangs the check: the test's timeout sees it
+    stop.set()
+    t.join()
+    err, _ = create_id(fd)
+    check(f"{forks} fork children dup2 and close while a thread reads and writes", err is None, f"errno {err}")
+    os.close(fd)
+    os.close(r)
+    os.close(w)
+
+
+def open_descriptors():
+    """The numbers open below 1024, found without opening one (as listing /proc/self/fd would)."""
+    found = set()
+    for n in range(1024):
+        try:
+            os.fstat(n)
+            found.add(n)
+        except OSError:
+            pass
+    return found
+
+
+def close_range_socket():
+    # close_range over a channel's descriptor and its connection to the
+    # engine (the other descriptor the open made) closes both; the channel
+    # lives on in a copy. Its release must not close the connection's
+    # number again: by then it is the program's next file.
+    before = open_descriptors()
+    fd = os.open(PATH, os.O_RDWR)
+    made = open_descriptors() - before - {fd}
+    if len(made) != 1:
+        check("close_range: the channel's connection is one descriptor", False, f"new descriptors {made}")
+        os.close(fd)
+        return
+    sock = made.pop()
+    libc.dup2(fd, 100)
+    libc.close_range(min(sock, fd), max(sock, fd), 0)
+    other = os.open("/dev/null", os.O_WRONLY)  # the lowest free number: the connection's
+    libc.close(100)  # the channel's last descriptor
+    try:
+        os.fstat(other)
+        check("close_range: releasing the channel closes nothing of the program's", True)
+        os.close(other)
+    except OSError as e:
+        check("close_range: releasing the channel closes nothing of the program's", False,
+              f"file {other} (was the connection {sock}) closed: errno {e.errno}")
+
+
 def block():
     fd = os.open(PATH, os.O_RDWR)
     err, _ = create_id(fd)
     check("CREATE_ID", err is None, f"errno {err}")
-    print("waiting", flush=True)
+    # The test waits until this process sleeps in GET_EVENT's wait
+    # (/proc/PID/syscall shows poll) before it kills the engine.
+    print("waiting", os.getpid(), flush=True)
     err = get_event(fd, 512)
     check("a blocking GET_EVENT whose engine died fails with EIO", err == errno.EIO, f"errno {err}")
 
 
 if __name__ == "__main__":
-    checks = {"enospc": enospc, "dup": dup, "close_range": close_range, "closefrom": closefrom, "block": block}
+    checks = {"enospc": enospc, "dup": dup, "close_range": close_range, "closefrom": closefrom, "block": block,
+              "subprocess": subprocess, "fork_threads": fork_threads, "close_range_socket": close_range_socket}
     for arg in sys.argv[1:]:
         checks[arg]()
     sys.exit(min(failures, 100))
