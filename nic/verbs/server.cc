@@ -564,13 +564,16 @@ struct VerbsServer::Impl {
         return 0;
       });
     }
-    if (s->ctx != nullptr) {
+    if (s->ctx != nullptr) {  // not left with kLeave (the process went away)
       Session* raw = s.get();
-      const bool last = on_engine([this, raw] { return leave_context(*raw); });
-      if (last) log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
-      else log->info("application pid {} left {}: freeing its QPs and queues (its context stays shared)", s->pid, s->nic->name());
+      log_left(*s, on_engine([this, raw] { return leave_context(*raw); }));
     }
     release(*s);
+  }
+
+  void log_left(const Session& s, bool last) {
+    if (last) log->info("application pid {} left {}: freeing its QPs, MRs and queues", s.pid, s.nic->name());
+    else log->info("application pid {} left {}: freeing its QPs and queues (its context stays shared)", s.pid, s.nic->name());
   }
 
   static void release(Session& s) {
@@ -665,9 +668,13 @@ struct VerbsServer::Impl {
     std::erase(sc.sessions, &s);
     if (!sc.sessions.empty()) {
       destroy_queues(s);
-      // The opener's provider moves its MRs' pages back to private memory
-      // as it closes: the others reach them with system calls from now on.
-      if (!s.imported) s.memory->remove_windows(0, UINT64_MAX);
+      // The opener leaves its MRs' pages on their memfds (kLeave's reply
+      // told its provider so) and the windows stay: the others reach
+      // those pages as a NIC reaches an MR's pinned pages after its
+      // owner's close. Nothing else of its address space is reached any
+      // more (it may map anything there now): a WR through an MR on the
+      // fallback completes in error.
+      if (!s.imported) s.memory->owner_left();
       return false;
     }
     s.nic->close_context(sc.ctx);
@@ -863,6 +870,18 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       s.imported = true;
       fds_out = {s.doorbell.fd, s.wake};
       log->info("application pid {} imported context {} of {}", s.pid, s.ctx->id, s.nic->name());
+      return;
+    }
+    case Op::kLeave: {
+      // ibv_close_device: left before the reply, so that the provider
+      // knows what the engine still reaches once it has it.
+      const bool last = on_engine([&] {
+        const bool l = leave_context(s);
+        s.ctx = nullptr;  // the session only closes now (requests: EPROTO)
+        return l;
+      });
+      log_left(s, last);
+      rep.u.left.still_shared = last ? 0 : 1;
       return;
     }
     case Op::kImportPd:
