@@ -445,7 +445,7 @@ struct VerbsServer::Impl {
   }
 
   int open_cm_channel(Session& s, const Request& req, std::vector<int>& fds_out) {
-    if (s.ctx != nullptr || s.cm_channel != 0) return EEXIST;
+    if (!fresh_session(s)) return EEXIST;
     char node[65] = {};
     std::memcpy(node, req.u.cm_open.node, 64);
     // Counts the channel's events: the application polls and reads it.
@@ -611,6 +611,11 @@ struct VerbsServer::Impl {
     sc.cmd_ino = st.st_ino;
     return 0;
   }
+
+  // A session takes one context or one rdma_cm channel, once: not one
+  // that has a context, had one (kLeave) or is a channel (joining a
+  // context would move it to another NIC under its channel).
+  static bool fresh_session(const Session& s) { return s.ctx == nullptr && s.shared == nullptr && s.cm_channel == 0; }
 
   // The live context whose command file `fd` is (the same open file or
   // another open of it: the same inode), or nullptr.
@@ -799,7 +804,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
                                std::vector<int>& fds_out) {
   switch (req.op) {
     case Op::kHello: {
-      if (s.ctx != nullptr) {
+      if (!fresh_session(s)) {
         rep.err = EEXIST;
         return;
       }
@@ -843,7 +848,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     }
     case Op::kImportContext: {
-      if (s.ctx != nullptr) {
+      if (!fresh_session(s)) {
         rep.err = EEXIST;
         return;
       }

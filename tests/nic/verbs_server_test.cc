@@ -785,3 +785,28 @@ TEST_CASE("ODP MRs, explicit and implicit, are refused with EINVAL as ib_check_m
   rereg.u.rereg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
   CHECK(c.call(rereg)->err == EINVAL);
 }
+
+// A session is one thing: an rdma_cm channel (kCmOpen) or a verbs context.
+// One that opened a channel joins no context after it (on another NIC it
+// would move the session and close the channel on the wrong one).
+TEST_CASE("A session that opened an rdma_cm channel cannot then open or import a context: EEXIST",
+          "[unit][verbs][import]") {
+  Server s;
+  Client a(s.path), cm(s.path);
+  std::vector<int> fa;
+  REQUIRE(a.hello("h1", &fa));
+  Request open = op(Op::kCmOpen);
+  std::snprintf(open.u.cm_open.node, sizeof open.u.cm_open.node, "h1");
+  std::vector<int> fc;
+  auto opened = cm.call(open, -1, &fc);
+  REQUIRE(opened);
+  REQUIRE(opened->err == 0);
+  auto hello = cm.hello("h1");
+  REQUIRE(hello);
+  CHECK(hello->err == EEXIST);
+  auto imported = import_context(cm, fa[2]);
+  REQUIRE(imported);
+  CHECK(imported->err == EEXIST);
+  for (int f : fa) close(f);
+  for (int f : fc) close(f);
+}
