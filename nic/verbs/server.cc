@@ -1,6 +1,7 @@
 #include "nic/verbs/server.h"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
@@ -617,14 +618,42 @@ struct VerbsServer::Impl {
   // context would move it to another NIC under its channel).
   static bool fresh_session(const Session& s) { return s.ctx == nullptr && s.shared == nullptr && s.cm_channel == 0; }
 
-  // The live context whose command file `fd` is (the same open file or
-  // another open of it: the same inode), or nullptr.
+  // The live context whose command file `fd` is: the very open file
+  // description the engine made (SCM_RIGHTS and dup pass it on), not
+  // another open of the same file (/proc/ENGINE/fd/N, which any process
+  // of the user could open), or nullptr. The seals first: F_GET_SEALS
+  // fails at once on any file that is no memfd, so a FUSE file cannot
+  // stall this thread in fstat.
   std::shared_ptr<SharedContext> find_shared(int fd) {
     std::erase_if(shares, [](const auto& kv) { return kv.second.expired(); });
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SEAL) == 0) return nullptr;
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
     auto it = shares.find({uint64_t(st.st_dev), uint64_t(st.st_ino)});
-    return it == shares.end() ? nullptr : it->second.lock();
+    std::shared_ptr<SharedContext> sc = it == shares.end() ? nullptr : it->second.lock();
+    return sc != nullptr && same_open_file(fd, sc->cmd_file) ? sc : nullptr;
+  }
+
+  // Whether `fd` and `mine` are one open file description: kcmp, else
+  // (a kernel without it, or a seccomp filter refusing it: ENOSYS,
+  // EPERM) the file status flags, which belong to the description:
+  // O_NONBLOCK flipped on `mine` and back must show on `fd` both times
+  // (an application flipping its own file's flag in step with both could
+  // still pass; without kcmp that is what is left).
+  static bool same_open_file(int fd, int mine) {
+    const long r = syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, fd, mine);
+    if (r >= 0) return r == 0;
+    if (errno != ENOSYS && errno != EPERM) return false;
+    const int flags = fcntl(mine, F_GETFL);
+    if (flags < 0) return false;
+    bool same = true;
+    for (const int set : {flags ^ O_NONBLOCK, flags}) {
+      if (fcntl(mine, F_SETFL, set) != 0) return false;
+      const int theirs = fcntl(fd, F_GETFL);
+      same = same && theirs >= 0 && (theirs & O_NONBLOCK) == (set & O_NONBLOCK);
+    }
+    return same;
   }
 
   // The session's doorbell page and wake-up eventfd (each session rings
@@ -773,10 +802,12 @@ void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err)
   if (r.map_bytes != last - first || r.map_offset % page != 0 || r.map_offset + r.map_bytes < r.map_offset)
     return nullptr;
   const int fd = fds_in[0];
-  struct stat st {};
+  // The seals first: F_GET_SEALS fails at once on a file that is no
+  // memfd (a FUSE file could stall fstat).
   const int seals = fcntl(fd, F_GET_SEALS);
+  struct stat st {};
   struct statfs fs {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       uint64_t(st.st_size) < r.map_offset + r.map_bytes || fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
     return nullptr;
   err = 0;

@@ -621,6 +621,14 @@ TEST_CASE("ibv_import_device: only the context's own command file opens it; a ha
   auto r3 = c.call(op(Op::kImportContext));
   REQUIRE(r3);
   CHECK(r3->err == EINVAL);
+  // The same file opened anew (as any process of the user could open
+  // /proc/ENGINE/fd/N): another open file description, refused.
+  const int reopened = open(("/proc/self/fd/" + std::to_string(fa[2])).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(reopened >= 0);
+  auto r4 = import_context(c, reopened);
+  close(reopened);
+  REQUIRE(r4);
+  CHECK(r4->err == EINVAL);
   CHECK(import_pd(c, 1) == EPROTO);  // still no context
   // A's own file (a dup, as SCM_RIGHTS hands it over): A's context.
   const int dup_a = dup(fa[2]);
