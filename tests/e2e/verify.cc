@@ -1259,6 +1259,17 @@ int run_importer(const Options& o, int sock) {
              mr->handle == h.mr && mr->pd == pd,
          "imported MR: addr %p length %zu lkey %#x rkey %#x", mr->addr, mr->length, mr->lkey, mr->rkey);
   // A second import of the same MR, unimported: the MR stays (used below).
+  // Unimports mlx5 refuses do nothing: of a parent domain (ibv_dealloc_pd
+  // frees it) and of a PD a parent domain stands on.
+  ibv_parent_domain_init_attr pa{};
+  pa.pd = pd;
+  ibv_pd* parent = ibv_alloc_parent_domain(ctx, &pa);
+  CHECKV(parent != nullptr, "alloc_parent_domain on the imported PD: %s", std::strerror(errno));
+  if (parent != nullptr) {
+    ibv_unimport_pd(parent);
+    ibv_unimport_pd(pd);
+    CHECKV(ibv_dealloc_pd(parent) == 0, "dealloc_pd of the parent domain after its unimport");
+  }
   ibv_mr* again = ibv_import_mr(pd, h.mr);
   CHECKV(again != nullptr && again->lkey == h.lkey, "import_mr again: %s", std::strerror(errno));
   if (again != nullptr) ibv_unimport_mr(again);
@@ -1398,6 +1409,7 @@ int run_import(const Options& o) {
     // Before the last, the owner closes its device: the context, its PD
     // and MR stay the importer's, and reach this process's memory still.
     if (it == o.iters - 1 && ctx != nullptr) {
+      ibv_unimport_mr(mr);  // registered, not imported: nothing (the close frees it once)
       CHECKV(ibv_close_device(ctx) == 0, "owner: close_device");
       ctx = nullptr;
     }
