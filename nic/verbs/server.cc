@@ -719,10 +719,25 @@ struct VerbsServer::Impl {
   // Engine thread: the queues of a session leaving a context that others
   // go on sharing (their rings are this session's): QPs, then SRQs and
   // CQs, which only its own QPs use (kCreateQp).
-  static void destroy_queues(Session& s) {
-    for (const auto& [qpn, ring] : s.qp_rings) s.nic->destroy_qp(s.ctx, qpn);
-    for (const auto& [h, ring] : s.srq_rings) s.nic->destroy_srq(s.ctx, h);
-    for (const auto& [h, ring] : s.cq_rings) s.nic->destroy_cq(s.ctx, h);
+  // A queue the NIC refuses to destroy keeps its ring mapped (it may
+  // still touch it) until the context closes; the session releases the
+  // others.
+  void destroy_queues(Session& s) {
+    auto destroy = [&](std::map<uint32_t, SharedRegion>& rings, const char* what, auto&& how) {
+      for (auto it = rings.begin(); it != rings.end();) {
+        if (const int e = how(it->first); e != 0) {
+          log->warn("pid {} left: {} {} not destroyed ({}): its ring stays mapped until the context closes", s.pid,
+                    what, it->first, std::strerror(e));
+          s.shared->kept_rings.push_back(it->second);
+          it = rings.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    };
+    destroy(s.qp_rings, "QP", [&](uint32_t qpn) { return s.nic->destroy_qp(s.ctx, qpn); });
+    destroy(s.srq_rings, "SRQ", [&](uint32_t h) { return s.nic->destroy_srq(s.ctx, h); });
+    destroy(s.cq_rings, "CQ", [&](uint32_t h) { return s.nic->destroy_cq(s.ctx, h); });
   }
 
   // Engine thread: an async event of the context, to every session sharing
@@ -739,6 +754,7 @@ struct VerbsServer::Impl {
 
 SharedContext::~SharedContext() {
   if (cmd_file >= 0) close(cmd_file);
+  for (auto& r : kept_rings) r.release();  // the context is closed: the NIC has no queue left
 }
 
 PortInfo port_info(const nic::Nic& nic) {
