@@ -96,6 +96,10 @@ uint8_t* ProcessMemory::local_of(uint64_t addr, size_t len) {
 
 bool ProcessMemory::alive() {
   if (gone_) return false;
+  if (left_) {
+    failures_++;
+    return false;
+  }
   pollfd p{pidfd_, POLLIN, 0};
   const int r = poll(&p, 1, 0);
   if (r < 0 || (r > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) != 0)) {

@@ -75,6 +75,10 @@ class ProcessMemory final : public nic::HostMemory {
   // pages, which only the system calls reach.
   void remove_windows(uint64_t addr, uint64_t bytes);
   size_t windows() const { return windows_.size(); }
+  // The process closed its context while others share it: from now on
+  // only the windows are reached (what the MRs pinned); an access outside
+  // them fails (the process may have mapped anything there since).
+  void owner_left() { left_ = true; }
   uint64_t window_bytes() const { return window_bytes_; }
   // Totals over every ProcessMemory counting in `t`: windows and bytes.
   struct WindowTotals {
@@ -93,6 +97,7 @@ class ProcessMemory final : public nic::HostMemory {
   pid_t pid_;
   uint64_t failures_ = 0;
   uint64_t calls_ = 0;
+  bool left_ = false;  // owner_left(): no system call on its memory any more
   // False once the process has exited (then gone()): no call may be made
   // on its PID any more.
   struct Window {

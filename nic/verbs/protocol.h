@@ -19,7 +19,7 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 12;
+inline constexpr uint32_t kProtocolVersion = 13;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 
@@ -66,6 +66,11 @@ enum class Op : uint32_t {
   kCloseXrcd,
   kGetSrqNum,  // reply handle: the SRQ's number
   kOpenQp,     // ibv_open_qp of an XRC target: open_qp
+  // ibv_close_device: the session leaves its context before the reply
+  // (reply left); then it only closes. The provider moves its MRs' pages
+  // back to private memory only once the engine has said that no other
+  // process shares the context (the engine reaches them no more).
+  kLeave,
 };
 inline constexpr size_t kUcmaMax = 512;
 inline constexpr size_t kCliMax = 2048;
@@ -225,6 +230,12 @@ struct Reply {
       ibv_qp_attr attr;
       ibv_qp_init_attr init;
     } query_qp;
+    struct {
+      // 1: other processes go on sharing the context; the engine keeps
+      // the MRs' windows (their memfd pages, as the kernel keeps an MR's
+      // pages pinned) and reaches nothing else of the leaving process.
+      uint32_t still_shared;
+    } left;
     struct {
       uint32_t event_type;  // enum ibv_event_type
       uint32_t element;     // qpn / cq / srq handle

@@ -1,6 +1,7 @@
 #include "nic/verbs/server.h"
 
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
@@ -445,7 +446,7 @@ struct VerbsServer::Impl {
   }
 
   int open_cm_channel(Session& s, const Request& req, std::vector<int>& fds_out) {
-    if (s.ctx != nullptr || s.cm_channel != 0) return EEXIST;
+    if (!fresh_session(s)) return EEXIST;
     char node[65] = {};
     std::memcpy(node, req.u.cm_open.node, 64);
     // Counts the channel's events: the application polls and reads it.
@@ -564,13 +565,16 @@ struct VerbsServer::Impl {
         return 0;
       });
     }
-    if (s->ctx != nullptr) {
+    if (s->ctx != nullptr) {  // not left with kLeave (the process went away)
       Session* raw = s.get();
-      const bool last = on_engine([this, raw] { return leave_context(*raw); });
-      if (last) log->info("application pid {} left {}: freeing its QPs, MRs and queues", s->pid, s->nic->name());
-      else log->info("application pid {} left {}: freeing its QPs and queues (its context stays shared)", s->pid, s->nic->name());
+      log_left(*s, on_engine([this, raw] { return leave_context(*raw); }));
     }
     release(*s);
+  }
+
+  void log_left(const Session& s, bool last) {
+    if (last) log->info("application pid {} left {}: freeing its QPs, MRs and queues", s.pid, s.nic->name());
+    else log->info("application pid {} left {}: freeing its QPs and queues (its context stays shared)", s.pid, s.nic->name());
   }
 
   static void release(Session& s) {
@@ -609,14 +613,47 @@ struct VerbsServer::Impl {
     return 0;
   }
 
-  // The live context whose command file `fd` is (the same open file or
-  // another open of it: the same inode), or nullptr.
+  // A session takes one context or one rdma_cm channel, once: not one
+  // that has a context, had one (kLeave) or is a channel (joining a
+  // context would move it to another NIC under its channel).
+  static bool fresh_session(const Session& s) { return s.ctx == nullptr && s.shared == nullptr && s.cm_channel == 0; }
+
+  // The live context whose command file `fd` is: the very open file
+  // description the engine made (SCM_RIGHTS and dup pass it on), not
+  // another open of the same file (/proc/ENGINE/fd/N, which any process
+  // of the user could open), or nullptr. The seals first: F_GET_SEALS
+  // fails at once on any file that is no memfd, so a FUSE file cannot
+  // stall this thread in fstat.
   std::shared_ptr<SharedContext> find_shared(int fd) {
     std::erase_if(shares, [](const auto& kv) { return kv.second.expired(); });
+    const int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SEAL) == 0) return nullptr;
     struct stat st {};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
     auto it = shares.find({uint64_t(st.st_dev), uint64_t(st.st_ino)});
-    return it == shares.end() ? nullptr : it->second.lock();
+    std::shared_ptr<SharedContext> sc = it == shares.end() ? nullptr : it->second.lock();
+    return sc != nullptr && same_open_file(fd, sc->cmd_file) ? sc : nullptr;
+  }
+
+  // Whether `fd` and `mine` are one open file description: kcmp, else
+  // (a kernel without it, or a seccomp filter refusing it: ENOSYS,
+  // EPERM) the file status flags, which belong to the description:
+  // O_NONBLOCK flipped on `mine` and back must show on `fd` both times
+  // (an application flipping its own file's flag in step with both could
+  // still pass; without kcmp that is what is left).
+  static bool same_open_file(int fd, int mine) {
+    const long r = syscall(SYS_kcmp, getpid(), getpid(), KCMP_FILE, fd, mine);
+    if (r >= 0) return r == 0;
+    if (errno != ENOSYS && errno != EPERM) return false;
+    const int flags = fcntl(mine, F_GETFL);
+    if (flags < 0) return false;
+    bool same = true;
+    for (const int set : {flags ^ O_NONBLOCK, flags}) {
+      if (fcntl(mine, F_SETFL, set) != 0) return false;
+      const int theirs = fcntl(fd, F_GETFL);
+      same = same && theirs >= 0 && (theirs & O_NONBLOCK) == (set & O_NONBLOCK);
+    }
+    return same;
   }
 
   // The session's doorbell page and wake-up eventfd (each session rings
@@ -665,9 +702,13 @@ struct VerbsServer::Impl {
     std::erase(sc.sessions, &s);
     if (!sc.sessions.empty()) {
       destroy_queues(s);
-      // The opener's provider moves its MRs' pages back to private memory
-      // as it closes: the others reach them with system calls from now on.
-      if (!s.imported) s.memory->remove_windows(0, UINT64_MAX);
+      // The opener leaves its MRs' pages on their memfds (kLeave's reply
+      // told its provider so) and the windows stay: the others reach
+      // those pages as a NIC reaches an MR's pinned pages after its
+      // owner's close. Nothing else of its address space is reached any
+      // more (it may map anything there now): a WR through an MR on the
+      // fallback completes in error.
+      if (!s.imported) s.memory->owner_left();
       return false;
     }
     s.nic->close_context(sc.ctx);
@@ -678,11 +719,26 @@ struct VerbsServer::Impl {
   // Engine thread: the queues of a session leaving a context that others
   // go on sharing (their rings are this session's): QPs, then SRQs and
   // CQs, which only its own QPs use (kCreateQp).
-  static void destroy_queues(Session& s) {
-    for (const auto& [qpn, ring] : s.qp_rings) s.nic->destroy_qp(s.ctx, qpn);
-    for (uint32_t qpn : s.xrc_targets) s.nic->destroy_qp(s.ctx, qpn);  // its holds
-    for (const auto& [h, ring] : s.srq_rings) s.nic->destroy_srq(s.ctx, h);
-    for (const auto& [h, ring] : s.cq_rings) s.nic->destroy_cq(s.ctx, h);
+  // A queue the NIC refuses to destroy keeps its ring mapped (it may
+  // still touch it) until the context closes; the session releases the
+  // others.
+  void destroy_queues(Session& s) {
+    auto destroy = [&](std::map<uint32_t, SharedRegion>& rings, const char* what, auto&& how) {
+      for (auto it = rings.begin(); it != rings.end();) {
+        if (const int e = how(it->first); e != 0) {
+          log->warn("pid {} left: {} {} not destroyed ({}): its ring stays mapped until the context closes", s.pid,
+                    what, it->first, std::strerror(e));
+          s.shared->kept_rings.push_back(it->second);
+          it = rings.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    };
+    destroy(s.qp_rings, "QP", [&](uint32_t qpn) { return s.nic->destroy_qp(s.ctx, qpn); });
+    for (uint32_t qpn : s.xrc_targets) s.nic->destroy_qp(s.ctx, qpn);  // its holds (no ring)
+    destroy(s.srq_rings, "SRQ", [&](uint32_t h) { return s.nic->destroy_srq(s.ctx, h); });
+    destroy(s.cq_rings, "CQ", [&](uint32_t h) { return s.nic->destroy_cq(s.ctx, h); });
   }
 
   // Engine thread: an async event of the context, to every session sharing
@@ -699,6 +755,7 @@ struct VerbsServer::Impl {
 
 SharedContext::~SharedContext() {
   if (cmd_file >= 0) close(cmd_file);
+  for (auto& r : kept_rings) r.release();  // the context is closed: the NIC has no queue left
 }
 
 PortInfo port_info(const nic::Nic& nic) {
@@ -762,10 +819,12 @@ void* map_mr_pages(const Request& req, const std::vector<int>& fds_in, int& err)
   if (r.map_bytes != last - first || r.map_offset % page != 0 || r.map_offset + r.map_bytes < r.map_offset)
     return nullptr;
   const int fd = fds_in[0];
-  struct stat st {};
+  // The seals first: F_GET_SEALS fails at once on a file that is no
+  // memfd (a FUSE file could stall fstat).
   const int seals = fcntl(fd, F_GET_SEALS);
+  struct stat st {};
   struct statfs fs {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       uint64_t(st.st_size) < r.map_offset + r.map_bytes || fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC)
     return nullptr;
   err = 0;
@@ -793,7 +852,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
                                std::vector<int>& fds_out) {
   switch (req.op) {
     case Op::kHello: {
-      if (s.ctx != nullptr) {
+      if (!fresh_session(s)) {
         rep.err = EEXIST;
         return;
       }
@@ -837,7 +896,7 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       return;
     }
     case Op::kImportContext: {
-      if (s.ctx != nullptr) {
+      if (!fresh_session(s)) {
         rep.err = EEXIST;
         return;
       }
@@ -864,6 +923,18 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       s.imported = true;
       fds_out = {s.doorbell.fd, s.wake};
       log->info("application pid {} imported context {} of {}", s.pid, s.ctx->id, s.nic->name());
+      return;
+    }
+    case Op::kLeave: {
+      // ibv_close_device: left before the reply, so that the provider
+      // knows what the engine still reaches once it has it.
+      const bool last = on_engine([&] {
+        const bool l = leave_context(s);
+        s.ctx = nullptr;  // the session only closes now (requests: EPROTO)
+        return l;
+      });
+      log_left(s, last);
+      rep.u.left.still_shared = last ? 0 : 1;
       return;
     }
     case Op::kImportPd:

@@ -58,6 +58,9 @@ struct SharedContext {
   int cmd_file = -1;
   uint64_t cmd_dev = 0, cmd_ino = 0;
   std::vector<Session*> sessions;  // engine thread: who gets its async events
+  // Rings of queues a leaving session could not destroy (the NIC still
+  // has them): mapped until the context closes (engine thread).
+  std::vector<SharedRegion> kept_rings;
   SharedContext() = default;
   SharedContext(const SharedContext&) = delete;
   SharedContext& operator=(const SharedContext&) = delete;

@@ -25,6 +25,22 @@ TEST_CASE("A context, PD and MR imported by a child move the owner's bytes to a 
   CHECK(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
 }
 
+TEST_CASE("On the fallback, the MR of an owner that closed its device is refused to the importer",
+          "[e2e][verify][import]") {
+  Fabric f;
+  const int port = pick_port();
+  const std::vector<std::string> common = {"--port", std::to_string(port), "--size", "65536", "--iters", "2"};
+  std::vector<std::string> srv = {bin("rocemu-verify"), "--server"},
+                           cli = {"env", "ROCEMU_DMA=process_vm", bin("rocemu-verify"), "--import", "127.0.0.1"};
+  srv.insert(srv.end(), common.begin(), common.end());
+  cli.insert(cli.end(), common.begin(), common.end());
+  const PairResult r = run_pair(f, "h2", "h1", srv, cli, port);
+  INFO("owner and importer:\n" << r.client_out << "\npeer:\n" << r.server_out);
+  CHECK(r.client == 0);
+  CHECK_THAT(r.client_out, Catch::Contains("iteration 0 checked by the owner") && Catch::Contains("importer all good"));
+  CHECK(wait_until([&] { return f.attached() == 0; }, std::chrono::seconds(10)));
+}
+
 TEST_CASE("Parent domains: allocators place the QP and SRQ rings, EBUSY while in use, bad attributes refused",
           "[e2e][verify][import]") {
   Fabric f;

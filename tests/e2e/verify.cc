@@ -1458,6 +1458,9 @@ int run_xrc(const Options& o) {
 struct Handed {
   uint32_t pd, mr, stale_mr, lkey, rkey;
   uint64_t addr, stale_addr, length;
+  // ROCEMU_DMA=process_vm: the MR is on the fallback, which the engine
+  // stops reaching once the owner has closed its device.
+  uint32_t fallback;
 };
 
 void hand_over(int sock, int fd, const Handed& h) {
@@ -1544,6 +1547,17 @@ int run_importer(const Options& o, int sock) {
              mr->handle == h.mr && mr->pd == pd,
          "imported MR: addr %p length %zu lkey %#x rkey %#x", mr->addr, mr->length, mr->lkey, mr->rkey);
   // A second import of the same MR, unimported: the MR stays (used below).
+  // Unimports mlx5 refuses do nothing: of a parent domain (ibv_dealloc_pd
+  // frees it) and of a PD a parent domain stands on.
+  ibv_parent_domain_init_attr pa{};
+  pa.pd = pd;
+  ibv_pd* parent = ibv_alloc_parent_domain(ctx, &pa);
+  CHECKV(parent != nullptr, "alloc_parent_domain on the imported PD: %s", std::strerror(errno));
+  if (parent != nullptr) {
+    ibv_unimport_pd(parent);
+    ibv_unimport_pd(pd);
+    CHECKV(ibv_dealloc_pd(parent) == 0, "dealloc_pd of the parent domain after its unimport");
+  }
   ibv_mr* again = ibv_import_mr(pd, h.mr);
   CHECKV(again != nullptr && again->lkey == h.lkey, "import_mr again: %s", std::strerror(errno));
   if (again != nullptr) ibv_unimport_mr(again);
@@ -1586,14 +1600,33 @@ int run_importer(const Options& o, int sock) {
     post(s, IBV_WR_RDMA_READ, q, uint32_t(q), peer.addr, peer.rkey, 2);
     post(s, IBV_WR_RDMA_READ, 2 * q, uint32_t(q), peer.addr + q, peer.rkey, 3);
     post(s, IBV_WR_ATOMIC_FETCH_AND_ADD, o.size - 8, 8, peer.addr + o.size - 8, peer.rkey, 4, 1);
-    for (auto& w : wait(s, 4))
-      CHECKV(w.status == IBV_WC_SUCCESS, "iteration %d, wr %llu: %s", it, static_cast<unsigned long long>(w.wr_id),
-             ibv_wc_status_str(w.status));
+    const auto wcs = wait(s, 4);
+    if (h.fallback != 0 && it == o.iters - 1) {
+      // The owner has closed its device: its memory off the memfds is
+      // reached no more (it may map anything there now).
+      CHECKV(wcs[0].status == IBV_WC_LOC_PROT_ERR, "WRITE from the fallback MR of an owner gone: %s",
+             ibv_wc_status_str(wcs[0].status));
+    } else {
+      for (auto& w : wcs)
+        CHECKV(w.status == IBV_WC_SUCCESS, "iteration %d, wr %llu: %s", it, static_cast<unsigned long long>(w.wr_id),
+               ibv_wc_status_str(w.status));
+    }
     say(sock, 'd');
   }
+  // The owner has closed its device, unmapped its buffer and mapped new
+  // memory at the same address: a READ into the imported MR lands in the
+  // MR's own pages (pinned, as by the kernel), never in that new memory
+  // (on the fallback the QP is in the error state by now).
+  hear(sock, 'u');
+  if (h.fallback == 0) {
+    post(s, IBV_WR_RDMA_READ, 2 * q, uint32_t(q), peer.addr + q, peer.rkey, 5);
+    for (auto& w : wait(s, 1))
+      CHECKV(w.status == IBV_WC_SUCCESS, "READ into the MR of an owner gone: %s", ibv_wc_status_str(w.status));
+  }
+  say(sock, 'r');
   // The second MR, deregistered by the owner while imported here: a
   // WRITE from it fails locally (its QP goes to the error state).
-  if (stale != nullptr) {
+  if (stale != nullptr && h.fallback == 0) {
     ibv_sge sge{h.stale_addr, 64, stale->lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = 9;
@@ -1648,8 +1681,11 @@ int run_import(const Options& o) {
   ibv_mr* stale = ibv_reg_mr(pd, stale_buf.data(), stale_buf.size(), IBV_ACCESS_LOCAL_WRITE);
   CHECKV(pd != nullptr && mr != nullptr && stale != nullptr, "owner: pd/reg_mr: %s", std::strerror(errno));
   if (mr == nullptr || stale == nullptr) return 1;
+  const char* dma = std::getenv("ROCEMU_DMA");
+  const bool fallback = dma != nullptr && std::string_view(dma) == "process_vm";
   const Handed h{pd->handle, mr->handle, stale->handle, mr->lkey, mr->rkey,
-                 reinterpret_cast<uint64_t>(buf), reinterpret_cast<uint64_t>(stale_buf.data()), o.size};
+                 reinterpret_cast<uint64_t>(buf), reinterpret_cast<uint64_t>(stale_buf.data()), o.size,
+                 fallback ? 1u : 0u};
   hand_over(sock, ctx->cmd_fd, h);
   hear(sock, 'Q');
   // The importer's QP is on the PD: it is busy for the owner too.
@@ -1661,6 +1697,7 @@ int run_import(const Options& o) {
     // Before the last, the owner closes its device: the context, its PD
     // and MR stay the importer's, and reach this process's memory still.
     if (it == o.iters - 1 && ctx != nullptr) {
+      ibv_unimport_mr(mr);  // registered, not imported: nothing (the close frees it once)
       CHECKV(ibv_close_device(ctx) == 0, "owner: close_device");
       ctx = nullptr;
     }
@@ -1668,6 +1705,7 @@ int run_import(const Options& o) {
     std::memset(buf + q, 0, 2 * q);
     say(sock, 'g');
     hear(sock, 'd');
+    if (fallback && it == o.iters - 1) break;  // refused (the importer checks)
     // In this process's memory: what the importer wrote out and read back,
     // the peer's pattern, the counter as it was.
     CHECKV(std::memcmp(buf, buf + q, q) == 0, "owner: iteration %d: WRITE then READ differ", it);
@@ -1683,6 +1721,18 @@ int run_import(const Options& o) {
     std::printf("rocemu-verify: iteration %d checked by the owner\n", it);
     std::fflush(stdout);
   }
+  // New memory where the MR was: the importer's READ must not touch it.
+  CHECKV(munmap(buf, o.size) == 0 &&
+             mmap(buf, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == buf,
+         "owner: new memory at the MR's address: %s", std::strerror(errno));
+  std::memset(buf, 0xee, o.size);
+  say(sock, 'u');
+  hear(sock, 'r');
+  for (size_t i = 0; i < o.size; i++)
+    if (buf[i] != 0xee) {
+      CHECKV(false, "owner: the importer's READ wrote byte %zu of the new memory at the MR's address", i);
+      break;
+    }
   hear(sock, 'E');
   if (ctx != nullptr) CHECKV(ibv_close_device(ctx) == 0, "owner: close_device");
   munmap(buf, o.size);

@@ -27,7 +27,7 @@ using verbs::Reply;
 using verbs::Request;
 
 constexpr int kReplyMs = 2000;
-constexpr uint32_t kOps = uint32_t(Op::kOpenQp) + 1;  // every op, and one that is none
+constexpr uint32_t kOps = uint32_t(Op::kLeave) + 1;  // every op, and one that is none
 
 // The server, made once per process: an engine that is not running (the
 // control requests run on the server's thread) with one NIC, h1.

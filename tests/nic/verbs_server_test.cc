@@ -647,6 +647,14 @@ TEST_CASE("ibv_import_device: only the context's own command file opens it; a ha
   auto r3 = c.call(op(Op::kImportContext));
   REQUIRE(r3);
   CHECK(r3->err == EINVAL);
+  // The same file opened anew (as any process of the user could open
+  // /proc/ENGINE/fd/N): another open file description, refused.
+  const int reopened = open(("/proc/self/fd/" + std::to_string(fa[2])).c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(reopened >= 0);
+  auto r4 = import_context(c, reopened);
+  close(reopened);
+  REQUIRE(r4);
+  CHECK(r4->err == EINVAL);
   CHECK(import_pd(c, 1) == EPROTO);  // still no context
   // A's own file (a dup, as SCM_RIGHTS hands it over): A's context.
   const int dup_a = dup(fa[2]);
@@ -810,4 +818,29 @@ TEST_CASE("ODP MRs, explicit and implicit, are refused with EINVAL as ib_check_m
   rereg.u.rereg_mr.flags = IBV_REREG_MR_CHANGE_ACCESS;
   rereg.u.rereg_mr.access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
   CHECK(c.call(rereg)->err == EINVAL);
+}
+
+// A session is one thing: an rdma_cm channel (kCmOpen) or a verbs context.
+// One that opened a channel joins no context after it (on another NIC it
+// would move the session and close the channel on the wrong one).
+TEST_CASE("A session that opened an rdma_cm channel cannot then open or import a context: EEXIST",
+          "[unit][verbs][import]") {
+  Server s;
+  Client a(s.path), cm(s.path);
+  std::vector<int> fa;
+  REQUIRE(a.hello("h1", &fa));
+  Request open = op(Op::kCmOpen);
+  std::snprintf(open.u.cm_open.node, sizeof open.u.cm_open.node, "h1");
+  std::vector<int> fc;
+  auto opened = cm.call(open, -1, &fc);
+  REQUIRE(opened);
+  REQUIRE(opened->err == 0);
+  auto hello = cm.hello("h1");
+  REQUIRE(hello);
+  CHECK(hello->err == EEXIST);
+  auto imported = import_context(cm, fa[2]);
+  REQUIRE(imported);
+  CHECK(imported->err == EEXIST);
+  for (int f : fa) close(f);
+  for (int f : fc) close(f);
 }

@@ -299,13 +299,24 @@ ibv_context* ibv_import_device(int cmd_fd) {
 int ibv_close_device(ibv_context* context) {
   if (context == nullptr) return EINVAL;
   Context* c = Context::of(context);
+  // Leave the context first, and wait for the engine to say it has: it
+  // frees whatever is left and stops reaching this process's memory but
+  // for the MRs' pages on memfds, which it goes on reaching while other
+  // processes share the context (as the kernel keeps an MR's pages
+  // pinned). Those pages then stay where they are; they go back to
+  // private memory only if the engine said it reaches them no more.
+  verbs::Request req;
+  req.op = verbs::Op::kLeave;
+  verbs::Reply rep;
+  const bool released = call(*c, req, rep, {}, nullptr) == 0 && rep.u.left.still_shared == 0;
   munmap(c->db, c->db_bytes);
   close(c->wake_fd);
-  close(c->sock);  // the engine frees whatever is left
-  // MRs left registered: their pages go back to private memory (the
-  // ibv_mr objects go too, as the device's other objects would).
+  close(c->sock);
+  // MRs left registered: the ibv_mr objects go, as the device's other
+  // objects would.
   for (Mr* m : c->mrs) {
-    unshare_pages(m->pages);
+    if (released) unshare_pages(m->pages);
+    else keep_pages(m->pages);
     delete m;
   }
   if (context->async_fd >= 0) close(context->async_fd);

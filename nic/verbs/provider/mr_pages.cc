@@ -85,6 +85,7 @@ struct Region {
   int fd;
   ino_t ino;
   uint32_t refs;
+  bool pinned = false;  // keep_pages(): never moved back
 };
 
 // One line of /proc/self/maps.
@@ -555,9 +556,11 @@ namespace {
 void settle(std::map<uint64_t, Region>::iterator it) {
   const Region& r = it->second;
   if (r.refs > 0) return;
-  for (const auto& [a, b] : g_fallback)
-    if (overlaps(a, b, r.start, r.end)) return;
-  if (!move_back(r)) return;
+  if (!r.pinned) {
+    for (const auto& [a, b] : g_fallback)
+      if (overlaps(a, b, r.start, r.end)) return;
+    if (!move_back(r)) return;
+  }
   close(r.fd);
   g_regions.erase(it);
 }
@@ -583,6 +586,15 @@ void unshare_pages(const SharedPages& p) {
   auto it = g_regions.find(p.region);
   if (it == g_regions.end()) return;  // a child's copy of the parent's MR
   if (--it->second.refs == 0) settle(it);
+}
+
+void keep_pages(const SharedPages& p) {
+  {
+    std::lock_guard lock(g_lock);
+    auto it = g_regions.find(p.region);
+    if (p.region != 0 && it != g_regions.end()) it->second.pinned = true;
+  }
+  unshare_pages(p);
 }
 
 }  // namespace rocemu::provider

@@ -152,7 +152,15 @@ ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
   return &p->pd;
 }
 
-void ibv_unimport_pd(ibv_pd* pd) { delete reinterpret_cast<Pd*>(pd); }  // the PD stays the context's
+// The PD stays the context's. As mlx5 (_mlx5_free_pd with unimport),
+// refused, here doing nothing (the call returns nothing): a parent domain
+// (not imported: ibv_dealloc_pd frees it) and a PD parent domains stand on.
+void ibv_unimport_pd(ibv_pd* pd) {
+  if (pd == nullptr) return;
+  auto* p = reinterpret_cast<Pd*>(pd);
+  if (p->protection != nullptr || p->users.load() != 0) return;
+  delete p;
+}
 
 #undef ibv_reg_mr
 ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
@@ -234,8 +242,10 @@ ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
   return &m->mr;
 }
 
+// An MR this process registered is not imported: nothing (ibv_dereg_mr
+// frees it; freed here it would stay among the context's MRs).
 void ibv_unimport_mr(ibv_mr* mr) {
-  if (mr == nullptr) return;
+  if (mr == nullptr || !reinterpret_cast<Mr*>(mr)->imported) return;
   release_domain(mr->pd);
   delete reinterpret_cast<Mr*>(mr);
 }

@@ -82,6 +82,10 @@ struct SharedPages {
 // by unshare_pages() once the MR is gone.
 SharedPages share_pages(uint64_t addr, uint64_t length, bool may_move = true);
 void unshare_pages(const SharedPages& p);
+// The same for an MR whose pages the engine may go on reaching after its
+// context closed here (other processes share it, or the engine did not
+// answer): moved pages stay on their memfd for good, as pinned pages.
+void keep_pages(const SharedPages& p);
 
 struct Mr {
   ibv_mr mr;
