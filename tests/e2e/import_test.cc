@@ -2,12 +2,21 @@
 // ibv_import_mr) and parent domains with their allocators, through the
 // real libibverbs and the preloaded provider (rocemu-verify checks every
 // byte and every errno; README "Sharing a context").
+#include <cstdlib>
+#include <string_view>
+
 #include "tests/e2e/fabric.h"
 
 using namespace rocemu::test;
 
 TEST_CASE("A context, PD and MR imported by a child move the owner's bytes to a peer host; bad imports refused",
           "[e2e][verify][import]") {
+  // On the fallback (the suite's fallback group) the owner's MRs are
+  // refused once it has closed its device: the next case checks that.
+  if (const char* dma = std::getenv("ROCEMU_DMA"); dma != nullptr && std::string_view(dma) == "process_vm") {
+    WARN("ROCEMU_DMA=process_vm: the fallback case below checks the import");
+    return;
+  }
   Fabric f;
   const int port = pick_port();
   const std::vector<std::string> common = {"--port", std::to_string(port), "--size", "65536", "--iters", "3"};

@@ -1721,6 +1721,21 @@ int run_import(const Options& o) {
     std::printf("rocemu-verify: iteration %d checked by the owner\n", it);
     std::fflush(stdout);
   }
+  // A child forked now has the MR's pages, pinned on their memfd for the
+  // importer, as private memory of its own (they are MADV_DONTFORK).
+  {
+    uint64_t sum = 0;
+    for (size_t i = 0; i < o.size; i++) sum = sum * 31 + buf[i];
+    const pid_t kid = fork();
+    if (kid == 0) {
+      uint64_t mine = 0;
+      for (size_t i = 0; i < o.size; i++) mine = mine * 31 + buf[i];
+      _exit(mine == sum ? 0 : 1);
+    }
+    int kst = 0;
+    CHECKV(kid > 0 && waitpid(kid, &kst, 0) == kid && WIFEXITED(kst) && WEXITSTATUS(kst) == 0,
+           "owner: a child forked after the close does not see the MR's pages (status %#x)", kst);
+  }
   // New memory where the MR was: the importer's READ must not touch it.
   CHECKV(munmap(buf, o.size) == 0 &&
              mmap(buf, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == buf,

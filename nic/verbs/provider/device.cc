@@ -308,7 +308,11 @@ int ibv_close_device(ibv_context* context) {
   verbs::Request req;
   req.op = verbs::Op::kLeave;
   verbs::Reply rep;
-  const bool released = call(*c, req, rep, {}, nullptr) == 0 && rep.u.left.still_shared == 0;
+  // Kept only when the engine said others share the context: an engine
+  // that is gone or does not answer reaches nothing the program would
+  // miss, and moved-back pages behave as private memory again
+  // (MADV_DONTNEED zero-fills, mremap grows them).
+  const bool released = call(*c, req, rep, {}, nullptr) != 0 || rep.u.left.still_shared == 0;
   munmap(c->db, c->db_bytes);
   close(c->wake_fd);
   close(c->sock);

@@ -555,12 +555,12 @@ namespace {
 // process_vm_writev): the last of those brings them back.
 void settle(std::map<uint64_t, Region>::iterator it) {
   const Region& r = it->second;
-  if (r.refs > 0) return;
-  if (!r.pinned) {
-    for (const auto& [a, b] : g_fallback)
-      if (overlaps(a, b, r.start, r.end)) return;
-    if (!move_back(r)) return;
-  }
+  // Pinned pages stay a region (refs 0): fork() gives a child its copy of
+  // them from the region (they are MADV_DONTFORK), as of any moved pages.
+  if (r.refs > 0 || r.pinned) return;
+  for (const auto& [a, b] : g_fallback)
+    if (overlaps(a, b, r.start, r.end)) return;
+  if (!move_back(r)) return;
   close(r.fd);
   g_regions.erase(it);
 }
