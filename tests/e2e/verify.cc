@@ -1565,7 +1565,7 @@ int run_importer(const Options& o, int sock) {
   CHECKV(stale != nullptr, "import_mr(second MR): %s", std::strerror(errno));
   // This emulator's limit (README): an importer registers no memory.
   std::vector<uint8_t> mine(4096);
-  check_null_errno(ibv_reg_mr(pd, mine.data(), mine.size(), IBV_ACCESS_LOCAL_WRITE), EOPNOTSUPP, "reg_mr by the importer");
+  check_null_errno(ibv_reg_mr(pd, mine.data(), mine.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE)), EOPNOTSUPP, "reg_mr by the importer");
   Side s;
   s.ctx = ctx;
   s.pd = pd;
@@ -1678,7 +1678,7 @@ int run_import(const Options& o) {
   std::vector<uint8_t> stale_buf(4096, 0x5a);
   constexpr int kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   ibv_mr* mr = ibv_reg_mr(pd, buf, o.size, kAll);
-  ibv_mr* stale = ibv_reg_mr(pd, stale_buf.data(), stale_buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* stale = ibv_reg_mr(pd, stale_buf.data(), stale_buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
   CHECKV(pd != nullptr && mr != nullptr && stale != nullptr, "owner: pd/reg_mr: %s", std::strerror(errno));
   if (mr == nullptr || stale == nullptr) return 1;
   const char* dma = std::getenv("ROCEMU_DMA");
