@@ -17,6 +17,16 @@ SimHost::SimHost(Engine& engine, Nic& nic, std::unique_ptr<HostMemory> memory)
 
 SimHost::~SimHost() { nic_.close_context(ctx_); }
 
+namespace sim_host_rings {
+
+// A ring's memory: `bytes` on a 64-byte boundary inside `v`.
+void* aligned(std::vector<uint8_t>& v, size_t bytes) {
+  v.resize(bytes + 64);
+  return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
+}
+
+}  // namespace sim_host_rings
+
 uint32_t SimHost::reg_mr(void* addr, size_t len, int access, int* err, std::optional<uint64_t> iova) {
   uint32_t key = 0;
   const int e = nic_.reg_mr(ctx_, pd_, reinterpret_cast<uint64_t>(addr), len, access, key, iova);
@@ -27,8 +37,7 @@ uint32_t SimHost::reg_mr(void* addr, size_t len, int access, int* err, std::opti
 SimHost::Cq* SimHost::create_cq(uint32_t entries) {
   auto cq = std::make_unique<Cq>();
   const uint32_t n = round_up_pow2(entries);
-  cq->mem.resize(ring_bytes(n, sizeof(Cqe)) + 64);
-  void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(cq->mem.data()) + 63) & ~uintptr_t(63));
+  void* base = sim_host_rings::aligned(cq->mem, ring_bytes(n, sizeof(Cqe)));
   if (nic_.create_cq(ctx_, base, entries, cq->handle) != 0) return nullptr;
   cq->shadow.ring = Ring(base, n, sizeof(Cqe), false);
   cqs_.push_back(std::move(cq));
@@ -39,8 +48,7 @@ SimHost::Srq* SimHost::create_srq(uint32_t entries, uint32_t max_sge, uint32_t l
   auto srq = std::make_unique<Srq>();
   const uint32_t n = round_up_pow2(entries);
   const uint32_t stride = recv_wqe_stride(max_sge);
-  srq->mem.resize(ring_bytes(n, stride) + 64);
-  void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(srq->mem.data()) + 63) & ~uintptr_t(63));
+  void* base = sim_host_rings::aligned(srq->mem, ring_bytes(n, stride));
   if (nic_.create_srq(ctx_, pd_, base, entries, max_sge, limit, srq->handle) != 0) return nullptr;
   srq->rq.ring = Ring(base, n, stride, false);
   srq->rq.max_sge = max_sge;
@@ -59,12 +67,8 @@ SimHost::Qp* SimHost::create_qp(QpType type, Cq* send_cq, Cq* recv_cq, ibv_qp_ca
   qp->type = type;
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
   Nic::qp_ring_sizes(cap, sq_entries, sq_stride, rq_entries, rq_stride);
-  auto align = [](std::vector<uint8_t>& v, size_t bytes) {
-    v.resize(bytes + 64);
-    return reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t(63));
-  };
-  void* sq = align(qp->sq_mem, ring_bytes(sq_entries, sq_stride));
-  void* rq = srq != nullptr ? nullptr : align(qp->rq_mem, ring_bytes(rq_entries, rq_stride));
+  void* sq = sim_host_rings::aligned(qp->sq_mem, ring_bytes(sq_entries, sq_stride));
+  void* rq = srq != nullptr ? nullptr : sim_host_rings::aligned(qp->rq_mem, ring_bytes(rq_entries, rq_stride));
   Nic::QpInit init;
   init.type = type;
   init.pd = pd_;
@@ -102,8 +106,7 @@ SimHost::Srq* SimHost::create_xrc_srq(uint32_t xrcd, Cq* cq, uint32_t entries, i
   auto srq = std::make_unique<Srq>();
   const uint32_t n = round_up_pow2(entries);
   const uint32_t stride = recv_wqe_stride(1);
-  srq->mem.resize(ring_bytes(n, stride) + 64);
-  void* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(srq->mem.data()) + 63) & ~uintptr_t(63));
+  void* base = sim_host_rings::aligned(srq->mem, ring_bytes(n, stride));
   int e = nic_.create_srq(ctx_, pd != 0 ? pd : pd_, base, entries, 1, 0, srq->handle, xrcd, cq != nullptr ? cq->handle : 0);
   if (e == 0) e = nic_.srq_number(ctx_, srq->handle, srq->srqn);
   if (err != nullptr) *err = e;
@@ -126,8 +129,7 @@ SimHost::Qp* SimHost::create_xrc_send_qp(Cq* send_cq, ibv_qp_cap cap, int* err) 
   qp->type = QpType::kXrcSend;
   uint32_t sq_entries, sq_stride, rq_entries, rq_stride;
   Nic::qp_ring_sizes(cap, sq_entries, sq_stride, rq_entries, rq_stride);
-  qp->sq_mem.resize(ring_bytes(sq_entries, sq_stride) + 64);
-  void* sq = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(qp->sq_mem.data()) + 63) & ~uintptr_t(63));
+  void* sq = sim_host_rings::aligned(qp->sq_mem, ring_bytes(sq_entries, sq_stride));
   Nic::QpInit init;
   init.type = QpType::kXrcSend;
   init.pd = pd_;

@@ -12,6 +12,33 @@
 
 #include <cstring>
 
+namespace kern_abi_path {
+
+// The fields a path record has under the same name in both layouts (the
+// GIDs are arrays in one, unions in the other).
+template <typename To, typename From>
+void copy_scalars(To& dst, const From& src) {
+  dst.dlid = src.dlid;
+  dst.slid = src.slid;
+  dst.raw_traffic = src.raw_traffic;
+  dst.flow_label = src.flow_label;
+  dst.hop_limit = src.hop_limit;
+  dst.traffic_class = src.traffic_class;
+  dst.reversible = src.reversible;
+  dst.numb_path = src.numb_path;
+  dst.pkey = src.pkey;
+  dst.sl = src.sl;
+  dst.mtu_selector = src.mtu_selector;
+  dst.mtu = src.mtu;
+  dst.rate_selector = src.rate_selector;
+  dst.rate = src.rate;
+  dst.packet_life_time_selector = src.packet_life_time_selector;
+  dst.packet_life_time = src.packet_life_time;
+  dst.preference = src.preference;
+}
+
+}  // namespace kern_abi_path
+
 extern "C" {
 
 void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
@@ -62,45 +89,13 @@ void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
 void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   std::memcpy(dst->dgid.raw, src->dgid, sizeof dst->dgid.raw);
   std::memcpy(dst->sgid.raw, src->sgid, sizeof dst->sgid.raw);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = src->raw_traffic;
-  dst->flow_label = src->flow_label;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->reversible = src->reversible;
-  dst->numb_path = src->numb_path;
-  dst->pkey = src->pkey;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->mtu = src->mtu;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  kern_abi_path::copy_scalars(*dst, *src);
 }
 
 void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof dst->dgid);
   std::memcpy(dst->sgid, src->sgid.raw, sizeof dst->sgid);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = src->raw_traffic;
-  dst->flow_label = src->flow_label;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->reversible = src->reversible;
-  dst->numb_path = src->numb_path;
-  dst->pkey = src->pkey;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->mtu = src->mtu;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  kern_abi_path::copy_scalars(*dst, *src);
 }
 
 }  // extern "C"
