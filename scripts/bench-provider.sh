@@ -143,6 +143,7 @@ bw() {
       prev=$a
     done
     run=(-n $((${BW_DUR:-$DUR} * 3000000000 / size / q)))
+    PAIR_TIMEOUT=$((${BW_DUR:-$DUR} * 5 + 15))  # slower runs (4 KiB) are not hangs
   fi
   row=$(pair "$dir" "$@" -s "$size" "${run[@]}" --report_gbits)
   if [ -z "$row" ]; then
