@@ -142,7 +142,12 @@ bw() {
       [ "$prev" = -q ] && q=$a
       prev=$a
     done
-    run=(-n $((${BW_DUR:-$DUR} * 3000000000 / size / q)))
+    # A multiple of perftest's CQ moderation (100): Debian's perftest
+    # (4.5-0.17) counts 100 iterations per send completion, so with -n not
+    # a multiple of 100 and -q > 1 the QPs that finish first over-count,
+    # the client stops polling before a lagging QP is done and spins
+    # forever (seen here with -q 4 -n 366210; later perftest has fill_count).
+    run=(-n $(( (${BW_DUR:-$DUR} * 3000000000 / size / q) / 100 * 100 )))
     PAIR_TIMEOUT=$((${BW_DUR:-$DUR} * 5 + 15))  # slower runs (4 KiB) are not hangs
   fi
   row=$(pair "$dir" "$@" -s "$size" "${run[@]}" --report_gbits)
