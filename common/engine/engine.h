@@ -37,8 +37,13 @@ struct EngineOptions {
   // fire late, in batches, as after a busy or descheduled iteration) and
   // links run with real_tx_slack as in real time. 0: exact virtual time.
   Duration virtual_lag{0};
-  // Real time: busy-poll this long after the last work before sleeping.
-  Duration spin_before_sleep = us(100);
+  // Real time: busy-poll this long after the last work before sleeping:
+  // long enough to ride through a frame's modelled link delays (a sleep
+  // that short costs more than it saves), short enough that the engine is
+  // not a third busy poller beside a busy-polling perftest pair on two
+  // cores. At 100 us it never slept between ib_write_lat's round trips,
+  // which then took 62 us (the pair shared one core); at 10 us, 17-19 us.
+  Duration spin_before_sleep = us(10);
   // Real time with external ports (no RX interrupts): after
   // spin_before_sleep without work the loop sleeps 10 us, then twice as
   // long after each empty poll, up to this.
