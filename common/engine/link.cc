@@ -66,23 +66,28 @@ InternalLink::~InternalLink() {
 
 bool InternalLink::ready(int side, Time now) {
   Wire& w = wires_[side];
-  if (w.ready_deferred) {
-    // The owner asks after all: the deferred on_ready is armed as it would
-    // have been, unless its time has passed (it would have found nothing
-    // to do). Armed also when the port is ready: if it comes later at this
-    // same time, it finds the owner's next frame on the wire.
-    w.ready_deferred = false;
-    if (!wheel_.fired(w.deferred_at, w.deferred_seq)) {
-      w.ready_wanted = true;
-      wheel_.schedule(w.ready_timer, w.deferred_at, w.deferred_seq);
+  if (!w.ready_deferred && w.busy_until <= now + params_.tx_slack) [[likely]]
+    return true;
+  // Out of line: the common case above stays small enough to inline.
+  return [&]() __attribute__((noinline)) {
+    if (w.ready_deferred) {
+      // The owner asks after all: the deferred on_ready is armed as it would
+      // have been, unless its time has passed (it would have found nothing
+      // to do). Armed also when the port is ready: if it comes later at this
+      // same time, it finds the owner's next frame on the wire.
+      w.ready_deferred = false;
+      if (!wheel_.fired(w.deferred_at, w.deferred_seq)) {
+        w.ready_wanted = true;
+        wheel_.schedule(w.ready_timer, w.deferred_at, w.deferred_seq);
+      }
     }
-  }
-  if (w.busy_until <= now + params_.tx_slack) return true;
-  if (!w.ready_wanted) {
-    w.ready_wanted = true;
-    wheel_.schedule(w.ready_timer, w.busy_until - params_.tx_slack);
-  }
-  return false;
+    if (w.busy_until <= now + params_.tx_slack) return true;
+    if (!w.ready_wanted) {
+      w.ready_wanted = true;
+      wheel_.schedule(w.ready_timer, w.busy_until - params_.tx_slack);
+    }
+    return false;
+  }();
 }
 
 void InternalLink::idle(int side, Time now) {

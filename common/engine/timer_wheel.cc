@@ -125,6 +125,16 @@ void TimerWheel::find_earliest() const {
   min_valid_ = true;
   min_ = nullptr;
   if (size_ == 0) return;
+  // Most often a timer is due within the current tick's 64-slot word of
+  // level 0: no search beyond it.
+  const int cur = int(cur_tick_ & (kSlots - 1));
+  if (const uint64_t bits = bitmap_[0][size_t(cur / 64)] & (~0ull << (cur % 64)); bits != 0) {
+    Timer* best = heads_[size_t((cur & ~63) + __builtin_ctzll(bits))];
+    for (Timer* t = best->next_; t != nullptr; t = t->next_)
+      if (t->expiry_ < best->expiry_ || (t->expiry_ == best->expiry_ && t->seq_ < best->seq_)) best = t;
+    min_ = best;
+    return;
+  }
   const uint64_t bound = next_tick_bound();
   // The earliest timer is in the slot that holds `bound` (or overflow).
   int16_t slot = kOverflowSlot;
