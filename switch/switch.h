@@ -293,6 +293,13 @@ class Switch final : public Node {
   }
   void transmit(PortRuntime& p, Time now);
   rte_mbuf* next_frame(PortRuntime& p, Time now);
+  // Whether next_frame() may find a frame (a paused queue counts too).
+  static bool has_frame(const PortRuntime& p) {
+    if (p.pfc_pending || p.storm_pending || !p.control.empty()) return true;
+    for (const PacketQueue& q : p.queue)
+      if (!q.empty()) return true;
+    return false;
+  }
   uint8_t pg_priorities(uint8_t pg) const;
   uint8_t paused_tcs(PortRuntime& p, Time now);
   rte_mbuf* dequeue(PortRuntime& p, Time now);

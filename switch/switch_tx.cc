@@ -54,6 +54,11 @@ void Switch::transmit(PortRuntime& p, Time now) {
       timers().schedule(p.pace_timer, p.next_tx);
       return;
     }
+    if (!has_frame(p)) {
+      // Nothing to send: no on_tx_ready() is needed when the wire is free.
+      port->tx_idle(now);
+      return;
+    }
     if (!port->tx_ready(now)) return;
     rte_mbuf* burst[kBurst];
     const uint16_t max = p.batch_tx ? kBurst : 1;

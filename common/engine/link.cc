@@ -28,6 +28,7 @@ uint16_t LinkEnd::tx_burst(rte_mbuf** pkts, uint16_t n, Time now) {
 }
 
 bool LinkEnd::tx_ready(Time now) { return link_->ready(side_, now); }
+void LinkEnd::tx_idle(Time now) { link_->idle(side_, now); }
 uint64_t LinkEnd::rate_bps() const { return link_->rate(side_); }
 uint32_t LinkEnd::mtu() const { return link_->params_.mtu; }
 bool LinkEnd::link_up() const { return link_->up(side_) && link_->up(1 - side_); }
@@ -65,12 +66,38 @@ InternalLink::~InternalLink() {
 
 bool InternalLink::ready(int side, Time now) {
   Wire& w = wires_[side];
-  if (w.busy_until <= now + params_.tx_slack) return true;
-  if (!w.ready_wanted) {
-    w.ready_wanted = true;
-    wheel_.schedule(w.ready_timer, w.busy_until - params_.tx_slack);
-  }
-  return false;
+  if (!w.ready_deferred && w.busy_until <= now + params_.tx_slack) [[likely]]
+    return true;
+  // Out of line: the common case above stays small enough to inline.
+  return [&]() __attribute__((noinline)) {
+    if (w.ready_deferred) {
+      // The owner asks after all: the deferred on_ready is armed as it would
+      // have been, unless its time has passed (it would have found nothing
+      // to do). Armed also when the port is ready: if it comes later at this
+      // same time, it finds the owner's next frame on the wire.
+      w.ready_deferred = false;
+      if (!wheel_.fired(w.deferred_at, w.deferred_seq)) {
+        w.ready_wanted = true;
+        wheel_.schedule(w.ready_timer, w.deferred_at, w.deferred_seq);
+      }
+    }
+    if (w.busy_until <= now + params_.tx_slack) return true;
+    if (!w.ready_wanted) {
+      w.ready_wanted = true;
+      wheel_.schedule(w.ready_timer, w.busy_until - params_.tx_slack);
+    }
+    return false;
+  }();
+}
+
+void InternalLink::idle(int side, Time now) {
+  // ready(), but the on_ready it would arm is only noted.
+  Wire& w = wires_[side];
+  if (w.busy_until <= now + params_.tx_slack || w.ready_wanted) return;
+  if (w.ready_deferred && !wheel_.fired(w.deferred_at, w.deferred_seq)) return;
+  w.ready_deferred = true;
+  w.deferred_at = w.busy_until - params_.tx_slack;
+  w.deferred_seq = wheel_.reserve();
 }
 
 void InternalLink::push(Wire& w, rte_mbuf* pkt, Time arrival) {

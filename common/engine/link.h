@@ -41,6 +41,7 @@ class LinkEnd final : public Port {
       : Port(owner, index, std::move(name)), link_(link), side_(side) {}
   uint16_t tx_burst(rte_mbuf** pkts, uint16_t n, Time now) override;
   bool tx_ready(Time now) override;
+  void tx_idle(Time now) override;
   uint64_t rate_bps() const override;
   uint32_t mtu() const override;
   bool link_up() const override;
@@ -86,6 +87,12 @@ class InternalLink {
     Timer deliver_timer;
     Timer ready_timer;
     bool ready_wanted = false;
+    // An on_ready the owner does not wait for (tx_idle): not armed, only
+    // its time and place in the firing order are kept, in case the owner
+    // asks before it would have come (then it is armed with them).
+    bool ready_deferred = false;
+    Time deferred_at{0};
+    uint64_t deferred_seq = 0;
     // Its faults; what is in flight is held there until it arrives.
     FaultStage fault;
     Tap tap;     // at the far end, on arrival
@@ -101,6 +108,7 @@ class InternalLink {
     return r ? *r : params_.rate_bps;
   }
   bool ready(int side, Time now);
+  void idle(int side, Time now);
   // When a packet handed over at `now` starts on the wire at the earliest.
   Time earliest_start(rte_mbuf* pkt, Time now) const;
   void send(int side, rte_mbuf* pkt, Time now);

@@ -44,6 +44,11 @@ class Port {
   // True if tx_burst would take a packet now. If not, the owner gets one
   // on_tx_ready() callback once it can.
   virtual bool tx_ready(Time now) = 0;
+  // The owner has nothing to send for now. For the order of events the
+  // same as tx_ready(), but a port may then skip the on_tx_ready() that
+  // nobody waits for -- unless the owner asks again (tx_ready, tx_burst)
+  // before it comes.
+  virtual void tx_idle(Time now) { (void)tx_ready(now); }
   virtual uint64_t rate_bps() const = 0;
   // Largest IP packet (Ethernet MTU) the port carries.
   virtual uint32_t mtu() const = 0;

@@ -62,17 +62,27 @@ void TimerWheel::place(Timer& t) {
   link(t, int16_t(level * kSlots + idx));
 }
 
-void TimerWheel::schedule(Timer& t, Time when) {
+void TimerWheel::arm(Timer& t, Time when, uint64_t seq) {
   if (t.wheel_ != nullptr) {
     assert(t.wheel_ == this);
     unlink(t);
     size_--;
+    if (min_ == &t) min_valid_ = false;
   }
   t.wheel_ = this;
   t.expiry_ = when;
-  t.seq_ = seq_++;
+  t.seq_ = seq;
   place(t);
   size_++;
+  if (min_valid_ && (min_ == nullptr || when < min_->expiry_ || (when == min_->expiry_ && seq < min_->seq_)))
+    min_ = &t;
+}
+
+void TimerWheel::schedule(Timer& t, Time when) { arm(t, when, seq_++); }
+
+void TimerWheel::schedule(Timer& t, Time when, uint64_t seq) {
+  assert(seq < seq_);
+  arm(t, when, seq);
 }
 
 void TimerWheel::cancel(Timer& t) {
@@ -81,6 +91,7 @@ void TimerWheel::cancel(Timer& t) {
   unlink(t);
   t.wheel_ = nullptr;
   size_--;
+  if (min_ == &t) min_valid_ = false;
 }
 
 int TimerWheel::find_slot(int level, int from) const {
@@ -110,25 +121,30 @@ uint64_t TimerWheel::next_tick_bound() const {
   return best;
 }
 
-Time TimerWheel::next_expiry() const {
-  if (size_ == 0) return kTimeNever;
+void TimerWheel::find_earliest() const {
+  min_valid_ = true;
+  min_ = nullptr;
+  if (size_ == 0) return;
+  // Most often a timer is due within the current tick's 64-slot word of
+  // level 0: no search beyond it.
+  const int cur = int(cur_tick_ & (kSlots - 1));
+  if (const uint64_t bits = bitmap_[0][size_t(cur / 64)] & (~0ull << (cur % 64)); bits != 0) {
+    Timer* best = heads_[size_t((cur & ~63) + __builtin_ctzll(bits))];
+    for (Timer* t = best->next_; t != nullptr; t = t->next_)
+      if (t->expiry_ < best->expiry_ || (t->expiry_ == best->expiry_ && t->seq_ < best->seq_)) best = t;
+    min_ = best;
+    return;
+  }
   const uint64_t bound = next_tick_bound();
   // The earliest timer is in the slot that holds `bound` (or overflow).
-  Time best = kTimeNever;
-  auto scan = [&](int16_t slot) {
-    for (Timer* t = heads_[size_t(slot)]; t != nullptr; t = t->next_)
-      if (t->expiry_ < best) best = t->expiry_;
-  };
-  for (int level = 0; level < kLevels; level++) {
-    const int shift = level * kSlotBits;
-    const uint64_t diff = bound ^ cur_tick_;
-    const int bound_level = diff == 0 ? 0 : (63 - __builtin_clzll(diff)) / kSlotBits;
-    if (bound_level != level) continue;
-    scan(int16_t(level * kSlots + int((bound >> shift) & (kSlots - 1))));
-    return best;
-  }
-  scan(kOverflowSlot);
-  return best;
+  int16_t slot = kOverflowSlot;
+  const uint64_t diff = bound ^ cur_tick_;
+  const int level = diff == 0 ? 0 : (63 - __builtin_clzll(diff)) / kSlotBits;
+  if (level < kLevels) slot = int16_t(level * kSlots + int((bound >> (level * kSlotBits)) & (kSlots - 1)));
+  Timer* best = heads_[size_t(slot)];
+  for (Timer* t = best->next_; t != nullptr; t = t->next_)
+    if (t->expiry_ < best->expiry_ || (t->expiry_ == best->expiry_ && t->seq_ < best->seq_)) best = t;
+  min_ = best;
 }
 
 void TimerWheel::move_to(uint64_t tick) {
@@ -165,35 +181,30 @@ void TimerWheel::move_to(uint64_t tick) {
 size_t TimerWheel::advance(Time now) {
   if (now < now_) now = now_;
   now_ = now;
-  const uint64_t target = tick_of(now);
   size_t fired = 0;
+  const bool was_firing = firing_;  // advance() called from a callback
+  // Fire the earliest due timer, one at a time: a callback may arm another
+  // timer that is due even sooner.
   for (;;) {
-    // Fire the earliest due timer in the current tick's slot, one at a
-    // time: a callback may arm another timer that is due even sooner.
-    const int16_t slot = int16_t(cur_tick_ & (kSlots - 1));
-    Timer* best = nullptr;
-    for (Timer* t = heads_[size_t(slot)]; t != nullptr; t = t->next_) {
-      if (t->expiry_ > now) continue;
-      if (best == nullptr || t->expiry_ < best->expiry_ ||
-          (t->expiry_ == best->expiry_ && t->seq_ < best->seq_))
-        best = t;
-    }
-    if (best != nullptr) {
-      unlink(*best);
-      best->wheel_ = nullptr;
-      size_--;
-      fired++;
-      best->cb_(best->ctx_, now);
-      continue;
-    }
-    if (cur_tick_ >= target) break;
-    uint64_t next = next_tick_bound();
-    if (next == cur_tick_) {
-      // Only not-yet-due timers (later picoseconds of the same tick) here.
-      next = cur_tick_ + 1;
-    }
-    move_to(next < target ? next : target);
+    Timer* best = earliest();
+    if (best == nullptr || best->expiry_ > now) break;
+    // Nothing fires before it, so the wheel may turn to its tick.
+    const uint64_t tick = tick_of(best->expiry_);
+    if (tick > cur_tick_) move_to(tick);
+    unlink(*best);
+    best->wheel_ = nullptr;
+    size_--;
+    min_valid_ = false;
+    fired++;
+    firing_ = true;
+    firing_expiry_ = best->expiry_;
+    firing_seq_ = best->seq_;
+    best->cb_(best->ctx_, now);
   }
+  firing_ = was_firing;
+  // What is left is due after `now`, so no later than its tick.
+  const uint64_t target = tick_of(now);
+  if (target > cur_tick_) move_to(target);
   return fired;
 }
 

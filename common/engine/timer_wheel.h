@@ -75,12 +75,29 @@ class TimerWheel {
   void schedule(Timer& t, Time when);
   void cancel(Timer& t);
 
+  // Deferred arming, for an owner that may not need its timer after all.
+  // reserve() takes the place in the firing order that schedule() would
+  // take now; schedule(t, when, seq) arms `t` later with that place, so
+  // the timers fire exactly as if it had been armed when reserved.
+  // fired(when, seq): whether a timer armed then would have fired by now
+  // (false while it is still to come, also when it is due at this very
+  // time but later in the order than the timer firing now).
+  uint64_t reserve() { return seq_++; }
+  void schedule(Timer& t, Time when, uint64_t seq);
+  bool fired(Time when, uint64_t seq) const {
+    if (firing_) return when < firing_expiry_ || (when == firing_expiry_ && seq < firing_seq_);
+    return when <= now_;
+  }
+
   // Fires every timer with expiry <= now, earliest first, including timers
   // armed by callbacks for times <= now. Returns the number fired.
   size_t advance(Time now);
 
   // Exact expiry of the earliest armed timer, or kTimeNever.
-  Time next_expiry() const;
+  Time next_expiry() const {
+    const Timer* t = earliest();
+    return t == nullptr ? kTimeNever : t->expiry_;
+  }
 
   size_t size() const { return size_; }
   Time now() const { return now_; }
@@ -90,6 +107,7 @@ class TimerWheel {
   static constexpr int kNumLists = kLevels * kSlots + 1;
 
   static uint64_t tick_of(Time t) { return uint64_t(t.count()) >> kTickShift; }
+  void arm(Timer& t, Time when, uint64_t seq);
   void place(Timer& t);
   void link(Timer& t, int16_t slot);
   void unlink(Timer& t);
@@ -97,6 +115,13 @@ class TimerWheel {
   uint64_t next_tick_bound() const;
   void move_to(uint64_t tick);
   int find_slot(int level, int from) const;  // first non-empty index >= from, or -1
+  // The timer that fires next (least expiry, then sequence), or nullptr;
+  // kept until a timer is armed before it or it leaves the wheel.
+  Timer* earliest() const {
+    if (!min_valid_) find_earliest();
+    return min_;
+  }
+  void find_earliest() const;
 
   std::array<Timer*, kNumLists> heads_{};
   std::array<std::array<uint64_t, kSlots / 64>, kLevels> bitmap_{};
@@ -104,6 +129,12 @@ class TimerWheel {
   Time now_;
   uint64_t seq_ = 0;
   size_t size_ = 0;
+  mutable Timer* min_ = nullptr;
+  mutable bool min_valid_ = true;  // min_ is the earliest timer (nullptr: none)
+  // The timer whose callback runs (for fired()).
+  bool firing_ = false;
+  Time firing_expiry_{0};
+  uint64_t firing_seq_ = 0;
 };
 
 }  // namespace rocemu

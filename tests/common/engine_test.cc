@@ -319,3 +319,56 @@ TEST_CASE("packet pool: the zone holds every buffer, chunk by chunk, in 4 KiB pa
     }
   }
 }
+
+namespace {
+
+// Sends one frame at start and has nothing more (Port::tx_idle); may ask
+// the port again at `ask_at`, and logs each on_tx_ready.
+class IdleSender final : public Node {
+ public:
+  IdleSender(std::vector<uint8_t> frame, Time ask_at) : Node("idle", 1), frame_(std::move(frame)), ask_at_(ask_at) {}
+  std::string_view kind() const override { return "idle-sender"; }
+  void on_rx(uint16_t, rte_mbuf** pkts, uint16_t n, Time) override { dpdk::free_burst(pkts, n); }
+  void on_start(Time now) override {
+    rte_mbuf* m = pool().alloc_copy(frame_);
+    REQUIRE(m != nullptr);
+    REQUIRE(port(0)->tx_burst(&m, 1, now) == 1);
+    port(0)->tx_idle(now);
+    ask_.bind<&IdleSender::ask>(this);
+    if (ask_at_ != kTimeNever) timers().schedule(ask_, ask_at_);
+  }
+  void on_tx_ready(uint16_t, Time now) override { ready_at.push_back(now); }
+  void ask(Time now) { asked_ready = port(0)->tx_ready(now); }
+  std::vector<Time> ready_at;
+  bool asked_ready = true;
+
+ private:
+  std::vector<uint8_t> frame_;
+  Time ask_at_;
+  Timer ask_;
+};
+
+}  // namespace
+
+TEST_CASE("A port with nothing to send gets no tx-ready event unless it asks again in time", "[unit][engine]") {
+  auto engine = test::make_engine();
+  const auto frame = udp_frame(1000);
+  // 1000 + 24 bytes at 100 Gbit/s: the wire is busy until 81.92 ns.
+  const Time busy_until = ps(1024 * 80);
+  Time ask_at = kTimeNever;
+  SECTION("idle: no event") {}
+  SECTION("asks while the wire is busy: the event at its time") { ask_at = ns(40); }
+  SECTION("asks once the wire is free: ready, no event") { ask_at = ns(100); }
+  auto& src = engine->add<IdleSender>(frame, ask_at);
+  auto& sink = engine->add<Sink>("sink");
+  REQUIRE(engine->connect(src, 0, sink, 0, LinkParams{.delay = us(1)}).ok());
+  engine->run_to_idle();
+  CHECK(sink.packets() == 1);
+  if (ask_at == ns(40)) {
+    CHECK_FALSE(src.asked_ready);
+    CHECK(src.ready_at == std::vector<Time>{busy_until});
+  } else {
+    CHECK(src.asked_ready);
+    CHECK(src.ready_at.empty());
+  }
+}

@@ -121,3 +121,47 @@ TEST_CASE("A callback can arm a timer that is already due", "[unit][engine]") {
   CHECK(wheel.advance(us(2)) == 2);
   CHECK(order == std::vector<int>{1, 2});
 }
+
+TEST_CASE("A timer armed late with a reserved place fires as if armed when reserved", "[unit][engine]") {
+  TimerWheel wheel;
+  std::vector<std::pair<Time, int>> log;
+  WheelProbe a, b, c;
+  for (auto [p, id] : {std::pair{&a, 1}, {&b, 2}, {&c, 3}}) {
+    p->id = id;
+    p->log = &log;
+    p->timer.bind<&WheelProbe::fire>(p);
+  }
+  // `b`'s place is taken before `a` is armed; all three are due at once.
+  wheel.schedule(c.timer, us(1));
+  const uint64_t place = wheel.reserve();
+  wheel.schedule(a.timer, us(1));
+  CHECK_FALSE(wheel.fired(us(1), place));
+  wheel.schedule(b.timer, us(1), place);
+  CHECK(wheel.next_expiry() == us(1));
+  CHECK(wheel.advance(us(1)) == 3);
+  CHECK(log == std::vector<std::pair<Time, int>>{{us(1), 3}, {us(1), 2}, {us(1), 1}});
+  CHECK(wheel.fired(us(1), place));
+  CHECK_FALSE(wheel.fired(us(1) + Duration(1), wheel.reserve()));
+}
+
+TEST_CASE("While a timer fires, fired() tells the timers before it from those after it", "[unit][engine]") {
+  TimerWheel wheel;
+  struct Probe {
+    TimerWheel* w;
+    Timer t;
+    uint64_t earlier = 0, later = 0;
+    bool earlier_fired = false, later_fired = true;
+    void fire(Time) {
+      earlier_fired = w->fired(us(1), earlier);
+      later_fired = w->fired(us(1), later);
+    }
+  } p{&wheel, {}};
+  p.t.bind<&Probe::fire>(&p);
+  p.earlier = wheel.reserve();
+  wheel.schedule(p.t, us(1));
+  p.later = wheel.reserve();
+  wheel.advance(us(5));
+  CHECK(p.earlier_fired);
+  CHECK_FALSE(p.later_fired);
+  CHECK(wheel.fired(us(1), p.later));  // after advance(): all that was due
+}
