@@ -45,6 +45,15 @@ struct CqShadow {
   Ring ring;
   uint32_t consumer = 0;
 };
+// Arms the CQ for an event on its next completion (any, or solicited
+// only): ibv_req_notify_cq. A full barrier: the poll that follows must not
+// read the producer index before the arm is visible, or a completion the
+// engine writes meanwhile is neither seen nor signalled (Cq::push holds
+// the other half).
+inline void arm_cq(CqShadow& cq, bool solicited_only) {
+  cq.ring.header()->arm.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+}
+
 // Returns the number of entries written to wc; `on_send_cqe(qp_num,
 // wqe_index)` lets the caller retire send queue entries.
 template <typename OnSend>

@@ -11,10 +11,16 @@ bool Cq::push(const Cqe& cqe, bool solicited) {
   std::memcpy(ring_.entry(produced_), &cqe, sizeof cqe);
   produced_++;
   ring_.set_producer(produced_);
-  // Completion channel: arm = 1 fires on any completion, 2 on solicited ones.
-  const uint32_t arm = ring_.header()->arm.load(std::memory_order_acquire);
-  if (arm == 1 || (arm == 2 && solicited)) {
-    ring_.header()->arm.store(0, std::memory_order_release);
+  // Completion channel: arm = 1 fires on any completion, 2 on solicited
+  // ones. The producer index is visible before the arm is read (a full
+  // barrier, the other half of nic::arm_cq's): an application arming now
+  // either finds this completion in the poll after arming or gets the
+  // event. The arm is taken with a compare-exchange, so one the
+  // application sets again meanwhile is not wiped.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  uint32_t arm = ring_.header()->arm.load(std::memory_order_relaxed);
+  if ((arm == 1 || (arm == 2 && solicited)) &&
+      ring_.header()->arm.compare_exchange_strong(arm, 0, std::memory_order_acq_rel)) {
     ring_.header()->events.fetch_add(1, std::memory_order_release);
     if (on_event) on_event();
   }

@@ -138,7 +138,7 @@ int poll_cq(ibv_cq* ibcq, int n, ibv_wc* wc) {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
   Cq& q = *reinterpret_cast<Cq*>(ibcq);
-  q.shadow.ring.header()->arm.store(solicited_only ? 2 : 1, std::memory_order_release);
+  nic::arm_cq(q.shadow, solicited_only != 0);
   return 0;
 }
 
