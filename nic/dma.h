@@ -92,6 +92,12 @@ class HostMemory {
   std::vector<DmaTag> take_failed() { return std::exchange(failed_, {}); }
   // True if each call is expensive enough that the NIC should read ahead.
   virtual bool batches() const { return false; }
+  // Where this process may read [addr, addr + len) by load for as long as a
+  // frame needs it, or nullptr: memory the engine maps, whose unmapping
+  // first copies those bytes into every frame still pointing at them
+  // (dpdk::materialize_from, see common/engine/lazy_payload.h). The NIC
+  // then sends the frame without copying its payload in.
+  virtual const uint8_t* lend(uint64_t /*addr*/, size_t /*len*/) { return nullptr; }
   // True once a call failed because the host itself is gone (its process
   // exited; the engine may not have heard yet). A real NIC's QPs die with
   // the process: the NIC then drops what arrives for them and answers

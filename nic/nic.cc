@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/engine/engine.h"
+#include "common/engine/lazy_payload.h"
 #include "nic/cc/cc_config.h"
 
 namespace rocemu::nic {
@@ -161,6 +162,12 @@ bool Nic::dma_write(const DmaOwner& owner, uint64_t host_addr, const uint8_t* sr
   if (std::find(dirty_.begin(), dirty_.end(), mem) == dirty_.end()) dirty_.push_back(mem);
   if (dma_owners_.empty() || !(dma_owners_.back() == owner)) dma_owners_.push_back(owner);
   const auto tag = DmaTag(dma_owners_.size() - 1);
+  // Payload of a frame that points into the sender's memory: from there,
+  // copied now or set aside (write_deferred) -- that memory is not held.
+  if (rx_frame_ != nullptr && dpdk::lazy(rx_frame_)) {
+    if (const uint8_t* from = dpdk::lazy_source(rx_frame_, src, len)) return mem->write_deferred(host_addr, from, len, tag);
+    dpdk::materialize(rx_frame_);  // not (wholly) its payload: the frame's bytes, made real
+  }
   // Payload of the frame being received: keep the frame until the flush
   // and write from it directly.
   if (rx_frame_ != nullptr && mem->batches()) {

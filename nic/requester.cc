@@ -6,6 +6,7 @@
 // single PSNs).
 #include <algorithm>
 
+#include "common/engine/lazy_payload.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -432,11 +433,20 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   if (uc) f.ack_req = false;
   (void)now;
   const uint32_t frame_len = wire::roce_frame_len(qp.path, f.opcode, len);
+  // A WRITE or SEND from memory the engine maps, on a transport whose
+  // completion waits for the receiver: the frame points at the payload
+  // instead of holding a copy (common/engine/lazy_payload.h).
+  const uint8_t* lent = nullptr;
+  if (len >= dpdk::kLazyMinPayload && !w.is_inline && (qp.type == QpType::kRc || qp.type == QpType::kXrcSend) &&
+      wire::opcode_info(f.opcode).any(wire::kOpPayload) && !qp.req.prefetch.holds(w.index, offset)) {
+    HostPiece piece[kMaxSge];
+    if (sge_pieces(qp, w, offset, len, piece) == 1) lent = qp.ctx->memory->lend(piece[0].addr, len);
+  }
   // A message of several packets, sent for the first time, from a host
   // where each read is a system call: the payload is read ahead into the
   // next frames. (A resend reads just its own packet.)
-  const bool ahead = len > 0 && len < w.length && !w.is_inline && !wire::psn_lt(psn, qp.req.sent_high) &&
-                     qp.ctx->memory->batches();
+  const bool ahead = lent == nullptr && len > 0 && len < w.length && !w.is_inline &&
+                     !wire::psn_lt(psn, qp.req.sent_high) && qp.ctx->memory->batches();
   const uint32_t header_len = wire::roce_header_len(qp.path, f.opcode);
   rte_mbuf* m = nullptr;
   if (ahead) {
@@ -454,7 +464,8 @@ rte_mbuf* Nic::make_request(Qp& qp, SendWork& w, uint32_t psn, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
-  if (hdr != header_len || (len > 0 && !ahead && !gather(qp, w, offset, data + hdr, len))) {
+  if (lent != nullptr && hdr == header_len && !dpdk::make_lazy(m, data + hdr, lent, len)) lent = nullptr;
+  if (hdr != header_len || (len > 0 && !ahead && lent == nullptr && !gather(qp, w, offset, data + hdr, len))) {
     rte_pktmbuf_free(m);
     w.status = IBV_WC_LOC_PROT_ERR;
     return nullptr;

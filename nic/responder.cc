@@ -10,6 +10,7 @@
 #include <iterator>
 #include <utility>
 
+#include "common/engine/lazy_payload.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -803,6 +804,7 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   bool prefetched = false;
   uint32_t prefetch_hdr = 0;
   HostMemory* read_from = qp.ctx->memory;  // a READ response's host
+  const uint8_t* lent = nullptr;          // where a lazy frame's payload is
   // Responses go out in PSN order before any ACK: an ACK beyond a READ
   // would tell the requester the READ's answer was lost.
   if (!qp.resp.tasks.empty() && qp.state != IBV_QPS_ERR) {
@@ -836,7 +838,10 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
       }
       // The frame first: without one nothing moves on.
       read_from = mem;
-      if (len > 0 && mem->batches()) {
+      // From memory the engine maps: the frame points at the bytes
+      // (common/engine/lazy_payload.h).
+      if (len >= dpdk::kLazyMinPayload && !qp.resp.response_prefetch.holds(t.psn, t.va)) lent = mem->lend(host, len);
+      if (lent == nullptr && len > 0 && mem->batches()) {
         bool failed = false;
         // A READ executed again, or one answered out of turn, finds other frames.
         m = take_ahead(qp.resp.response_prefetch, t.psn, t.va, failed,
@@ -875,9 +880,10 @@ rte_mbuf* Nic::responder_make_packet(Qp& qp, Time now) {
   uint8_t* data = rte_pktmbuf_mtod(m, uint8_t*);
   const std::span<uint8_t> frame(data, frame_len);
   const uint32_t hdr = wire::write_roce_headers(frame, qp.path, f, len);
+  if (lent != nullptr && hdr != 0 && !dpdk::make_lazy(m, data + hdr, lent, len)) lent = nullptr;
   // (A read-ahead frame's payload sits where headers of the expected length end.)
   if (hdr == 0 || (prefetched && hdr != prefetch_hdr) ||
-      (len > 0 && !prefetched && !read_from->read(host, data + hdr, len))) {
+      (len > 0 && !prefetched && lent == nullptr && !read_from->read(host, data + hdr, len))) {
     rte_pktmbuf_free(m);
     qp.resp.tasks.clear();
     drop_prefetch(qp.resp.response_prefetch);

@@ -3,6 +3,7 @@
 // switch consumes (PFC, ARP).
 #include <algorithm>
 
+#include "common/engine/lazy_payload.h"
 #include "common/wire/build.h"
 #include "switch/ecn.h"
 #include "switch/switch.h"
@@ -329,6 +330,7 @@ bool Switch::enqueue_trimmed(PortRuntime& in, PortRuntime& out, rte_mbuf* m, con
   out.queue_counters[tc][QueueCounters::trim_packets]++;
   out.counters[PortCounters::trim_packets]++;
   const uint32_t len = rte_pktmbuf_data_len(m);
+  dpdk::materialize(m);  // trimming rewrites the ICRC over the payload
   const uint32_t cut = inner != nullptr ? trim_vxlan_frame(dpdk::bytes(m), v, *inner, trim.size, trim.remark_dscp)
                                         : trim_frame(dpdk::bytes(m), v, trim.size, trim.remark_dscp);
   uint32_t new_len = len;

@@ -3,6 +3,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mbuf_pool_ops.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "common/engine/lazy_payload.h"
 #include "common/log.h"
 #include "common/wire/build.h"
 
@@ -28,6 +30,33 @@ std::mutex g_eal_mutex;
 bool g_eal_started = false;
 Status g_eal_status;
 bool g_telemetry = false;
+
+// Every packet pool, for materialize_from().
+std::mutex g_pools_mutex;
+std::vector<rte_mempool*> g_pools;
+
+// Where a lazy frame's payload is: in the last bytes of its data room,
+// which a lazy frame (at most a 4096-byte payload behind its headers)
+// never reaches.
+struct LazyNote {
+  const uint8_t* src;
+  uint32_t at;   // from buf_addr
+  uint32_t len;
+};
+LazyNote& lazy_note(rte_mbuf* m) {
+  return *reinterpret_cast<LazyNote*>(static_cast<uint8_t*>(m->buf_addr) + m->buf_len - sizeof(LazyNote));
+}
+uint64_t g_lazy_made = 0, g_lazy_materialized = 0;
+
+void register_lazy_flag() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static const rte_mbuf_dynflag desc = {"rocemu_lazy_payload", 0};
+    const int bit = rte_mbuf_dynflag_register(&desc);
+    if (bit >= 0) g_lazy_payload_flag = 1ull << bit;
+    else logger("engine")->warn("no mbuf flag for frames that point at the sender's memory: two copies per byte");
+  });
+}
 
 // "0-3" style list of the CPUs this thread may run on.
 std::string allowed_cpus() {
@@ -188,9 +217,19 @@ Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs
       return failed("its buffers: " + std::string(rte_strerror(rte_errno)));
     }
     rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
+    register_lazy_flag();
+    {
+      std::lock_guard lock(g_pools_mutex);
+      g_pools.push_back(mp);
+    }
     return new PacketPool(mp, nullptr, n_mbufs, page);
   }
   auto* pool = new PacketPool(mp, mz, n_mbufs, page);
+  register_lazy_flag();
+  {
+    std::lock_guard lock(g_pools_mutex);
+    g_pools.push_back(mp);
+  }
   if (!pool->grow()) {
     delete pool;
     return failed("its first buffers could not be made");
@@ -199,6 +238,10 @@ Result<PacketPool*> PacketPool::create(const std::string& name, uint32_t n_mbufs
 }
 
 PacketPool::~PacketPool() {
+  {
+    std::lock_guard lock(g_pools_mutex);
+    std::erase(g_pools, mp_);
+  }
   rte_mempool_free(mp_);
   if (mz_ != nullptr) rte_memzone_free(mz_);
 }
@@ -252,7 +295,61 @@ rte_mbuf* PacketPool::alloc_copy(std::span<const uint8_t> frame) {
   return m;
 }
 
+uint64_t g_lazy_payload_flag = 0;
+
+bool make_lazy(rte_mbuf* m, uint8_t* at, const uint8_t* src, uint32_t len) {
+  if (g_lazy_payload_flag == 0) return false;
+  auto* const buf = static_cast<uint8_t*>(m->buf_addr);
+  // The payload, its pad and the ICRC stay clear of the note.
+  if (at < buf || size_t(at - buf) + len + 8 + sizeof(LazyNote) > m->buf_len) return false;
+  lazy_note(m) = {src, uint32_t(at - buf), len};
+  m->ol_flags |= g_lazy_payload_flag;
+  g_lazy_made++;
+  return true;
+}
+
+void materialize_slow(rte_mbuf* m) {
+  const LazyNote& n = lazy_note(m);
+  std::memcpy(static_cast<uint8_t*>(m->buf_addr) + n.at, n.src, n.len);
+  m->ol_flags &= ~g_lazy_payload_flag;
+  g_lazy_materialized++;
+}
+
+const uint8_t* lazy_source(rte_mbuf* m, const uint8_t* p, size_t len) {
+  if (!lazy(m)) return nullptr;
+  const LazyNote& n = lazy_note(m);
+  const uint8_t* at = static_cast<const uint8_t*>(m->buf_addr) + n.at;
+  if (p < at || p + len > at + n.len) return nullptr;
+  return n.src + (p - at);
+}
+
+void materialize_from(const void* begin, const void* end) {
+  if (g_lazy_payload_flag == 0) return;
+  struct Range {
+    const uint8_t *begin, *end;
+  } r{static_cast<const uint8_t*>(begin), static_cast<const uint8_t*>(end)};
+  std::lock_guard lock(g_pools_mutex);
+  for (rte_mempool* mp : g_pools) {
+    // Free buffers may still carry the flag (alloc clears it): filling one
+    // in is harmless, its bytes are nobody's.
+    rte_mempool_obj_iter(
+        mp,
+        [](rte_mempool*, void* arg, void* obj, unsigned) {
+          auto* m = static_cast<rte_mbuf*>(obj);
+          if (!lazy(m)) return;
+          const auto& rg = *static_cast<const Range*>(arg);
+          const LazyNote& n = lazy_note(m);
+          if (n.src < rg.end && n.src + n.len > rg.begin) materialize_slow(m);
+        },
+        &r);
+  }
+}
+
+uint64_t lazy_frames_made() { return g_lazy_made; }
+uint64_t lazy_frames_materialized() { return g_lazy_materialized; }
+
 void seal_slow(rte_mbuf* m) {
+  materialize(m);
   wire::seal_icrc(bytes(m));
   meta(m).flags &= uint8_t(~kMetaIcrcPending);
 }

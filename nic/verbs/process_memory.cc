@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+
+#include "common/engine/lazy_payload.h"
 
 namespace rocemu::verbs {
 
@@ -23,7 +26,7 @@ ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), s
 }
 
 ProcessMemory::~ProcessMemory() {
-  for (const Window& w : windows_) munmap(w.local, w.end - w.start);
+  for (const Window& w : windows_) unmap(w);
   if (totals_ != nullptr) {
     totals_->bytes -= window_bytes_;
     totals_->count -= windows_.size();
@@ -49,7 +52,7 @@ void ProcessMemory::remove_window(uint32_t key) {
     if (it->key != key) continue;
     // Writes waiting for flush() may point into it.
     flush();
-    munmap(it->local, it->end - it->start);
+    unmap(*it);
     window_bytes_ -= it->end - it->start;
     if (totals_ != nullptr) {
       totals_->bytes -= it->end - it->start;
@@ -92,6 +95,24 @@ uint8_t* ProcessMemory::local_of(uint64_t addr, size_t len) {
     }
   }
   return nullptr;
+}
+
+void ProcessMemory::unmap(const Window& w) {
+  if (w.lent) dpdk::materialize_from(w.local, w.local + (w.end - w.start));
+  munmap(w.local, w.end - w.start);
+}
+
+const uint8_t* ProcessMemory::lend(uint64_t addr, size_t len) {
+  static const bool off = [] {
+    const char* e = std::getenv("ROCEMU_ZERO_COPY");
+    return e != nullptr && std::strcmp(e, "0") == 0;
+  }();
+  if (off) return nullptr;
+  // The bytes as a read now would see them: after the writes waiting.
+  flush();
+  uint8_t* p = local_of(addr, len);
+  if (p != nullptr) windows_[last_].lent = true;  // local_of() leaves last_ on the window it used
+  return p;
 }
 
 bool ProcessMemory::alive() {

@@ -63,6 +63,10 @@ class ProcessMemory final : public nic::HostMemory {
   bool write_deferred_ref(uint64_t addr, const void* src, size_t len, nic::DmaTag tag) override;
   bool flush() override;
   bool batches() const override { return true; }
+  // Inside a window: its mapping here (lent until the window goes, which
+  // first fills in the frames still pointing at it). Off with
+  // ROCEMU_ZERO_COPY=0 in the engine's environment.
+  const uint8_t* lend(uint64_t addr, size_t len) override;
   pid_t pid() const { return pid_; }
 
   // Windows: the pages [addr, addr + bytes) of the application, mapped in
@@ -104,6 +108,7 @@ class ProcessMemory final : public nic::HostMemory {
     uint64_t start, end;
     uint8_t* local;
     uint32_t key;
+    bool lent = false;  // frames may point into it (lend())
   };
   std::vector<Window> windows_;  // by start
   uint64_t window_bytes_ = 0;
@@ -113,6 +118,8 @@ class ProcessMemory final : public nic::HostMemory {
   // Where [addr, addr + len) is mapped here, or nullptr if not wholly
   // inside one window.
   uint8_t* local_of(uint64_t addr, size_t len);
+  // Unmaps a window, materializing the frames it lent to first.
+  static void unmap(const Window& w);
   bool alive();
   bool fail(ssize_t result);  // counts a failed call; notes ESRCH
   bool add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag);

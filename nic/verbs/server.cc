@@ -91,6 +91,7 @@ bool HostAgent::drain(Session& s, Time now) {
   if (page->engine_sleeping.load(std::memory_order_relaxed) != 0)
     page->engine_sleeping.store(0, std::memory_order_relaxed);
   const uint32_t producer = page->producer.v.load(std::memory_order_acquire);
+  const uint32_t consumed = s.db_consumed;
   // An application can write anything here: every entry is checked.
   if (producer - s.db_consumed > DoorbellPage::kEntries) {
     s.db_consumed = producer;
@@ -102,8 +103,12 @@ bool HostAgent::drain(Session& s, Time now) {
     if (qp != nullptr && qp->ctx == s.ctx) s.nic->sq_doorbell(*qp, now);
     busy = true;
   }
-  page->consumer.v.store(s.db_consumed, std::memory_order_release);
-  if (page->rescan.exchange(0, std::memory_order_acq_rel) != 0) {
+  // The application's lines are written only when there is news: this
+  // runs on every turn of the engine's loop, most of them idle for this
+  // session, and a store (or a locked exchange) would take the line from
+  // the application's core each time.
+  if (s.db_consumed != consumed) page->consumer.v.store(s.db_consumed, std::memory_order_release);
+  if (page->rescan.load(std::memory_order_acquire) != 0 && page->rescan.exchange(0, std::memory_order_acq_rel) != 0) {
     for (uint32_t qpn : s.qpns)
       if (nic::Qp* qp = s.nic->find_qp(qpn); qp != nullptr && qp->ctx == s.ctx) s.nic->sq_doorbell(*qp, now);
     busy = true;

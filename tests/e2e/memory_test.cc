@@ -199,3 +199,47 @@ TEST_CASE("perftest on file-backed buffers (--mmap) and hugepages (--use_hugepag
   CHECK(rh.client == 0);
   CHECK(rh.server == 0);
 }
+
+TEST_CASE("An application killed while its WRITE's frames are on a delayed link: the engine lives on",
+          "[e2e][memory]") {
+  // On the mapped path a WRITE's frames point at the sender's MR instead
+  // of holding a copy (common/engine/lazy_payload.h). Here they sit in a
+  // 40 ms delay on what h1 sends when the sender dies: the engine unmaps
+  // its MRs, filling those frames in first (tests/nic/lazy_payload_test.cc
+  // checks the bytes), and must not touch the unmapped pages afterwards.
+  Fabric f;
+  auto [fst, fout] = f.rocemu({"fault", "add", "h1", "out", "delay", "40ms"});
+  REQUIRE(fst == 0);
+  const int port = pick_port();
+  auto args = [&] {
+    return std::vector<std::string>{"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port), "-s",
+                                    "65536", "-D", "30"};
+  };
+  Process server = f.exec("h2", args());
+  REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+  std::vector<std::string> cli = args();
+  cli.push_back("127.0.0.1");
+  Process client = f.exec("h1", cli);
+  // Transferring: frames are on the delayed link.
+  REQUIRE(wait_until([&] { return f.counters()["h2 rx_write_requests"] > 200; }, std::chrono::seconds(60),
+                     {&server, &client}));
+  if (!forced_fallback()) CHECK(mr_maps(f.engine_pid()) >= 2);
+  const int engine = f.engine_pid();
+  kill(client.pid, SIGKILL);
+  CHECK(finish(client, std::chrono::seconds(10)) == 128 + SIGKILL);
+  CHECK(wait_until([&] { return mr_maps(engine) <= 1; }, std::chrono::seconds(10)));
+  kill(server.pid, SIGKILL);
+  finish(server, std::chrono::seconds(10));
+  // The engine lived through it and serves the next pair.
+  REQUIRE(kill(engine, 0) == 0);
+  f.rocemu({"fault", "clear", "h1"});
+  const int port2 = pick_port();
+  std::vector<std::string> s2 = {"/usr/bin/ib_write_bw", "-d", "rocemu0", "-p", std::to_string(port2), "-s", "65536",
+                                 "-n", "2000"};
+  std::vector<std::string> c2 = s2;
+  c2.push_back("127.0.0.1");
+  const PairResult r = run_pair(f, "h2", "h1", s2, c2, port2);
+  INFO(r.client_out << r.server_out);
+  CHECK(r.client == 0);
+  CHECK(r.server == 0);
+}
