@@ -180,9 +180,14 @@ void TimerWheel::move_to(uint64_t tick) {
 
 size_t TimerWheel::advance(Time now) {
   if (now < now_) now = now_;
+  const bool was_firing = firing_;  // advance() called from a callback
+  if (!was_firing) {
+    swept_ = now_;
+    fired_expiry_ = now_;
+    fired_seq_ = 0;
+  }
   now_ = now;
   size_t fired = 0;
-  const bool was_firing = firing_;  // advance() called from a callback
   // Fire the earliest due timer, one at a time: a callback may arm another
   // timer that is due even sooner.
   for (;;) {
@@ -197,8 +202,10 @@ size_t TimerWheel::advance(Time now) {
     min_valid_ = false;
     fired++;
     firing_ = true;
-    firing_expiry_ = best->expiry_;
-    firing_seq_ = best->seq_;
+    if (best->expiry_ > fired_expiry_ || (best->expiry_ == fired_expiry_ && best->seq_ > fired_seq_)) {
+      fired_expiry_ = best->expiry_;
+      fired_seq_ = best->seq_;
+    }
     best->cb_(best->ctx_, now);
   }
   firing_ = was_firing;

@@ -85,7 +85,11 @@ class TimerWheel {
   uint64_t reserve() { return seq_++; }
   void schedule(Timer& t, Time when, uint64_t seq);
   bool fired(Time when, uint64_t seq) const {
-    if (firing_) return when < firing_expiry_ || (when == firing_expiry_ && seq < firing_seq_);
+    // While timers fire: all due by the previous advance() has fired, and
+    // in this one everything before the latest (expiry, place) fired so
+    // far -- a callback may arm a timer in the past, which then fires after
+    // later ones, so the timer firing now is not always the latest.
+    if (firing_) return when <= swept_ || when < fired_expiry_ || (when == fired_expiry_ && seq < fired_seq_);
     return when <= now_;
   }
 
@@ -131,10 +135,12 @@ class TimerWheel {
   size_t size_ = 0;
   mutable Timer* min_ = nullptr;
   mutable bool min_valid_ = true;  // min_ is the earliest timer (nullptr: none)
-  // The timer whose callback runs (for fired()).
+  // For fired(): whether a callback runs, the time the previous advance()
+  // reached, and the latest (expiry, place) fired since.
   bool firing_ = false;
-  Time firing_expiry_{0};
-  uint64_t firing_seq_ = 0;
+  Time swept_{0};
+  Time fired_expiry_{0};
+  uint64_t fired_seq_ = 0;
 };
 
 }  // namespace rocemu
