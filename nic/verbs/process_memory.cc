@@ -25,13 +25,36 @@ ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), s
   remote_.reserve(kMaxIov);
 }
 
+namespace {
+std::atomic<uint64_t> g_destructor_unmaps{0};
+}
+
 ProcessMemory::~ProcessMemory() {
+  // Normally unmap_all() ran on the engine thread already; what is left
+  // here is for when that thread has stopped (nothing else touches the
+  // packet pools then).
+  g_destructor_unmaps += windows_.size();
+  drop_windows();
+  close(pidfd_);
+}
+
+uint64_t ProcessMemory::destructor_unmaps() { return g_destructor_unmaps.load(); }
+
+void ProcessMemory::unmap_all() {
+  // Writes waiting for flush() may point into the windows.
+  flush();
+  drop_windows();
+}
+
+void ProcessMemory::drop_windows() {
   for (const Window& w : windows_) unmap(w);
   if (totals_ != nullptr) {
     totals_->bytes -= window_bytes_;
     totals_->count -= windows_.size();
   }
-  close(pidfd_);
+  windows_.clear();
+  window_bytes_ = 0;
+  last_ = 0;
 }
 
 void ProcessMemory::add_window(uint32_t key, uint64_t addr, size_t bytes, void* local) {
