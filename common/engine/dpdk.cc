@@ -345,6 +345,18 @@ void materialize_from(const void* begin, const void* end) {
   }
 }
 
+namespace {
+uint64_t g_lazy_made_at_walk = 0;  // g_lazy_made at the last materialize_all()
+}
+
+void materialize_all() {
+  // Every lazy frame alive now was made since the last walk (that walk
+  // filled in the ones before it).
+  if (g_lazy_made == g_lazy_made_at_walk) return;
+  g_lazy_made_at_walk = g_lazy_made;
+  materialize_from(nullptr, reinterpret_cast<const void*>(UINTPTR_MAX));
+}
+
 uint64_t lazy_frames_made() { return g_lazy_made; }
 uint64_t lazy_frames_materialized() { return g_lazy_materialized; }
 

@@ -3,6 +3,7 @@
 // still in flight when the memory goes keeps them.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "common/engine/lazy_payload.h"
 #include "tests/nic/fabric.h"
@@ -89,4 +90,55 @@ TEST_CASE("A frame still in flight when its memory goes keeps the bytes it was s
   REQUIRE(wc.size() == 1);
   CHECK(wc[0].status == IBV_WC_SUCCESS);
   CHECK(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0x5c; }));
+}
+
+namespace {
+
+// A 16 KiB WRITE of 0x5c from lent memory is on a 1 ms link when `fail`
+// ends it at the sender; once the application has heard (an error
+// completion, or the QP gone), it overwrites its buffer with 0xee. The
+// receiver, its QP still ready, must get 0x5c or nothing, never 0xee.
+void overwrite_after_failure(const std::function<void(TwoNics&, test::RcPair&)>& fail) {
+  LinkParams lp;
+  lp.delay = ms(1);
+  TwoNics f(1, LossRecovery::kGoBackN, lp);
+  lend_on_h1(f);
+  auto p = connect_rc(f);
+  std::vector<uint8_t> src(16384, 0x5c), dst(16384, 0);
+  const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
+  const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
+  ibv_sge s0 = sge(src.data(), 64, lkey);
+  ibv_send_wr w0 = rdma_wr(&s0, uint64_t(dst.data()), rkey, 0);
+  REQUIRE(f.h1->post_send(p.q1, &w0) == 0);
+  REQUIRE(wait_cqes(f, *f.h1, p.cq1, 1, ms(50)).size() == 1);
+  std::fill(dst.begin(), dst.end(), 0);
+  const uint64_t made = dpdk::lazy_frames_made();
+  ibv_sge s = sge(src.data(), 16384, lkey);
+  ibv_send_wr w = rdma_wr(&s, uint64_t(dst.data()), rkey, 1);
+  REQUIRE(f.h1->post_send(p.q1, &w) == 0);
+  f.run([] { return false; }, us(100));
+  REQUIRE(dpdk::lazy_frames_made() - made >= 4);
+  REQUIRE(std::all_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0; }));
+  fail(f, p);
+  std::fill(src.begin(), src.end(), 0xee);
+  f.run([] { return false; }, ms(5));
+  CHECK(std::none_of(dst.begin(), dst.end(), [](uint8_t b) { return b == 0xee; }));
+}
+
+}  // namespace
+
+TEST_CASE("A sender QP moved to ERR with frames in flight: the receiver never sees bytes written after the flush error",
+          "[sim][nic][lazy]") {
+  overwrite_after_failure([](TwoNics& f, test::RcPair& p) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    REQUIRE(f.h1->modify(p.q1, a, IBV_QP_STATE) == 0);
+    auto wc = wait_cqes(f, *f.h1, p.cq1, 1, us(10));
+    REQUIRE(wc.size() == 1);
+    CHECK(wc[0].status == IBV_WC_WR_FLUSH_ERR);
+  });
+}
+
+TEST_CASE("A sender QP destroyed with frames in flight: the receiver never sees bytes written after", "[sim][nic][lazy]") {
+  overwrite_after_failure([](TwoNics& f, test::RcPair& p) { REQUIRE(f.h1->destroy_qp(p.q1) == 0); });
 }
