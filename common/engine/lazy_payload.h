@@ -63,6 +63,12 @@ void materialize_from(const void* begin, const void* end);
 // frames in flight still point at.
 void materialize_all();
 
+// lazy_frames_made() when materialize_all() last walked: every frame
+// made lazy up to then has been filled in.
+uint64_t lazy_walked_at();
+// Walks over the packet pools so far (tests).
+uint64_t lazy_walks();
+
 // Frames made lazy and materialized since the process started (tests).
 uint64_t lazy_frames_made();
 uint64_t lazy_frames_materialized();

@@ -117,6 +117,7 @@ class ProcessMemory final : public nic::HostMemory {
     uint8_t* local;
     uint32_t key;
     bool lent = false;  // frames may point into it (lend())
+    uint64_t lent_at = 0;  // dpdk::lazy_frames_made() at the last lend()
   };
   std::vector<Window> windows_;  // by start
   uint64_t window_bytes_ = 0;
@@ -128,7 +129,8 @@ class ProcessMemory final : public nic::HostMemory {
   uint8_t* local_of(uint64_t addr, size_t len);
   // Unmaps a window, materializing the frames it lent to first.
   static void unmap(const Window& w);
-  void drop_windows();  // unmap() each, forgotten
+  void drop_windows();  // unmap() each (one pool walk at most), forgotten
+  static bool needs_walk(const Window& w);  // frames made lazy from it may not be filled in yet
   bool alive();
   bool fail(ssize_t result);  // counts a failed call; notes ESRCH
   bool add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag);
