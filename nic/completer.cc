@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "common/engine/lazy_payload.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -109,6 +110,9 @@ void Nic::complete_send_queue(Qp& qp, Time now) {
 }
 
 void Nic::fail_send_queue(Qp& qp, ibv_wc_status status, Time now) {
+  // The error completions let the application change its buffers: the
+  // frames still in flight must carry the bytes sent (lazy_payload.h).
+  dpdk::materialize_all();
   // The oldest unfinished WQE takes the error; the rest are flushed.
   for (uint32_t i = qp.req.sq_head; i != qp.req.sq_fetched; i++) {
     SendWork& w = qp.work(i);
@@ -122,6 +126,7 @@ void Nic::fail_send_queue(Qp& qp, ibv_wc_status status, Time now) {
 }
 
 void Nic::qp_to_error(Qp& qp, Time now) {
+  dpdk::materialize_all();  // before the flush errors (fail_send_queue)
   qp.state = IBV_QPS_ERR;
   timers().cancel(qp.req.retry_timer);
   timers().cancel(qp.req.rnr_timer);

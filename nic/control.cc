@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "common/engine/lazy_payload.h"
 #include "nic/nic.h"
 
 namespace rocemu::nic {
@@ -789,6 +790,9 @@ int Nic::destroy_qp(HostContext* ctx, uint32_t qpn) {
     qp->xrcd = qp->holds.front().xrcd;
     return 0;
   }
+  // Its frames in flight may point into buffers the application reuses
+  // once the QP is gone (lazy_payload.h).
+  dpdk::materialize_all();
   // Its type 2 windows are unbound: free to be bound again, and no later
   // QP with this QPN reaches them.
   unbind_windows(*qp);

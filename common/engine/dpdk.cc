@@ -46,7 +46,7 @@ struct LazyNote {
 LazyNote& lazy_note(rte_mbuf* m) {
   return *reinterpret_cast<LazyNote*>(static_cast<uint8_t*>(m->buf_addr) + m->buf_len - sizeof(LazyNote));
 }
-uint64_t g_lazy_made = 0, g_lazy_materialized = 0;
+uint64_t g_lazy_made = 0, g_lazy_materialized = 0, g_lazy_walks = 0;
 
 void register_lazy_flag() {
   static std::once_flag once;
@@ -329,6 +329,7 @@ void materialize_from(const void* begin, const void* end) {
     const uint8_t *begin, *end;
   } r{static_cast<const uint8_t*>(begin), static_cast<const uint8_t*>(end)};
   std::lock_guard lock(g_pools_mutex);
+  g_lazy_walks++;
   for (rte_mempool* mp : g_pools) {
     // Free buffers may still carry the flag (alloc clears it): filling one
     // in is harmless, its bytes are nobody's.
@@ -345,6 +346,20 @@ void materialize_from(const void* begin, const void* end) {
   }
 }
 
+namespace {
+uint64_t g_lazy_made_at_walk = 0;  // g_lazy_made at the last materialize_all()
+}
+
+void materialize_all() {
+  // Every lazy frame alive now was made since the last walk (that walk
+  // filled in the ones before it).
+  if (g_lazy_made == g_lazy_made_at_walk) return;
+  g_lazy_made_at_walk = g_lazy_made;
+  materialize_from(nullptr, reinterpret_cast<const void*>(UINTPTR_MAX));
+}
+
+uint64_t lazy_walked_at() { return g_lazy_made_at_walk; }
+uint64_t lazy_walks() { return g_lazy_walks; }
 uint64_t lazy_frames_made() { return g_lazy_made; }
 uint64_t lazy_frames_materialized() { return g_lazy_materialized; }
 

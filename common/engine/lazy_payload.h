@@ -57,6 +57,18 @@ const uint8_t* lazy_source(rte_mbuf* m, const uint8_t* p, size_t len);
 // [begin, end). Engine thread (the one that owns the pools' frames).
 void materialize_from(const void* begin, const void* end);
 
+// Materializes every lazy frame (nothing to do, and no walk, if no frame
+// was made lazy since the last call). Engine thread. Before an error
+// completion or a QP's end lets an application reuse memory whose bytes
+// frames in flight still point at.
+void materialize_all();
+
+// lazy_frames_made() when materialize_all() last walked: every frame
+// made lazy up to then has been filled in.
+uint64_t lazy_walked_at();
+// Walks over the packet pools so far (tests).
+uint64_t lazy_walks();
+
 // Frames made lazy and materialized since the process started (tests).
 uint64_t lazy_frames_made();
 uint64_t lazy_frames_materialized();

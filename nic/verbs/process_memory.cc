@@ -25,13 +25,39 @@ ProcessMemory::ProcessMemory(int pidfd, pid_t pid) : pidfd_(pidfd), pid_(pid), s
   remote_.reserve(kMaxIov);
 }
 
+namespace {
+std::atomic<uint64_t> g_destructor_unmaps{0};
+}
+
 ProcessMemory::~ProcessMemory() {
+  // Normally unmap_all() ran on the engine thread already; what is left
+  // here is for when that thread has stopped (nothing else touches the
+  // packet pools then).
+  g_destructor_unmaps += windows_.size();
+  drop_windows();
+  close(pidfd_);
+}
+
+uint64_t ProcessMemory::destructor_unmaps() { return g_destructor_unmaps.load(); }
+
+void ProcessMemory::unmap_all() {
+  // Writes waiting for flush() may point into the windows.
+  flush();
+  drop_windows();
+}
+
+void ProcessMemory::drop_windows() {
+  // One walk for all of them, not one per window.
+  if (std::any_of(windows_.begin(), windows_.end(), [](const Window& w) { return needs_walk(w); }))
+    dpdk::materialize_all();
   for (const Window& w : windows_) unmap(w);
   if (totals_ != nullptr) {
     totals_->bytes -= window_bytes_;
     totals_->count -= windows_.size();
   }
-  close(pidfd_);
+  windows_.clear();
+  window_bytes_ = 0;
+  last_ = 0;
 }
 
 void ProcessMemory::add_window(uint32_t key, uint64_t addr, size_t bytes, void* local) {
@@ -97,8 +123,17 @@ uint8_t* ProcessMemory::local_of(uint64_t addr, size_t len) {
   return nullptr;
 }
 
+bool ProcessMemory::needs_walk(const Window& w) {
+  // A frame made lazy from it was made at lazy_frames_made() > lent_at;
+  // a walk since (lazy_walked_at() > lent_at) filled it in.
+  return w.lent && dpdk::lazy_walked_at() <= w.lent_at;
+}
+
 void ProcessMemory::unmap(const Window& w) {
-  if (w.lent) dpdk::materialize_from(w.local, w.local + (w.end - w.start));
+  // The whole pool is walked (1-8 ms for 65536 buffers) only if the window
+  // lent since the last walk; that walk fills in every lazy frame, so the
+  // next dereg usually has none to do.
+  if (needs_walk(w)) dpdk::materialize_all();
   munmap(w.local, w.end - w.start);
 }
 
@@ -111,7 +146,10 @@ const uint8_t* ProcessMemory::lend(uint64_t addr, size_t len) {
   // The bytes as a read now would see them: after the writes waiting.
   flush();
   uint8_t* p = local_of(addr, len);
-  if (p != nullptr) windows_[last_].lent = true;  // local_of() leaves last_ on the window it used
+  if (p != nullptr) {  // local_of() leaves last_ on the window it used
+    windows_[last_].lent = true;
+    windows_[last_].lent_at = dpdk::lazy_frames_made();  // the caller makes its frame lazy next
+  }
   return p;
 }
 

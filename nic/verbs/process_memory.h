@@ -79,6 +79,14 @@ class ProcessMemory final : public nic::HostMemory {
   // pages, which only the system calls reach.
   void remove_windows(uint64_t addr, uint64_t bytes);
   size_t windows() const { return windows_.size(); }
+  // Unmaps every window (first filling in the frames they lent to). Engine
+  // thread, when the context closes: the destructor may run on another
+  // thread, where walking the packet pools or unmapping pages a frame's
+  // payload is being copied from would race the engine.
+  void unmap_all();
+  // Windows the destructor found still mapped, over all instances (tests:
+  // 0 while the engine thread runs).
+  static uint64_t destructor_unmaps();
   // The process closed its context while others share it: from now on
   // only the windows are reached (what the MRs pinned); an access outside
   // them fails (the process may have mapped anything there since).
@@ -109,6 +117,7 @@ class ProcessMemory final : public nic::HostMemory {
     uint8_t* local;
     uint32_t key;
     bool lent = false;  // frames may point into it (lend())
+    uint64_t lent_at = 0;  // dpdk::lazy_frames_made() at the last lend()
   };
   std::vector<Window> windows_;  // by start
   uint64_t window_bytes_ = 0;
@@ -120,6 +129,8 @@ class ProcessMemory final : public nic::HostMemory {
   uint8_t* local_of(uint64_t addr, size_t len);
   // Unmaps a window, materializing the frames it lent to first.
   static void unmap(const Window& w);
+  void drop_windows();  // unmap() each (one pool walk at most), forgotten
+  static bool needs_walk(const Window& w);  // frames made lazy from it may not be filled in yet
   bool alive();
   bool fail(ssize_t result);  // counts a failed call; notes ESRCH
   bool add(uint64_t addr, const void* src, size_t len, nic::DmaTag tag);

@@ -718,6 +718,11 @@ struct VerbsServer::Impl {
     }
     s.nic->close_context(sc.ctx);
     sc.ctx = nullptr;
+    // Here, on the engine thread: the frames the windows lent to are
+    // filled in while nothing else touches the packet pools, and no
+    // dma_write can be copying from a window as it goes. The last
+    // references to the memory may be dropped on the control thread.
+    if (sc.memory != nullptr) sc.memory->unmap_all();
     return true;
   }
 

@@ -844,3 +844,37 @@ TEST_CASE("A session that opened an rdma_cm channel cannot then open or import a
   for (int f : fa) close(f);
   for (int f : fc) close(f);
 }
+
+TEST_CASE("An application gone: its MR windows are unmapped on the engine thread, not by whoever drops the memory last",
+          "[unit][verbs]") {
+  Server s;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  auto* mem = static_cast<uint8_t*>(mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(mem != MAP_FAILED);
+  const std::string name = "exit-unmap-test";
+  const uint64_t before = verbs::ProcessMemory::destructor_unmaps();
+  {
+    Client a(s.path);
+    a.hello();
+    const uint32_t pd = alloc_pd(a);
+    const int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, off_t(2 * page)) == 0);
+    REQUIRE(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+    Request r = op(Op::kRegMr);
+    const uint64_t addr = uint64_t(mem);
+    r.u.reg_mr = {pd, IBV_ACCESS_LOCAL_WRITE, addr, 2 * page, addr, 0, 2 * page};
+    auto rep = a.call(r, fd);
+    close(fd);
+    REQUIRE(rep);
+    REQUIRE(rep->err == 0);
+    REQUIRE(mapped_here(name) == 1);
+  }  // its socket closes without kLeave, as when the process is killed
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (mapped_here(name) != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(mapped_here(name) == 0);
+  // The control thread's destructor found nothing left to unmap: the
+  // engine thread did it (its pool walk and munmap race nothing there).
+  CHECK(verbs::ProcessMemory::destructor_unmaps() == before);
+  munmap(mem, 4 * page);
+}
