@@ -149,6 +149,15 @@ TEST_CASE("A sender QP destroyed with frames in flight: the receiver never sees 
   overwrite_after_failure([](TwoNics& f, test::RcPair& p) { REQUIRE(f.h1->destroy_qp(p.q1) == 0); });
 }
 
+TEST_CASE("A sender QP moved to RESET with frames in flight: the receiver never sees bytes written after",
+          "[sim][nic][lazy]") {
+  overwrite_after_failure([](TwoNics& f, test::RcPair& p) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RESET;
+    REQUIRE(f.h1->modify(p.q1, a, IBV_QP_STATE) == 0);
+  });
+}
+
 TEST_CASE("Unmapping windows walks the packet pools only for frames made lazy since the last walk, once for all",
           "[sim][nic][lazy]") {
   test::require_eal();
