@@ -53,6 +53,9 @@ ibv_wc_status nak_status(wire::NakCode code) {
 
 void Nic::write_send_cqe(Qp& qp, const SendWork& w, ibv_wc_status status) {
   if (read_responses_pending(qp)) flush_dma();  // the data of a completion is in place before it
+  // An error lets the application reuse its buffers before later WRs were
+  // acknowledged: frames still in flight get their bytes first.
+  if (status != IBV_WC_SUCCESS) dpdk::materialize_all();
   Cqe cqe{};
   cqe.wr_id = w.wr_id;
   cqe.status = status;

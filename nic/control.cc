@@ -657,7 +657,10 @@ int Nic::modify_qp(HostContext* ctx, uint32_t qpn, const ibv_qp_attr& attr, int 
   qp->state = next;
   switch (next) {
     case IBV_QPS_RESET: {
-      // Queues start again from index 0 on both sides; nothing completes.
+      // Queues start again from index 0 on both sides; nothing completes,
+      // and the application may reuse its buffers at once: frames still in
+      // flight get their bytes first (lazy_payload.h).
+      dpdk::materialize_all();
       timers().cancel(qp->req.retry_timer);
       timers().cancel(qp->req.rnr_timer);
       drop_prefetch(*qp);

@@ -52,6 +52,7 @@ struct CqShadow {
 // the other half).
 inline void arm_cq(CqShadow& cq, bool solicited_only) {
   cq.ring.header()->arm.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 // Returns the number of entries written to wc; `on_send_cqe(qp_num,

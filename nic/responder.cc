@@ -124,6 +124,9 @@ void Nic::write_recv_cqe(Qp& qp, const RecvEntry& r, ibv_wc_status status, ibv_w
                          uint32_t imm, int wc_flags, uint32_t src_qp, bool solicited, uint8_t sl) {
   flush_dma();  // the data of a completion is in place before the completion
   if (std::exchange(qp.resp.message_data_lost, false) && status == IBV_WC_SUCCESS) status = IBV_WC_LOC_PROT_ERR;  // ... or not
+  // An error ends the QP, and the application may reuse the buffers of its
+  // sends and READ responses in flight: they get their bytes first.
+  if (status != IBV_WC_SUCCESS) dpdk::materialize_all();
   Cqe cqe{};
   cqe.wr_id = r.wr_id;
   cqe.status = status;

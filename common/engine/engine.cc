@@ -20,6 +20,10 @@ std::atomic<uint32_t> g_pool_counter{0};
 // Real time, no external ports: the longest sleep when no timer is armed
 // (wakes on the wake fds come at once anyway).
 constexpr Duration kMaxIdleSleep = ms(500);
+// Real time with external ports: the least busy-polling after the last work
+// (a peer's answer often takes longer than the 10 us the engine spins
+// without ports, and an empty poll then starts sleeps of 10 us and more).
+constexpr Duration kPortSpin = us(100);
 constexpr unsigned long kTimerSlackNs = 1000;
 
 uint64_t wall_clock_ns() {
@@ -342,7 +346,10 @@ bool Engine::poll_once(Time t) {
 
 void Engine::idle(Time t) {
   // Stay on the CPU a little after the last work: traffic comes in bursts.
-  if (t - last_busy_ < opts_.spin_before_sleep) return;
+  // External ports raise no RX interrupt, so a frame that comes while the
+  // loop sleeps waits for the sleep to end: with ports, stay up longer.
+  const Duration spin = ethdevs_.empty() ? opts_.spin_before_sleep : std::max(opts_.spin_before_sleep, kPortSpin);
+  if (t - last_busy_ < spin) return;
   for (auto& n : nodes_)
     if (!n->prepare_sleep(t)) return;
   // Nothing stays unwritten while the engine sleeps; a capture's count or

@@ -47,10 +47,12 @@ void lend_on_h1(TwoNics& f) {
 
 TEST_CASE("A WRITE from lent memory: frames point at the sender's bytes, the receiver gets them",
           "[sim][nic][lazy]") {
+  // The lent memory outlives the fabric: frames left in the pools still
+  // point at it until the NICs go (the engine unmaps only after a walk).
+  std::vector<uint8_t> src(65536), dst(65536, 0);
   TwoNics f;
   lend_on_h1(f);
   auto p = connect_rc(f);
-  std::vector<uint8_t> src(65536), dst(65536, 0);
   for (size_t i = 0; i < src.size(); i++) src[i] = uint8_t(i * 7 + 3);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
@@ -68,10 +70,10 @@ TEST_CASE("A WRITE from lent memory: frames point at the sender's bytes, the rec
 TEST_CASE("A frame still in flight when its memory goes keeps the bytes it was sent with", "[sim][nic][lazy]") {
   LinkParams lp;
   lp.delay = ms(1);
+  std::vector<uint8_t> src(16384, 0x5c), dst(16384, 0);  // outlives the fabric
   TwoNics f(1, LossRecovery::kGoBackN, lp);
   lend_on_h1(f);
   auto p = connect_rc(f);
-  std::vector<uint8_t> src(16384, 0x5c), dst(16384, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   // The neighbour resolved first (its ARP takes a round trip).
@@ -107,10 +109,10 @@ namespace {
 void overwrite_after_failure(const std::function<void(TwoNics&, test::RcPair&)>& fail) {
   LinkParams lp;
   lp.delay = ms(1);
+  std::vector<uint8_t> src(16384, 0x5c), dst(16384, 0);  // outlives the fabric
   TwoNics f(1, LossRecovery::kGoBackN, lp);
   lend_on_h1(f);
   auto p = connect_rc(f);
-  std::vector<uint8_t> src(16384, 0x5c), dst(16384, 0);
   const uint32_t lkey = f.h1->reg_mr(src.data(), src.size(), test::kAccessAll);
   const uint32_t rkey = f.h2->reg_mr(dst.data(), dst.size(), test::kAccessAll);
   ibv_sge s0 = sge(src.data(), 64, lkey);
@@ -147,6 +149,15 @@ TEST_CASE("A sender QP moved to ERR with frames in flight: the receiver never se
 
 TEST_CASE("A sender QP destroyed with frames in flight: the receiver never sees bytes written after", "[sim][nic][lazy]") {
   overwrite_after_failure([](TwoNics& f, test::RcPair& p) { REQUIRE(f.h1->destroy_qp(p.q1) == 0); });
+}
+
+TEST_CASE("A sender QP moved to RESET with frames in flight: the receiver never sees bytes written after",
+          "[sim][nic][lazy]") {
+  overwrite_after_failure([](TwoNics& f, test::RcPair& p) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RESET;
+    REQUIRE(f.h1->modify(p.q1, a, IBV_QP_STATE) == 0);
+  });
 }
 
 TEST_CASE("Unmapping windows walks the packet pools only for frames made lazy since the last walk, once for all",
