@@ -55,6 +55,19 @@ inline void arm_cq(CqShadow& cq, bool solicited_only) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+// ibv_get_cq_event polling a CQ's event count before it sleeps: while
+// `polling` is set the NIC raises events without writing the channel's fd
+// (on this emulation the NIC pays for the wake-up: a cross-core wake costs
+// the engine thread 8-16 us here). end_event_poll() clears it with a full
+// barrier before the caller's last look at the count and its sleep on the
+// fd: either that look sees an event raised meanwhile or the NIC saw the
+// flag clear and wrote the fd (Cq::push holds the other half).
+inline void begin_event_poll(CqShadow& cq) { cq.ring.header()->polling.store(1, std::memory_order_seq_cst); }
+inline void end_event_poll(CqShadow& cq) {
+  cq.ring.header()->polling.store(0, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
 // Returns the number of entries written to wc; `on_send_cqe(qp_num,
 // wqe_index)` lets the caller retire send queue entries.
 template <typename OnSend>

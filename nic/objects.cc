@@ -17,12 +17,16 @@ bool Cq::push(const Cqe& cqe, bool solicited) {
   // either finds this completion in the poll after arming or gets the
   // event. The arm is taken with a compare-exchange, so one the
   // application sets again meanwhile is not wiped.
+  // The event count goes up before `polling` is read (the read-modify-
+  // write is a full barrier, the other half of nic::end_event_poll's): an
+  // application that stops polling either sees the count or gets the fd
+  // written.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  uint32_t arm = ring_.header()->arm.load(std::memory_order_relaxed);
-  if ((arm == 1 || (arm == 2 && solicited)) &&
-      ring_.header()->arm.compare_exchange_strong(arm, 0, std::memory_order_acq_rel)) {
-    ring_.header()->events.fetch_add(1, std::memory_order_release);
-    if (on_event) on_event();
+  RingHeader& h = *ring_.header();
+  uint32_t arm = h.arm.load(std::memory_order_relaxed);
+  if ((arm == 1 || (arm == 2 && solicited)) && h.arm.compare_exchange_strong(arm, 0, std::memory_order_acq_rel)) {
+    h.events.fetch_add(1, std::memory_order_seq_cst);
+    if (h.polling.load(std::memory_order_seq_cst) == 0 && on_event) on_event();
   }
   return true;
 }

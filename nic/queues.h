@@ -30,7 +30,12 @@ struct alignas(64) RingHeader {
   // CQ only: completion events raised (the provider finds which CQ of a
   // channel fired by comparing with what it has seen).
   std::atomic<uint32_t> events{0};
-  uint32_t reserved[11];
+  // CQ only: nonzero while the application polls `events` itself in
+  // ibv_get_cq_event: the NIC then raises the event without writing the
+  // channel's fd (no wake-up to pay for). The application clears it
+  // before it sleeps on the fd (see nic::end_event_poll).
+  std::atomic<uint32_t> polling{0};
+  uint32_t reserved[10];
 };
 static_assert(sizeof(RingHeader) == 192);
 

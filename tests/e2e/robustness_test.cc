@@ -203,6 +203,53 @@ TEST_CASE("The engine killed: applications get errors, not hangs; rocemu up star
   f.rocemu({"down"});
 }
 
+// perftest taking completions by events (-e): the server and the client
+// wait in ibv_get_cq_event (polling the CQs' event counts a while, then
+// asleep on the channel's fd, whose other end only the engine holds).
+// However the engine goes, they must wake with an error rather than sleep
+// on: killed (every fd of the engine closed) or stopped with `rocemu down`
+// (it frees every application's resources, the channels among them).
+TEST_CASE("The engine going away while applications wait for completion events: errors, not hangs",
+          "[e2e][robustness]") {
+  for (const bool kill_it : {true, false}) {
+    DYNAMIC_SECTION((kill_it ? "engine killed" : "rocemu down")) {
+      Fabric f;
+      const int port = pick_port();
+      // perftest has no duration mode with events: an -n it does not reach.
+      const std::vector<std::string> common = {"ib_send_bw", "-d", "rocemu0", "-p", std::to_string(port), "-e",
+                                               "-s", "65536", "-n", "100000000"};
+      Process server = f.exec("h2", common);
+      REQUIRE(wait_until([&] { return tcp_listening(port); }, std::chrono::seconds(30), {&server}));
+      std::vector<std::string> cli = common;
+      cli.push_back("127.0.0.1");
+      Process client = f.exec("h1", cli);
+      // Data flowing: h2 has taken thousands of RoCE packets.
+      const auto flowing = [&] {
+        const auto [st, out] = f.rocemu({"counters", "h2"});
+        const size_t at = out.find("rx_roce_packets ");
+        return st == 0 && at != std::string::npos && std::stoull(out.substr(at + 16)) > 10000;
+      };
+      REQUIRE(wait_until(flowing, std::chrono::seconds(60), {&server, &client}));
+      if (kill_it) {
+        kill(f.engine_pid(), SIGKILL);
+        f.forget_engine();
+      } else {
+        const auto [st, out] = f.rocemu({"down"});
+        INFO(out);
+        CHECK(st == 0);
+        f.forget_engine();
+      }
+      const int cs = finish(client, std::chrono::seconds(20));
+      const int ss = finish(server, std::chrono::seconds(20));
+      INFO(client.output << server.output);
+      CHECK(cs != -1);  // exited by itself, not killed by the deadline
+      CHECK(ss != -1);
+      CHECK(cs != 0);
+      CHECK(ss != 0);
+    }
+  }
+}
+
 TEST_CASE("Only the engine's user may use its socket", "[e2e][security]") {
   Fabric f;
   const std::string sock = f.dir() + "/rocemu.sock";

@@ -78,3 +78,101 @@ TEST_CASE("A CQ armed while a completion is written: the poll after arming sees 
   INFO("rounds where neither the poll nor an event saw the completion: " << lost);
   CHECK(lost == 0);
 }
+
+// ibv_get_cq_event polls the event count with the CQ marked `polling`
+// (the engine then raises the event without writing the channel's fd),
+// and before it sleeps on the fd clears the mark and looks once more.
+// Whatever the interleaving with the engine's completion, it must either
+// see the event in that last look or find the fd written: otherwise it
+// sleeps with an event raised and nobody to wake it.
+TEST_CASE("An application that stops polling for events sees the event or gets the fd written", "[unit][cq]") {
+  constexpr uint32_t kRounds = 200000;
+  constexpr uint32_t kEntries = 4;
+  std::vector<uint8_t> mem(ring_bytes(kEntries, sizeof(Cqe)) + 64);
+  void* base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
+  Ring ring(base, kEntries, sizeof(Cqe), true);
+  Cq cq(1, nullptr, ring);
+  std::atomic<uint32_t> writes{0};
+  cq.on_event = [&] { writes.fetch_add(1, std::memory_order_relaxed); };
+  CqShadow app;
+  app.ring = ring;
+
+  std::atomic<uint32_t> go{0}, done{0};
+  std::thread engine([&] {
+    for (uint32_t r = 1; r <= kRounds; r++) {
+      wait_for(go, r);
+      Cqe c{};
+      c.wr_id = r;
+      cq.push(c, false);
+      done.store(r, std::memory_order_release);
+    }
+  });
+  uint32_t lost = 0, seen = 0, written = 0;
+  for (uint32_t r = 1; r <= kRounds; r++) {
+    const uint32_t events_before = ring.header()->events.load(std::memory_order_relaxed);
+    const uint32_t writes_before = writes.load(std::memory_order_relaxed);
+    arm_cq(app, false);
+    begin_event_poll(app);
+    go.store(r, std::memory_order_release);
+    // Sweep the end of polling across the engine's completion (it takes
+    // the engine a while to see `go`: the sweep is wider than the first
+    // test's).
+    for (uint32_t i = (r * 7) % 1024; i > 0; i--) __builtin_ia32_pause();
+    end_event_poll(app);
+    const bool saw = ring.header()->events.load(std::memory_order_acquire) != events_before;
+    wait_for(done, r);
+    const bool wrote = writes.load(std::memory_order_relaxed) != writes_before;
+    if (!saw && !wrote) lost++;
+    seen += saw;
+    written += wrote;
+    ibv_wc wc[2];
+    poll_cq_ring(app, 2, wc, [](uint32_t, uint32_t) {});
+  }
+  engine.join();
+  INFO("rounds: event seen in the last look " << seen << ", fd written " << written << ", neither " << lost);
+  CHECK(lost == 0);
+  // On a loaded machine the two threads may share a core all along, and
+  // then they never race (seen failing with the barrier removed: 42, 34
+  // and 1 lost rounds in three of four runs; the fourth never raced).
+  if (seen == 0 || written == 0) WARN("the two sides did not race this time: seen " << seen << ", written " << written);
+}
+
+TEST_CASE("A completion on an armed CQ that the application polls for events raises it without a wake-up",
+          "[unit][cq]") {
+  constexpr uint32_t kEntries = 4;
+  std::vector<uint8_t> mem(ring_bytes(kEntries, sizeof(Cqe)) + 64);
+  void* base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
+  Ring ring(base, kEntries, sizeof(Cqe), true);
+  Cq cq(1, nullptr, ring);
+  uint32_t writes = 0;
+  cq.on_event = [&] { writes++; };
+  CqShadow app;
+  app.ring = ring;
+  ibv_wc wc[4];
+  auto drain = [&] { poll_cq_ring(app, 4, wc, [](uint32_t, uint32_t) {}); };
+
+  arm_cq(app, false);
+  begin_event_poll(app);
+  CHECK(cq.push(Cqe{}, false));
+  CHECK(ring.header()->events.load() == 1);  // raised...
+  CHECK(writes == 0);                        // ...without writing the fd
+  CHECK(cq.push(Cqe{}, false));              // not armed: nothing
+  CHECK(ring.header()->events.load() == 1);
+  drain();
+
+  end_event_poll(app);
+  arm_cq(app, false);
+  CHECK(cq.push(Cqe{}, false));
+  CHECK(ring.header()->events.load() == 2);
+  CHECK(writes == 1);  // asleep (or about to be): woken
+  drain();
+
+  // Solicited-only arming is unchanged by polling.
+  arm_cq(app, true);
+  begin_event_poll(app);
+  CHECK(cq.push(Cqe{}, false));
+  CHECK(ring.header()->events.load() == 2);
+  CHECK(cq.push(Cqe{}, true));
+  CHECK(ring.header()->events.load() == 3);
+  CHECK(writes == 1);
+}
