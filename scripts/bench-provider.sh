@@ -27,26 +27,30 @@
 #     (ROCEMU_DMA=process_vm) and that build's engine and provider;
 #  6. with --profile: perf record of the engine thread during ib_write_bw
 #     -s 65536 on 100 Gbit/s links, top symbols and the copy path's share
-#     (memcpy/memmove).
+#     (memcpy/memmove);
+#  7. with --events: ib_send_bw -e -s 65536 and ib_send_lat -e with
+#     ibv_get_cq_event polling before it sleeps (the default; EVENT_POLL_US
+#     sets the time) against sleeping at once (ROCEMU_EVENT_POLL_US=0).
 # Every figure printed is the tool's own (perftest's result row, perf
 # bench's line), checked for consistency where the tool gives two ways to
 # it (a row's message rate x size against its bandwidth; pipe's total time
 # / loops against its usecs/op); a mismatch is flagged with "!".
 #   [BUILD=build] [BENCH_BUILD=$BUILD] [NO_BUILD=1] [BASELINE=<build dir>]
-#   scripts/bench-provider.sh [--quick] [--profile] [--fallback] [ROUNDS]
+#   scripts/bench-provider.sh [--quick] [--profile] [--fallback] [--events] [ROUNDS]
 # --quick: 1 round, -D 2 (checks the script). Default: 3 rounds, -D 2 (about
 # 5 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
-ROUNDS=3 DUR=2 PROFILE=0 FALLBACK=0
+ROUNDS=3 DUR=2 PROFILE=0 FALLBACK=0 EVENTS=0
 for a in "$@"; do
   case "$a" in
     --quick) ROUNDS=1 DUR=2 ;;
     --profile) PROFILE=1 ;;
+    --events) EVENTS=1 ;;
     --fallback) FALLBACK=1 ;;
     [0-9]*) ROUNDS=$a ;;
-    *) echo "usage: $0 [--quick] [--profile] [--fallback] [ROUNDS]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--profile] [--fallback] [--events] [ROUNDS]" >&2; exit 2 ;;
   esac
 done
 [ -n "${BASELINE:-}" ] && FALLBACK=1
@@ -339,6 +343,26 @@ if [ "$FALLBACK" = 1 ]; then
       printf "; baseline %s, ratio %s" "$B" "$(ratio "$M" "$B")"
     fi
     echo
+  done
+fi
+
+if [ "$EVENTS" = 1 ]; then
+  echo "== 7. ibv_get_cq_event polling ${EVENT_POLL_US:-50} us before it sleeps (the default) vs sleeping at once (ROCEMU_EVENT_POLL_US=0), 100G"
+  for tool in "ib_send_bw -e" "ib_send_lat -e"; do
+    on=(); off=()
+    for i in $(seq 1 "$ROUNDS"); do
+      for mode in $([ $((i % 2)) = 1 ] && echo "on off" || echo "off on"); do
+        us=${EVENT_POLL_US:-50}; [ "$mode" = off ] && us=0
+        # shellcheck disable=SC2086
+        if [ "$tool" = "ib_send_bw -e" ]; then v=$(PAIR_ENV=ROCEMU_EVENT_POLL_US=$us bw "$D100" 65536 $tool)
+        else v=$(PAIR_ENV=ROCEMU_EVENT_POLL_US=$us lat "$D100" $tool | awk '{print $1}'); fi
+        if [ "$mode" = on ]; then on+=("$v"); else off+=("$v"); fi
+      done
+      printf "   round %d: %-14s polling %8s   sleeping at once %8s %s   %s\n" "$i" "$tool" "${on[-1]}" "${off[-1]}" \
+        "$([ "$tool" = "ib_send_bw -e" ] && echo Gbit/s || echo "usec typical")" "$(load)"
+    done
+    A=$(printf "%s\n" "${on[@]}" | median); B=$(printf "%s\n" "${off[@]}" | median)
+    printf "   median %s: polling %s, sleeping at once %s, ratio %s\n" "$tool" "$A" "$B" "$(ratio "$A" "$B")"
   done
 fi
 

@@ -281,6 +281,6 @@ inline constexpr const char* kDmaEnv = "ROCEMU_DMA";
 // Microseconds ibv_get_cq_event polls for an event before it sleeps on the
 // channel's fd (0: it sleeps at once, and every event wakes it).
 inline constexpr const char* kEventPollEnv = "ROCEMU_EVENT_POLL_US";
-inline constexpr int kEventPollUs = 20;
+inline constexpr int kEventPollUs = 50;
 
 }  // namespace rocemu::verbs

@@ -2,6 +2,7 @@
 // each an RPC to the engine; queue memory arrives as a memfd to map.
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -175,7 +176,10 @@ bool poll_for_event(Channel& ch, ibv_cq** cq, void** cq_context) {
       if (got || ch.sleepers > 0) break;
     }
     if (std::chrono::steady_clock::now() >= until) break;
-    for (int i = 0; i < 8; i++) __builtin_ia32_pause();
+    // Another thread of this core (the peer of a ping-pong on a 2-core
+    // machine) runs first: one that spun here instead would hold the core
+    // for a whole time slice, and the event it waits for with it.
+    sched_yield();
   }
   std::lock_guard lock(ch.lock);
   if (--ch.pollers == 0)
