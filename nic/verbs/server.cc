@@ -1089,6 +1089,10 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       s.channels[rep.u.handle.handle] = ends[1];
       fds_out.push_back(ends[0]);
       s.hand_over.push_back(ends[0]);
+      // The write end too: the provider makes the fd readable itself for
+      // events it raised without a write while it polled them (see
+      // ibv_get_cq_event). Its own pipe: nobody else's is reached.
+      fds_out.push_back(ends[1]);
       return;
     }
     case Op::kDestroyChannel: {

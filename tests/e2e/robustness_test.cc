@@ -250,6 +250,41 @@ TEST_CASE("The engine going away while applications wait for completion events: 
   }
 }
 
+// ibv_get_cq_event polls its CQs before it sleeps, the engine raising
+// events without writing the fd meanwhile: an event raised and not taken
+// still leaves the fd readable (an application's own poll loop), two
+// threads waiting each get one, old wake-ups do not make a wait poll again
+// and again. Seen failing before the fixes: 19 of 100 poll-loop rounds
+// lost, 27 of 30 two-waiter rounds left a thread asleep, 7 ms of CPU
+// behind a full pipe. Also with polling off (every event written).
+TEST_CASE("Completion events: the fd readable while an event is left, every waiting thread served", "[e2e][events]") {
+  Fabric f;
+  for (const std::string poll_us : {"50", "0"}) {
+    Process p = f.exec("h1", {"env", "ROCEMU_EVENT_POLL_US=" + poll_us, bin("rocemu-verify"), "--events", "--iters",
+                              "100"});
+    const int st = finish(p, std::chrono::seconds(120));
+    INFO("ROCEMU_EVENT_POLL_US=" << poll_us << "\n" << p.output);
+    CHECK(st == 0);
+    CHECK_THAT(p.output, Catch::Contains("completion events checked"));
+  }
+}
+
+// A thread asleep in ibv_get_cq_event while the engine hangs (stopped):
+// another thread's control call times out, the context is dead, and the
+// sleeper returns EIO instead of sleeping for as long as the engine hangs
+// (seen failing: still asleep 5 s later, when it waited on the pipe only).
+TEST_CASE("Completion events: a sleeper gets EIO when the context dies with the engine hung", "[e2e][events]") {
+  Fabric f;
+  Process p = f.exec("h1", {"env", "ROCEMU_RPC_TIMEOUT_MS=500", bin("rocemu-verify"), "--events-hung"});
+  REQUIRE(wait_until([&] { return p.output.find("waiting") != std::string::npos; }, std::chrono::seconds(30), {&p}));
+  kill(f.engine_pid(), SIGSTOP);
+  const int st = finish(p, std::chrono::seconds(30));
+  kill(f.engine_pid(), SIGCONT);
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("the sleeper got EIO"));
+}
+
 TEST_CASE("Only the engine's user may use its socket", "[e2e][security]") {
   Fabric f;
   const std::string sock = f.dir() + "/rocemu.sock";

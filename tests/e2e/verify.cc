@@ -38,6 +38,8 @@
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <sys/mman.h>
@@ -45,6 +47,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -53,6 +56,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -1894,10 +1898,241 @@ int run_parent_domain(const Options& o) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// Completion events (ibv_get_cq_event, its channel's fd) with two CQs on
+// one channel: a QP on each, both in ERR, so that a posted send completes
+// at once (flushed) and raises its CQ's event. ibv_get_cq_event polls the
+// CQs a while before it sleeps, and the engine raises events without
+// writing the fd meanwhile; whatever the interleaving, an event raised and
+// not taken must leave the fd readable, and every thread waiting in
+// ibv_get_cq_event must get one.
+struct EventRig {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_comp_channel* ch = nullptr;
+  ibv_cq* cq[2] = {};
+  ibv_qp* qp[2] = {};
+  ibv_mr* mr = nullptr;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(4096);
+
+  bool open() {
+    ctx = open_device();
+    pd = ctx != nullptr ? ibv_alloc_pd(ctx) : nullptr;
+    ch = pd != nullptr ? ibv_create_comp_channel(ctx) : nullptr;
+    if (ch == nullptr) return false;
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    for (int i = 0; i < 2; i++) {
+      cq[i] = ibv_create_cq(ctx, 64, nullptr, ch, 0);
+      ibv_qp_init_attr ia{};
+      ia.qp_type = IBV_QPT_RC;
+      ia.cap = {64, 64, 1, 1, 0};
+      ia.send_cq = ia.recv_cq = cq[i];
+      qp[i] = cq[i] != nullptr ? ibv_create_qp(pd, &ia) : nullptr;
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_ERR;
+      if (qp[i] == nullptr || ibv_modify_qp(qp[i], &a, IBV_QP_STATE) != 0) return false;
+    }
+    return mr != nullptr;
+  }
+  void arm() {
+    for (ibv_cq* c : cq) ibv_req_notify_cq(c, 0);
+  }
+  void fire(int i) {
+    ibv_sge sge{reinterpret_cast<uint64_t>(buf.data()), 64, mr->lkey};
+    ibv_send_wr w{}, *bad = nullptr;
+    w.sg_list = &sge;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_SEND;
+    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_post_send(qp[i], &w, &bad);
+  }
+  void drain() {
+    ibv_wc wc[16];
+    for (ibv_cq* c : cq)
+      while (ibv_poll_cq(c, 16, wc) > 0) {
+      }
+  }
+  void set_nonblocking(bool on) {
+    const int f = fcntl(ch->fd, F_GETFL);
+    fcntl(ch->fd, F_SETFL, on ? f | O_NONBLOCK : f & ~O_NONBLOCK);
+  }
+  // Takes one event, waiting up to 2 s for it (non-blocking calls).
+  bool take_one() {
+    set_nonblocking(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    ibv_cq* c;
+    void* cc;
+    bool got = false;
+    while (!(got = ibv_get_cq_event(ch, &c, &cc) == 0) && std::chrono::steady_clock::now() < deadline) sched_yield();
+    if (got) ibv_ack_cq_events(c, 1);
+    set_nonblocking(false);
+    return got;
+  }
+  // Takes every event left (non-blocking), and with them the wake-ups
+  // waiting in the fd; how many.
+  int take_all() {
+    set_nonblocking(true);
+    int n = 0;
+    ibv_cq* c;
+    void* cc;
+    while (ibv_get_cq_event(ch, &c, &cc) == 0) {
+      ibv_ack_cq_events(c, 1);
+      n++;
+    }
+    set_nonblocking(false);
+    return n;
+  }
+};
+
+// Spins (yielding) until `flag` is set: the other thread is inside
+// ibv_get_cq_event, polling or about to sleep.
+void until_set(const std::atomic<bool>& flag) {
+  while (!flag.load()) sched_yield();
+}
+
+int run_events(int rounds) {
+  EventRig r;
+  CHECKV(r.open(), "a channel with two CQs, a QP in ERR on each: %s", std::strerror(errno));
+  if (g_failures != 0) return 1;
+  // 1. One event taken with ibv_get_cq_event (blocking); the other CQ's
+  //    event raised while it polled: the application then waits on the fd
+  //    itself, as a poll loop does.
+  int lost = 0;
+  for (int i = 0; i < rounds; i++) {
+    r.take_all();  // no old wake-up left to make the fd readable
+    r.arm();
+    std::atomic<bool> inside{false};
+    std::thread t([&] {
+      until_set(inside);
+      r.fire(0);
+      r.fire(1);
+    });
+    inside = true;
+    ibv_cq* c;
+    void* cc;
+    CHECKV(ibv_get_cq_event(r.ch, &c, &cc) == 0, "ibv_get_cq_event: %s", std::strerror(errno));
+    ibv_ack_cq_events(c, 1);
+    t.join();
+    pollfd p{r.ch->fd, POLLIN, 0};
+    if (poll(&p, 1, 2000) != 1) lost++;
+    CHECKV(r.take_one(), "round %d: the second event", i);
+    r.drain();
+  }
+  CHECKV(lost == 0, "poll loop: %d of %d rounds had an event raised and the fd not readable", lost, rounds);
+  // 2. Two threads waiting in ibv_get_cq_event, both CQs firing: each
+  //    thread gets an event.
+  int stuck = 0;
+  for (int i = 0; i < rounds; i++) {
+    r.arm();
+    std::atomic<int> got{0};
+    std::atomic<bool> in[2] = {false, false};
+    auto waiter = [&](int k) {
+      in[k] = true;
+      ibv_cq* c;
+      void* cc;
+      if (ibv_get_cq_event(r.ch, &c, &cc) == 0) {
+        ibv_ack_cq_events(c, 1);
+        got++;
+      }
+    };
+    std::thread w0(waiter, 0), w1(waiter, 1);
+    until_set(in[0]);
+    until_set(in[1]);
+    r.fire(0);
+    r.fire(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (got.load() < 2 && std::chrono::steady_clock::now() < deadline) sched_yield();
+    if (got.load() < 2) {
+      stuck++;
+      r.arm();  // release the one left: another event
+      r.fire(0);
+      r.fire(1);
+    }
+    w0.join();
+    w1.join();
+    r.take_all();
+    r.drain();
+  }
+  CHECKV(stuck == 0, "two waiters: %d of %d rounds left one asleep with an event raised", stuck, rounds);
+  // 3. Many events taken without sleeping leave the fd written many times
+  //    (up to a full pipe); a later wait does not poll once per old
+  //    wake-up (it did: 128 polls of 50 us, 6-7 ms of CPU).
+  for (int i = 0; i < 9000; i++) {
+    r.arm();
+    r.fire(i % 2);
+    ibv_cq* c;
+    void* cc;
+    if (ibv_get_cq_event(r.ch, &c, &cc) == 0) ibv_ack_cq_events(c, 1);
+    r.drain();
+  }
+  r.arm();
+  std::atomic<bool> inside{false};
+  std::thread t([&] {
+    until_set(inside);
+    // Let the waiter go through the old wake-ups (a deadline, not a
+    // sleep: the check is the CPU it used meanwhile).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) sched_yield();
+    r.fire(0);
+  });
+  timespec c0{}, c1{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  inside = true;
+  ibv_cq* c;
+  void* cc;
+  CHECKV(ibv_get_cq_event(r.ch, &c, &cc) == 0, "ibv_get_cq_event after many: %s", std::strerror(errno));
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  ibv_ack_cq_events(c, 1);
+  t.join();
+  const double ms = double(c1.tv_sec - c0.tv_sec) * 1e3 + double(c1.tv_nsec - c0.tv_nsec) / 1e6;
+  std::printf("rocemu-verify: a wait behind old wake-ups used %.2f ms of CPU\n", ms);
+  CHECKV(ms < 3, "a wait behind old wake-ups used %.2f ms of CPU (polled once per old wake-up?)", ms);
+  if (g_failures == 0) std::printf("rocemu-verify: completion events checked\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
+// A thread asleep in ibv_get_cq_event while the engine hangs: when another
+// thread's control call times out (the context is then dead), the sleeper
+// returns with EIO. Prints "waiting" once the sleeper is in; the caller
+// stops the engine.
+int run_events_hung() {
+  EventRig r;
+  CHECKV(r.open(), "a channel with two CQs: %s", std::strerror(errno));
+  if (g_failures != 0) return 1;
+  r.arm();
+  std::atomic<int> ret{1}, err{0};
+  std::atomic<bool> inside{false};
+  std::thread t([&] {
+    inside = true;
+    ibv_cq* c;
+    void* cc;
+    const int v = ibv_get_cq_event(r.ch, &c, &cc);
+    err = errno;
+    ret = v;
+  });
+  until_set(inside);
+  std::printf("rocemu-verify: waiting\n");
+  std::fflush(stdout);
+  // The caller stops the engine after "waiting"; a control call then
+  // times out (ROCEMU_RPC_TIMEOUT_MS) and takes the context down. Until
+  // the engine is stopped calls succeed: retry.
+  for (;;) {
+    ibv_pd* p = ibv_alloc_pd(r.ctx);
+    if (p == nullptr) break;
+    ibv_dealloc_pd(p);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ret.load() == 1 && std::chrono::steady_clock::now() < deadline) sched_yield();
+  CHECKV(ret.load() == -1 && err.load() == EIO, "the sleeper: returned %d, errno %d (want -1, EIO)", ret.load(),
+         err.load());
+  std::printf("rocemu-verify: %s\n", g_failures == 0 ? "the sleeper got EIO" : "FAILED");
+  std::fflush(stdout);
+  _exit(g_failures == 0 ? 0 : 1);  // the sleeper may still be inside
+}
+
 int main(int argc, char** argv) {
   Options o;
   bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false,
-       atomic_write = false, xrc = false;
+       atomic_write = false, xrc = false, events = false, events_hung = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -1911,6 +2146,8 @@ int main(int argc, char** argv) {
     else if (a == "--mw") mw = true;
     else if (a == "--atomic-write") atomic_write = true;
     else if (a == "--xrc") xrc = true;
+    else if (a == "--events") events = true;
+    else if (a == "--events-hung") events_hung = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -1927,13 +2164,16 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --import HOST | --misuse | "
-                   "--api | --mw | --parent-domain | --atomic-write | --xrc | --leave [--wait] [options]\n");
+                   "--api | --mw | --parent-domain | --atomic-write | --xrc | --events | --events-hung | --leave [--wait] "
+                   "[options]\n");
       return 2;
     }
   }
   o.size &= ~size_t(7);
   int rc;
   if (leave) return run_leave(o, leave_wait);
+  if (events) return run_events(o.iters);
+  if (events_hung) return run_events_hung();
   if (api) rc = run_api(o);
   else if (mw) rc = run_mw(o);
   else if (import) rc = run_import(o);

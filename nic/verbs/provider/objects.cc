@@ -2,12 +2,15 @@
 // each an RPC to the engine; queue memory arrives as a memfd to map.
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -156,6 +159,35 @@ bool take_event(Channel& ch, ibv_cq** cq, void** cq_context) {
   return take_event_locked(ch, cq, cq_context);
 }
 
+bool raised_untaken(const Channel& ch) {
+  for (const Cq* q : ch.cqs)
+    if (q->shadow.ring.header()->events.load(std::memory_order_acquire) != q->events_seen) return true;
+  return false;
+}
+
+// The fd is readable while an event is raised and not taken (`lock` held):
+// a wake-up of our own if the engine did not write one (it raised the
+// event while the CQ was polled) or one was drained with other events'.
+void keep_readable(Channel& ch) {
+  if (!raised_untaken(ch)) return;
+  int queued = 0;
+  if (ioctl(ch.ch.fd, FIONREAD, &queued) == 0 && queued > 0) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(ch.wake_fd, &one, sizeof one);
+}
+
+// Reads the wake-ups waiting in the channel's pipe without blocking on a
+// blocking fd (RWF_NOWAIT; a kernel without it for pipes: as many bytes as
+// FIONREAD counts, `lock` held so no thread of ours takes them first).
+void drain_wakeups(int fd) {
+  uint64_t v[64];
+  iovec iov{v, sizeof v};
+  if (preadv2(fd, &iov, 1, -1, RWF_NOWAIT) >= 0 || (errno != EOPNOTSUPP && errno != EINVAL)) return;
+  int queued = 0;
+  if (ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0) return;
+  [[maybe_unused]] ssize_t n = read(fd, v, std::min<size_t>(size_t(queued), sizeof v));
+}
+
 // Polls for an event for up to event_poll_ns(), unless a thread sleeps on
 // the fd (it needs the engine's writes) or starts to.
 bool poll_for_event(Channel& ch, ibv_cq** cq, void** cq_context) {
@@ -182,8 +214,12 @@ bool poll_for_event(Channel& ch, ibv_cq** cq, void** cq_context) {
     sched_yield();
   }
   std::lock_guard lock(ch.lock);
-  if (--ch.pollers == 0)
+  if (--ch.pollers == 0) {
     for (Cq* q : ch.cqs) nic::end_event_poll(q->shadow);
+    // Events raised meanwhile and not taken had no write: the fd must say
+    // so to an application that waits on it with poll/epoll.
+    keep_readable(ch);
+  }
   return got;
 }
 
@@ -369,15 +405,17 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   verbs::Reply rep;
   Context& c = *Context::of(context);
   std::vector<int> fds;
-  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 1) {
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 2) {
     for (int f : fds) close(f);
     return fail<ibv_comp_channel>(e != 0 ? e : EPROTO);
   }
   // The read end of a pipe the engine writes an event into; blocking, as
-  // a channel's fd is until the application says otherwise.
+  // a channel's fd is until the application says otherwise. The write end
+  // stays non-blocking.
   const int efd = fds[0];
   fcntl(efd, F_SETFL, fcntl(efd, F_GETFL) & ~O_NONBLOCK);
   auto* ch = new Channel();
+  ch->wake_fd = fds[1];
   ch->ch.context = context;
   ch->ch.fd = efd;
   ch->ch.refcnt = 0;
@@ -392,6 +430,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel->refcnt != 0) return EBUSY;
   simple(*ch->ctx, verbs::Op::kDestroyChannel, ch->id);
   close(channel->fd);
+  close(ch->wake_fd);
   delete ch;
   return 0;
 }
@@ -459,6 +498,9 @@ int ibv_destroy_cq(ibv_cq* cq) {
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr) return -1;
   Channel& ch = *reinterpret_cast<Channel*>(channel);
+  // After a wake-up through the fd events come slowly (or the wake-up was
+  // an old one): this call does not poll again.
+  bool woken = false;
   for (;;) {
     if (take_event(ch, cq, cq_context)) return 0;
     // A channel the application made non-blocking answers EAGAIN, as
@@ -466,30 +508,38 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
     // before arming them); it is never polled.
     const bool nonblocking = (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) != 0;
     if (!nonblocking) {
-      if (poll_for_event(ch, cq, cq_context)) return 0;
+      if (!woken && poll_for_event(ch, cq, cq_context)) return 0;
       if (prepare_to_sleep(ch, cq, cq_context)) return 0;
     }
-    // Every wake-up waiting (8 bytes each; which CQs fired is in shared
-    // memory). The engine holds the pipe's other end: end of file is the
-    // engine gone (killed, or the context freed by `rocemu down`).
-    uint64_t v[64];
-    const ssize_t n = read(channel->fd, v, sizeof v);
+    // Wait for the fd, and notice an engine that went away (killed, or a
+    // control call to it timed out: the context is shut down).
+    pollfd p[2] = {{channel->fd, POLLIN, 0}, {ch.ctx->sock, POLLRDHUP, 0}};
+    const int r = ::poll(p, 2, nonblocking ? 0 : -1);
     const int err = errno;
-    if (!nonblocking) {
-      std::lock_guard lock(ch.lock);
-      ch.sleepers--;
+    std::lock_guard lock(ch.lock);
+    if (!nonblocking) ch.sleepers--;
+    if (r < 0 && err != EINTR) {
+      errno = err;
+      return -1;
     }
-    if (n > 0) continue;
-    if (n == 0) {
+    if (r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
       ch.ctx->dead = true;
       errno = EIO;
       return -1;
     }
-    if (err == EINTR) continue;
-    if (err == EAGAIN && !nonblocking) continue;  // made non-blocking meanwhile
-    if (err == EAGAIN && take_event(ch, cq, cq_context)) return 0;
-    errno = err;
-    return -1;
+    if (r == 0 && nonblocking) {
+      if (take_event_locked(ch, cq, cq_context)) return 0;
+      errno = EAGAIN;
+      return -1;
+    }
+    if (r > 0 && (p[0].revents & POLLIN)) {
+      // The wake-ups waiting (8 bytes each), without blocking: another
+      // thread woken with this one may have taken them. Which CQs fired
+      // is in shared memory; one wake-up stays while events are left.
+      drain_wakeups(channel->fd);
+      woken = true;
+      keep_readable(ch);
+    }
   }
 }
 

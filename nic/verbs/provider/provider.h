@@ -104,6 +104,7 @@ struct Channel {
   uint32_t id = 0;
   std::mutex lock;
   std::vector<Cq*> cqs;  // CQs bound to this channel
+  int wake_fd = -1;      // the pipe's write end (the engine holds another)
   // Threads in ibv_get_cq_event polling the CQs' event counts, and
   // sleeping on the fd (under `lock`): the CQs are marked `polling` only
   // while someone polls and nobody sleeps.
