@@ -292,6 +292,47 @@ TEST_CASE("IPv4 header checksum: RFC 1071 at every length", "[unit][wire]") {
   }
 }
 
+TEST_CASE("A built IPv4 header's checksum is the RFC 1071 sum of its bytes", "[unit][wire]") {
+  // write_roce_headers() sums the fields it writes instead of reading the
+  // header back: the same value as ipv4_checksum() over the bytes, carries
+  // included (the all-ones round).
+  uint64_t x = 7;
+  auto next = [&x] {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return uint32_t(x >> 32);
+  };
+  for (int round = 0; round < 2000; round++) {
+    PathHeaders path = v4_path();
+    path.vlan = (round & 1) != 0;
+    if (round == 0) {
+      path.src_ip = IpAddr::v4(0xffffffff);
+      path.dst_ip = IpAddr::v4(0xffffffff);
+      path.dscp = 63;
+      path.ecn = Ecn::kCe;
+      path.ttl = 255;
+      path.ipv4_id = 0xffff;
+    } else if (round > 1) {
+      path.src_ip = IpAddr::v4(next());
+      path.dst_ip = IpAddr::v4(next());
+      path.dscp = uint8_t(next() & 63);
+      path.ecn = Ecn(next() & 3);
+      path.ttl = uint8_t(next());
+      path.ipv4_id = uint16_t(next());
+    }
+    const uint32_t payload = next() % 4097;
+    std::vector<uint8_t> frame(roce_frame_len(path, op::kSendOnly, payload));
+    REQUIRE(write_roce_headers(frame, path, {.opcode = op::kSendOnly, .dest_qp = 1}, payload) != 0);
+    const uint32_t l3 = path.l2_len();
+    INFO("round " << round);
+    CHECK(ipv4_checksum({frame.data() + l3, 20}) == 0);  // a header with its checksum sums to zero
+    PacketView v;
+    CHECK(decode(frame, v) == DecodeError::kOk);
+    const uint16_t carried = uint16_t(frame[l3 + 10] << 8 | frame[l3 + 11]);
+    frame[l3 + 10] = frame[l3 + 11] = 0;
+    CHECK(carried == ipv4_checksum({frame.data() + l3, 20}));
+  }
+}
+
 TEST_CASE("Fast CRC-32 equals zlib at every length and seed", "[unit][wire]") {
   std::vector<uint8_t> buf(9000);
   uint64_t x = 1;

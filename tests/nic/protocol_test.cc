@@ -239,6 +239,14 @@ TEST_CASE("Bad input is dropped and counted, never applied", "[protocol][nic]") 
     b.deliver({bad});
     CHECK(b.nic->counters()[NicCounters::rx_icrc_error] == 1);
   }
+  SECTION("bad IPv4 checksum") {
+    // From outside (no kMetaIcrcValid): summed, and dropped.
+    auto bad = good;
+    bad[14 + 10] ^= 1;
+    b.deliver({bad});
+    CHECK(b.nic->counters()[NicCounters::rx_malformed] == 1);
+    CHECK(b.nic->counters()[NicCounters::rx_roce_packets] == 0);
+  }
   SECTION("truncated") {
     auto bad = good;
     bad.resize(50);
