@@ -29,8 +29,8 @@
 #     -s 65536 on 100 Gbit/s links, top symbols and the copy path's share
 #     (memcpy/memmove);
 #  7. with --events: ib_send_bw -e -s 65536 and ib_send_lat -e with
-#     ibv_get_cq_event polling before it sleeps (the default; EVENT_POLL_US
-#     sets the time) against sleeping at once (ROCEMU_EVENT_POLL_US=0).
+#     ibv_get_cq_event polling before it sleeps (ROCEMU_EVENT_POLL_US=50;
+#     EVENT_POLL_US sets the time) against sleeping at once (the default).
 # Every figure printed is the tool's own (perftest's result row, perf
 # bench's line), checked for consistency where the tool gives two ways to
 # it (a row's message rate x size against its bandwidth; pipe's total time
@@ -347,7 +347,7 @@ if [ "$FALLBACK" = 1 ]; then
 fi
 
 if [ "$EVENTS" = 1 ]; then
-  echo "== 7. ibv_get_cq_event polling ${EVENT_POLL_US:-50} us before it sleeps (the default) vs sleeping at once (ROCEMU_EVENT_POLL_US=0), 100G"
+  echo "== 7. ibv_get_cq_event polling ${EVENT_POLL_US:-50} us before it sleeps (ROCEMU_EVENT_POLL_US) vs sleeping at once (the default), 100G"
   for tool in "ib_send_bw -e" "ib_send_lat -e"; do
     on=(); off=()
     for i in $(seq 1 "$ROUNDS"); do
