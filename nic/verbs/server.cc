@@ -1089,10 +1089,17 @@ void VerbsServer::Impl::handle(Session& s, const Request& req, const std::vector
       s.channels[rep.u.handle.handle] = ends[1];
       fds_out.push_back(ends[0]);
       s.hand_over.push_back(ends[0]);
-      // The write end too: the provider makes the fd readable itself for
-      // events it raised without a write while it polled them (see
-      // ibv_get_cq_event). Its own pipe: nobody else's is reached.
-      fds_out.push_back(ends[1]);
+      // A write end for the application too: the provider makes the fd
+      // readable itself for events raised without a write while it polled
+      // them (see ibv_get_cq_event). Its own pipe: nobody else's is
+      // reached. Opened anew, not the engine's end passed on: an open
+      // file's flags are shared, and the engine's must stay non-blocking
+      // whatever the application sets on its own.
+      const std::string self = "/proc/self/fd/" + std::to_string(ends[1]);
+      if (const int w = open(self.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC); w >= 0) {
+        fds_out.push_back(w);
+        s.hand_over.push_back(w);
+      }
       return;
     }
     case Op::kDestroyChannel: {

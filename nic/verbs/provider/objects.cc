@@ -192,7 +192,7 @@ void drain_wakeups(int fd) {
 // the fd (it needs the engine's writes) or starts to.
 bool poll_for_event(Channel& ch, ibv_cq** cq, void** cq_context) {
   const int64_t budget = event_poll_ns();
-  if (budget == 0) return false;
+  if (budget == 0 || ch.wake_fd < 0) return false;
   {
     std::lock_guard lock(ch.lock);
     if (ch.sleepers > 0) return false;
@@ -405,17 +405,18 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   verbs::Reply rep;
   Context& c = *Context::of(context);
   std::vector<int> fds;
-  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.size() != 2) {
+  if (int e = call(c, req, rep, {}, &fds); e != 0 || fds.empty() || fds.size() > 2) {
     for (int f : fds) close(f);
     return fail<ibv_comp_channel>(e != 0 ? e : EPROTO);
   }
   // The read end of a pipe the engine writes an event into; blocking, as
   // a channel's fd is until the application says otherwise. The write end
-  // stays non-blocking.
+  // stays non-blocking (without one, from an engine that could not open
+  // it, events are never left without a wake-up: nothing polls).
   const int efd = fds[0];
   fcntl(efd, F_SETFL, fcntl(efd, F_GETFL) & ~O_NONBLOCK);
   auto* ch = new Channel();
-  ch->wake_fd = fds[1];
+  ch->wake_fd = fds.size() == 2 ? fds[1] : -1;
   ch->ch.context = context;
   ch->ch.fd = efd;
   ch->ch.refcnt = 0;
@@ -430,7 +431,7 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel->refcnt != 0) return EBUSY;
   simple(*ch->ctx, verbs::Op::kDestroyChannel, ch->id);
   close(channel->fd);
-  close(ch->wake_fd);
+  if (ch->wake_fd >= 0) close(ch->wake_fd);
   delete ch;
   return 0;
 }
