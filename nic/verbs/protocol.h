@@ -19,7 +19,8 @@
 
 namespace rocemu::verbs {
 
-inline constexpr uint32_t kProtocolVersion = 13;
+// 14: a completion channel comes with a write end of its own (kCreateChannel).
+inline constexpr uint32_t kProtocolVersion = 14;
 inline constexpr const char* kDeviceName = "rocemu0";
 inline constexpr int kMaxGids = 16;
 

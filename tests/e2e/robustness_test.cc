@@ -204,8 +204,8 @@ TEST_CASE("The engine killed: applications get errors, not hangs; rocemu up star
 }
 
 // perftest taking completions by events (-e): the server and the client
-// wait in ibv_get_cq_event (polling the CQs' event counts a while, then
-// asleep on the channel's fd, whose other end only the engine holds).
+// wait in ibv_get_cq_event (asleep on the channel's fd and watching the
+// context's socket).
 // However the engine goes, they must wake with an error rather than sleep
 // on: killed (every fd of the engine closed) or stopped with `rocemu down`
 // (it frees every application's resources, the channels among them).
@@ -283,6 +283,21 @@ TEST_CASE("Completion events: a sleeper gets EIO when the context dies with the 
   INFO(p.output);
   CHECK(st == 0);
   CHECK_THAT(p.output, Catch::Contains("the sleeper got EIO"));
+}
+
+// An application waiting on a channel's fd with poll (as UCX does with
+// epoll) sees it hang up when the engine is killed (seen failing while the
+// provider held a write end of the pipe whatever the polling setting).
+TEST_CASE("Completion events: an application polling the channel's fd sees the engine killed", "[e2e][events]") {
+  Fabric f;
+  Process p = f.exec("h1", {bin("rocemu-verify"), "--events-hup"});
+  REQUIRE(wait_until([&] { return p.output.find("waiting") != std::string::npos; }, std::chrono::seconds(30), {&p}));
+  kill(f.engine_pid(), SIGKILL);
+  f.forget_engine();
+  const int st = finish(p, std::chrono::seconds(30));
+  INFO(p.output);
+  CHECK(st == 0);
+  CHECK_THAT(p.output, Catch::Contains("the fd hung up"));
 }
 
 TEST_CASE("Only the engine's user may use its socket", "[e2e][security]") {

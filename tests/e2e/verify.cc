@@ -2090,6 +2090,25 @@ int run_events(int rounds) {
   return g_failures == 0 ? 0 : 1;
 }
 
+// An application waiting on the channel's fd itself (poll/epoll, as UCX
+// does) when the engine goes: the fd hangs up (only the engine holds a
+// write end unless the provider polls). Prints "waiting"; the caller
+// kills the engine.
+int run_events_hup() {
+  EventRig r;
+  CHECKV(r.open(), "a channel with two CQs: %s", std::strerror(errno));
+  if (g_failures != 0) return 1;
+  r.arm();
+  std::printf("rocemu-verify: waiting\n");
+  std::fflush(stdout);
+  pollfd p{r.ch->fd, POLLIN, 0};
+  const int n = poll(&p, 1, 20000);
+  CHECKV(n == 1 && (p.revents & POLLHUP), "poll on the channel's fd: %d, revents 0x%x (want POLLHUP)", n, p.revents);
+  std::printf("rocemu-verify: %s\n", g_failures == 0 ? "the fd hung up" : "FAILED");
+  std::fflush(stdout);
+  _exit(g_failures == 0 ? 0 : 1);
+}
+
 // A thread asleep in ibv_get_cq_event while the engine hangs: when another
 // thread's control call times out (the context is then dead), the sleeper
 // returns with EIO. Prints "waiting" once the sleeper is in; the caller
@@ -2132,7 +2151,7 @@ int run_events_hung() {
 int main(int argc, char** argv) {
   Options o;
   bool leave = false, leave_wait = false, api = false, mw = false, import = false, parent = false,
-       atomic_write = false, xrc = false, events = false, events_hung = false;
+       atomic_write = false, xrc = false, events = false, events_hung = false, events_hup = false;
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -2148,6 +2167,7 @@ int main(int argc, char** argv) {
     else if (a == "--xrc") xrc = true;
     else if (a == "--events") events = true;
     else if (a == "--events-hung") events_hung = true;
+    else if (a == "--events-hup") events_hup = true;
     else if (a == "--leave") leave = true;
     else if (a == "--wait") leave_wait = true;
     else if (a == "--connect") o.host = next();
@@ -2164,7 +2184,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: rocemu-verify --loopback | --server [--bind ADDR] | --connect HOST | --import HOST | --misuse | "
-                   "--api | --mw | --parent-domain | --atomic-write | --xrc | --events | --events-hung | --leave [--wait] "
+                   "--api | --mw | --parent-domain | --atomic-write | --xrc | --events | --events-hung | --events-hup | "
+                   "--leave [--wait] "
                    "[options]\n");
       return 2;
     }
@@ -2174,6 +2195,7 @@ int main(int argc, char** argv) {
   if (leave) return run_leave(o, leave_wait);
   if (events) return run_events(o.iters);
   if (events_hung) return run_events_hung();
+  if (events_hup) return run_events_hup();
   if (api) rc = run_api(o);
   else if (mw) rc = run_mw(o);
   else if (import) rc = run_import(o);

@@ -169,7 +169,7 @@ bool raised_untaken(const Channel& ch) {
 // a wake-up of our own if the engine did not write one (it raised the
 // event while the CQ was polled) or one was drained with other events'.
 void keep_readable(Channel& ch) {
-  if (!raised_untaken(ch)) return;
+  if (ch.wake_fd < 0 || !raised_untaken(ch)) return;
   int queued = 0;
   if (ioctl(ch.ch.fd, FIONREAD, &queued) == 0 && queued > 0) return;
   const uint64_t one = 1;
@@ -186,6 +186,15 @@ void drain_wakeups(int fd) {
   int queued = 0;
   if (ioctl(fd, FIONREAD, &queued) != 0 || queued <= 0) return;
   [[maybe_unused]] ssize_t n = read(fd, v, std::min<size_t>(size_t(queued), sizeof v));
+}
+
+// The wake-up of an event just taken, if it is there (without blocking:
+// one raised while polled has none; one not written yet is read later as
+// an old one).
+void take_wakeup(int fd) {
+  uint64_t v;
+  iovec iov{&v, sizeof v};
+  [[maybe_unused]] ssize_t n = preadv2(fd, &iov, 1, -1, RWF_NOWAIT);
 }
 
 // Polls for an event for up to event_poll_ns(), unless a thread sleeps on
@@ -416,7 +425,14 @@ ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   const int efd = fds[0];
   fcntl(efd, F_SETFL, fcntl(efd, F_GETFL) & ~O_NONBLOCK);
   auto* ch = new Channel();
+  // The write end serves only polling (events raised without a write);
+  // without polling only the engine holds one, so that an application
+  // waiting on the fd itself sees it hang up when the engine goes.
   ch->wake_fd = fds.size() == 2 ? fds[1] : -1;
+  if (ch->wake_fd >= 0 && event_poll_ns() == 0) {
+    close(ch->wake_fd);
+    ch->wake_fd = -1;
+  }
   ch->ch.context = context;
   ch->ch.fd = efd;
   ch->ch.refcnt = 0;
@@ -499,44 +515,66 @@ int ibv_destroy_cq(ibv_cq* cq) {
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr) return -1;
   Channel& ch = *reinterpret_cast<Channel*>(channel);
+  // Each event taken takes a wake-up with it (the engine writes one per
+  // event, after raising it), so the fd stays readable exactly while
+  // events are left: for an application that waits on it itself, and for
+  // the next thread.
+  auto took = [&] {
+    take_wakeup(channel->fd);
+    if (ch.wake_fd >= 0) {  // polling: the one taken may have been another event's
+      std::lock_guard lock(ch.lock);
+      keep_readable(ch);
+    }
+    return 0;
+  };
   // After a wake-up through the fd events come slowly (or the wake-up was
   // an old one): this call does not poll again.
   bool woken = false;
   for (;;) {
-    if (take_event(ch, cq, cq_context)) return 0;
+    if (take_event(ch, cq, cq_context)) return took();
     // A channel the application made non-blocking answers EAGAIN, as
     // libibverbs' read() of the channel does (UCX drains its channels so
     // before arming them); it is never polled.
     const bool nonblocking = (fcntl(channel->fd, F_GETFL) & O_NONBLOCK) != 0;
     if (!nonblocking) {
-      if (!woken && poll_for_event(ch, cq, cq_context)) return 0;
-      if (prepare_to_sleep(ch, cq, cq_context)) return 0;
+      if (!woken && poll_for_event(ch, cq, cq_context)) return took();
+      if (prepare_to_sleep(ch, cq, cq_context)) return took();
     }
     // Wait for the fd, and notice an engine that went away (killed, or a
     // control call to it timed out: the context is shut down).
     pollfd p[2] = {{channel->fd, POLLIN, 0}, {ch.ctx->sock, POLLRDHUP, 0}};
     const int r = ::poll(p, 2, nonblocking ? 0 : -1);
     const int err = errno;
-    std::lock_guard lock(ch.lock);
+    std::unique_lock lock(ch.lock);
     if (!nonblocking) ch.sleepers--;
     if (r < 0 && err != EINTR) {
       errno = err;
       return -1;
     }
-    if (r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+    if (r > 0 && (p[0].revents & POLLNVAL)) {  // the application closed it
+      errno = EBADF;
+      return -1;
+    }
+    const bool gone = r > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    const bool readable = r > 0 && (p[0].revents & (POLLIN | POLLHUP));
+    if (take_event_locked(ch, cq, cq_context)) {  // raised before the engine went, too
+      lock.unlock();
+      return took();
+    }
+    if (gone) {
       ch.ctx->dead = true;
       errno = EIO;
       return -1;
     }
     if (r == 0 && nonblocking) {
-      if (take_event_locked(ch, cq, cq_context)) return 0;
       errno = EAGAIN;
       return -1;
     }
-    if (r > 0 && (p[0].revents & POLLIN)) {
-      // The wake-ups waiting (8 bytes each), without blocking: another
-      // thread woken with this one may have taken them. Which CQs fired
-      // is in shared memory; one wake-up stays while events are left.
+    if (readable) {
+      // Readable with no event left: old wake-ups (an event taken before
+      // its wake-up was written, or one raised while polled). Read them
+      // all; an event raised meanwhile is seen at the top, and one left
+      // without a wake-up gets one of the provider's (keep_readable).
       drain_wakeups(channel->fd);
       woken = true;
       keep_readable(ch);
