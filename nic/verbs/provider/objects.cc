@@ -116,8 +116,9 @@ int dealloc_mw(ibv_mw* mw) {
 
 // ------------------------------------------------ completion events ----
 //
-// ibv_get_cq_event first polls the channel's CQs' event counts for a
-// while (ROCEMU_EVENT_POLL_US), with the CQs marked `polling` so that the
+// With ROCEMU_EVENT_POLL_US set (off by default: on 2 cores it cost more
+// bandwidth than it saved), ibv_get_cq_event first polls the channel's
+// CQs' event counts for a while, with the CQs marked `polling` so that the
 // engine raises events without writing the fd; only then does it sleep on
 // the fd. On this emulation the NIC pays for the application's wake-up (a
 // cross-core wake costs the engine thread 8-16 us on a VM, a fifth of its
