@@ -30,24 +30,18 @@ void wait_for(const std::atomic<uint32_t>& flag, uint32_t want) {
     if ((i & 0xff) == 0xff) sched_yield();
 }
 
-}  // namespace
+// A 4-entry CQ ring in 64-byte aligned memory, as the engine shares one.
+struct CqRing {
+  static constexpr uint32_t kEntries = 4;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(ring_bytes(kEntries, sizeof(Cqe)) + 64);
+  Ring ring{mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64, kEntries, sizeof(Cqe), true};
+};
 
-TEST_CASE("A CQ armed while a completion is written: the poll after arming sees it or the event fires",
-          "[unit][cq]") {
-  constexpr uint32_t kRounds = 200000;
-  constexpr uint32_t kEntries = 4;
-  std::vector<uint8_t> mem(ring_bytes(kEntries, sizeof(Cqe)) + 64);
-  void* base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
-  Ring ring(base, kEntries, sizeof(Cqe), true);
-  Cq cq(1, nullptr, ring);
-  std::atomic<uint32_t> events{0};
-  cq.on_event = [&] { events.fetch_add(1, std::memory_order_relaxed); };
-  CqShadow app;
-  app.ring = ring;
-
-  std::atomic<uint32_t> go{0}, done{0};
-  std::thread engine([&] {
-    for (uint32_t r = 1; r <= kRounds; r++) {
+// The engine's side: round after round, once `go` says so, one completion
+// on `cq`, then `done`.
+std::thread engine_pushing(Cq& cq, std::atomic<uint32_t>& go, std::atomic<uint32_t>& done, uint32_t rounds) {
+  return std::thread([&cq, &go, &done, rounds] {
+    for (uint32_t r = 1; r <= rounds; r++) {
       wait_for(go, r);
       Cqe c{};
       c.wr_id = r;
@@ -55,6 +49,22 @@ TEST_CASE("A CQ armed while a completion is written: the poll after arming sees 
       done.store(r, std::memory_order_release);
     }
   });
+}
+
+}  // namespace
+
+TEST_CASE("A CQ armed while a completion is written: the poll after arming sees it or the event fires",
+          "[unit][cq]") {
+  constexpr uint32_t kRounds = 200000;
+  CqRing rig;
+  Ring& ring = rig.ring;
+  Cq cq(1, nullptr, ring);
+  std::atomic<uint32_t> events{0};
+  cq.on_event = [&] { events.fetch_add(1, std::memory_order_relaxed); };
+  CqShadow app{ring};
+
+  std::atomic<uint32_t> go{0}, done{0};
+  std::thread engine = engine_pushing(cq, go, done, kRounds);
   uint32_t lost = 0;
   for (uint32_t r = 1; r <= kRounds; r++) {
     const uint32_t events_before = events.load(std::memory_order_relaxed);
@@ -87,26 +97,15 @@ TEST_CASE("A CQ armed while a completion is written: the poll after arming sees 
 // sleeps with an event raised and nobody to wake it.
 TEST_CASE("An application that stops polling for events sees the event or gets the fd written", "[unit][cq]") {
   constexpr uint32_t kRounds = 200000;
-  constexpr uint32_t kEntries = 4;
-  std::vector<uint8_t> mem(ring_bytes(kEntries, sizeof(Cqe)) + 64);
-  void* base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
-  Ring ring(base, kEntries, sizeof(Cqe), true);
+  CqRing rig;
+  Ring& ring = rig.ring;
   Cq cq(1, nullptr, ring);
   std::atomic<uint32_t> writes{0};
   cq.on_event = [&] { writes.fetch_add(1, std::memory_order_relaxed); };
-  CqShadow app;
-  app.ring = ring;
+  CqShadow app{ring};
 
   std::atomic<uint32_t> go{0}, done{0};
-  std::thread engine([&] {
-    for (uint32_t r = 1; r <= kRounds; r++) {
-      wait_for(go, r);
-      Cqe c{};
-      c.wr_id = r;
-      cq.push(c, false);
-      done.store(r, std::memory_order_release);
-    }
-  });
+  std::thread engine = engine_pushing(cq, go, done, kRounds);
   uint32_t lost = 0, seen = 0, written = 0;
   for (uint32_t r = 1; r <= kRounds; r++) {
     const uint32_t events_before = ring.header()->events.load(std::memory_order_relaxed);
@@ -139,15 +138,12 @@ TEST_CASE("An application that stops polling for events sees the event or gets t
 
 TEST_CASE("A completion on an armed CQ that the application polls for events raises it without a wake-up",
           "[unit][cq]") {
-  constexpr uint32_t kEntries = 4;
-  std::vector<uint8_t> mem(ring_bytes(kEntries, sizeof(Cqe)) + 64);
-  void* base = mem.data() + (64 - reinterpret_cast<uintptr_t>(mem.data()) % 64) % 64;
-  Ring ring(base, kEntries, sizeof(Cqe), true);
+  CqRing rig;
+  Ring& ring = rig.ring;
   Cq cq(1, nullptr, ring);
   uint32_t writes = 0;
   cq.on_event = [&] { writes++; };
-  CqShadow app;
-  app.ring = ring;
+  CqShadow app{ring};
   ibv_wc wc[4];
   auto drain = [&] { poll_cq_ring(app, 4, wc, [](uint32_t, uint32_t) {}); };
 
