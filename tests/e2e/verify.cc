@@ -1919,7 +1919,7 @@ struct EventRig {
     pd = ctx != nullptr ? ibv_alloc_pd(ctx) : nullptr;
     ch = pd != nullptr ? ibv_create_comp_channel(ctx) : nullptr;
     if (ch == nullptr) return false;
-    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
     for (int i = 0; i < 2; i++) {
       cq[i] = ibv_create_cq(ctx, 64, nullptr, ch, 0);
       ibv_qp_init_attr ia{};
