@@ -1,6 +1,8 @@
 // The forwarding pipeline packet by packet: routing (MAC rewrite, TTL,
 // IPv6), drops by reason, ARP, the fault stage on a switch port, and the
 // control API on a running switch.
+#include <cstring>
+
 #include <catch2/catch.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -101,7 +103,10 @@ TEST_CASE("A frame from outside with a wrong IPv4 checksum is dropped as a parse
     path.dst_mac = b.sw->port_mac(1);
     path.src_ip = host_ip(1);
     path.dst_ip = host_ip(0);
+    // The test host reads a send time from the payload's first 8 bytes.
     std::vector<uint8_t> payload(64, 0x5a);
+    const int64_t sent = b.engine->now().count();
+    std::memcpy(payload.data(), &sent, sizeof sent);
     std::vector<uint8_t> f(256);
     const wire::RoceFields rf{.opcode = wire::op::kSendOnly, .dest_qp = 0x30, .psn = 1};
     f.resize(wire::encode_roce(f, path, rf, payload));
